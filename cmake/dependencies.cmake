@@ -1,0 +1,22 @@
+# Every dependency comes from the system (Debian packages); nothing is vendored.
+find_package(Threads REQUIRED)
+find_package(OpenSSL 3.0 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv)
+
+# Standalone Asio is header-only and ships no CMake config.
+find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
+add_library(asio INTERFACE)
+target_include_directories(asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
+target_compile_definitions(asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+target_link_libraries(asio INTERFACE Threads::Threads)
+
+if(LONGHAUL_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(LONGHAUL_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

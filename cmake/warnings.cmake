@@ -1,0 +1,27 @@
+# Project-wide compile flags. Reduction and quantization code must be bit-reproducible across
+# peers, so floating-point contraction is off everywhere (no FMA fusing, no -ffast-math).
+add_compile_options(-ffp-contract=off)
+
+set(LONGHAUL_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
+# GCC 12 reports maybe-uninitialized falsely through std::variant and std::optional moves.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND LONGHAUL_WARNINGS -Wno-maybe-uninitialized)
+endif()
+if(LONGHAUL_WERROR)
+  list(APPEND LONGHAUL_WARNINGS -Werror)
+endif()
+
+# Applies the project's warnings to a target we own (never to third-party code).
+function(longhaul_target_warnings target)
+  target_compile_options(${target} PRIVATE ${LONGHAUL_WARNINGS})
+endfunction()
+
+if(LONGHAUL_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+elseif(LONGHAUL_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT LONGHAUL_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "LONGHAUL_SANITIZE must be '', 'address' or 'thread'")
+endif()

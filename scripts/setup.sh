@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything longhaul needs to build, test and benchmark on a fresh Debian 12 machine.
+# Idempotent: packages already present are not touched, so a second run takes a second.
+set -euo pipefail
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libasio-dev libssl-dev libzstd-dev libxxhash-dev libfmt-dev libuv1-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  clang libclang-rt-14-dev clang-format
+  iperf3 iproute2 openssl procps
+)
+PIP_PACKAGES=(numpy matplotlib)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then
+  echo "setup: installing torch==2.13.0"
+  "$PY" -m pip install -q torch==2.13.0
+fi
+for p in "${PIP_PACKAGES[@]}"; do
+  "$PY" -c "import $p" 2>/dev/null || { echo "setup: installing $p"; "$PY" -m pip install -q "$p"; }
+done
