@@ -1,0 +1,12 @@
+// GELU, tanh approximation (GPT-2; PyTorch's nn.GELU(approximate="tanh")):
+//   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+#pragma once
+
+namespace longhaul::train {
+
+// inp, out: (N) elementwise.
+void gelu_forward(float* out, const float* inp, long N);
+// Accumulates (+=) dinp from dout and the forward input.
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N);
+
+}  // namespace longhaul::train

@@ -1,0 +1,18 @@
+// Layer normalisation over the channel axis, eps = 1e-5 (PyTorch's default).
+//   forward:  out = (inp - mean) * rstd * weight + bias, per row of C
+//   backward: accumulates into dinp, dweight, dbias
+#pragma once
+
+namespace longhaul::train {
+
+// inp, out: (N, C); weight, bias: (C); mean, rstd: (N) saved for the backward pass.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C);
+
+// dout, inp: (N, C); mean, rstd from the forward pass. dinp (N, C), dweight and dbias (C) are
+// accumulated (+=), never overwritten.
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int N, int C);
+
+}  // namespace longhaul::train

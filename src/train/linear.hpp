@@ -1,0 +1,18 @@
+// Fully connected layer, PyTorch's nn.Linear convention: weight is (OC, C), row-major.
+//   forward:  out = inp @ weight^T + bias
+//   backward: dinp += dout @ weight, dweight += dout^T @ inp, dbias += sum over rows of dout
+// The matrix products go through BLAS (OpenBLAS, threaded by it).
+#pragma once
+
+namespace longhaul::train {
+
+// inp: (N, C); weight: (OC, C); bias: (OC) or nullptr; out: (N, OC).
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                    int C, int OC);
+
+// dout: (N, OC); inp: (N, C). Accumulates (+=) into dinp (N, C), dweight (OC, C) and, when not
+// nullptr, dbias (OC).
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC);
+
+}  // namespace longhaul::train
