@@ -3,9 +3,10 @@
 add_compile_options(-ffp-contract=off)
 
 set(LONGHAUL_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
-# GCC 12 reports maybe-uninitialized falsely through std::variant and std::optional moves.
+# GCC 12 reports maybe-uninitialized falsely through std::variant and std::optional moves, and
+# mismatched-new-delete falsely on Asio's coroutine frames (their class operator new/delete pair).
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  list(APPEND LONGHAUL_WARNINGS -Wno-maybe-uninitialized)
+  list(APPEND LONGHAUL_WARNINGS -Wno-maybe-uninitialized -Wno-mismatched-new-delete)
 endif()
 if(LONGHAUL_WERROR)
   list(APPEND LONGHAUL_WARNINGS -Werror)

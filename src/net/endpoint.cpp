@@ -1,0 +1,341 @@
+#include "net/endpoint.hpp"
+
+#include <charconv>
+#include <future>
+
+#include <asio/co_spawn.hpp>
+#include <asio/connect.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/strand.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "net/socket_tuning.hpp"
+#include "net/tls_context.hpp"
+
+namespace longhaul::net {
+
+Status parse_host_port(std::string_view text, std::string* host, uint16_t* port) {
+  std::string_view h, p;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return invalid_argument(fmt::format("'{}' is not [ipv6]:port", text));
+    h = text.substr(1, close - 1);
+    p = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos || text.find(':') != colon)
+      return invalid_argument(fmt::format("'{}' is not host:port (write IPv6 as [addr]:port)", text));
+    h = text.substr(0, colon);
+    p = text.substr(colon + 1);
+  }
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
+  if (h.empty() || ec != std::errc() || end != p.data() + p.size() || value > 65535)
+    return invalid_argument(fmt::format("'{}' is not host:port with a port in 0..65535", text));
+  *host = std::string(h);
+  *port = static_cast<uint16_t>(value);
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Listener
+
+Result<std::shared_ptr<Listener>> Listener::create(IoRuntime& io, const std::string& host, uint16_t port,
+                                                   const TransportOptions& options) {
+  std::shared_ptr<asio::ssl::context> tls;
+  if (options.tls.enabled) {
+    auto ctx = make_server_tls_context(options.tls);
+    if (!ctx) return ctx.status();
+    tls = *ctx;
+  }
+  asio::error_code ec;
+  asio::ip::tcp::resolver resolver(io.context());
+  auto results = resolver.resolve(host, std::to_string(port), asio::ip::resolver_base::passive, ec);
+  if (ec || results.empty()) return io_error(fmt::format("cannot resolve listen address '{}': {}", host, ec.message()));
+  asio::ip::tcp::endpoint endpoint = *results.begin();
+  asio::ip::tcp::acceptor acceptor(asio::make_strand(io.context()));
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return io_error(fmt::format("cannot listen on {}:{}: {}", host, port, ec.message()));
+  return std::shared_ptr<Listener>(new Listener(io, std::move(acceptor), options, std::move(tls)));
+}
+
+Listener::Listener(IoRuntime& io, asio::ip::tcp::acceptor acceptor, const TransportOptions& options,
+                   std::shared_ptr<asio::ssl::context> tls)
+    : io_(io), acceptor_(std::move(acceptor)), options_(options), tls_(std::move(tls)) {
+  port_ = acceptor_.local_endpoint().port();
+}
+
+Listener::~Listener() { close(); }
+
+void Listener::start(AcceptHandler on_link) {
+  {
+    std::lock_guard lock(mu_);
+    on_link_ = std::move(on_link);
+  }
+  asio::co_spawn(acceptor_.get_executor(), [self = shared_from_this()] { return self->accept_loop(); }, asio::detached);
+}
+
+void Listener::close() {
+  std::map<uint64_t, PendingLink> pending;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    pending.swap(pending_);
+    on_link_ = nullptr;
+  }
+  for (auto& [id, p] : pending)
+    for (auto& c : p.connections)
+      if (c) c->close();
+  asio::post(acceptor_.get_executor(), [this, keep = weak_from_this()] {
+    auto self = keep.lock();
+    asio::error_code ec;
+    if (self) acceptor_.close(ec);
+  });
+}
+
+asio::awaitable<void> Listener::accept_loop() {
+  for (;;) {
+    asio::error_code ec;
+    asio::ip::tcp::socket socket(asio::make_strand(io_.context()));  // each connection gets its own strand
+    co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) co_return;
+    }
+    if (ec) {
+      if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) co_return;
+      log::warn("net", "accept failed: {}", ec.message());
+      continue;
+    }
+    if (Status s = tune_socket(socket, options_.socket); !s) {
+      log::warn("net", "dropping accepted connection: {}", s.to_string());
+      continue;
+    }
+    auto conn = std::make_shared<Connection>(std::move(socket), tls_, true, options_.limits);
+    asio::co_spawn(conn->strand(), [self = shared_from_this(), conn] { return self->admit(conn); }, asio::detached);
+  }
+}
+
+asio::awaitable<void> Listener::admit(std::shared_ptr<Connection> conn) {
+  auto timed_out = std::make_shared<bool>(false);
+  asio::steady_timer deadline(conn->strand(), options_.handshake_timeout);
+  deadline.async_wait([conn, timed_out](asio::error_code ec) {
+    if (ec) return;
+    *timed_out = true;
+    conn->close();
+  });
+  auto who = co_await server_handshake(*conn, options_);
+  deadline.cancel();
+  if (!who) {
+    ++refused_;
+    log::warn("net", "refused connection from {}: {}", conn->remote(),
+              *timed_out ? fmt::format("no complete handshake within {} ms", options_.handshake_timeout.count())
+                         : who.status().to_string());
+    conn->close();
+    co_return;
+  }
+  add_to_link(std::move(conn), *who);
+}
+
+void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConnection& who) {
+  std::shared_ptr<Link> link;
+  AcceptHandler handler;
+  Role role = who.role;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) {
+      conn->close();
+      return;
+    }
+    auto [it, fresh] = pending_.try_emplace(who.link_id);
+    PendingLink& p = it->second;
+    if (fresh) {
+      p.role = who.role;
+      p.connections.resize(who.connection_count);
+      p.deadline = std::make_unique<asio::steady_timer>(io_.context(), options_.handshake_timeout);
+      p.deadline->async_wait([weak = weak_from_this(), id = who.link_id](asio::error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self) return;
+        std::lock_guard relock(self->mu_);
+        auto stale = self->pending_.find(id);
+        if (stale == self->pending_.end()) return;
+        log::warn("net", "dropping link {:016x}: only {} of {} connections arrived in time", id,
+                  stale->second.arrived, stale->second.connections.size());
+        for (auto& c : stale->second.connections)
+          if (c) c->close();
+        self->refused_ += stale->second.arrived;
+        self->pending_.erase(stale);
+      });
+    }
+    if (p.connections.size() != who.connection_count || p.connections[who.connection_index] || p.role != who.role) {
+      ++refused_;
+      log::warn("net", "refused connection from {}: inconsistent with the other connections of link {:016x}",
+                conn->remote(), who.link_id);
+      conn->close();
+      return;
+    }
+    p.connections[who.connection_index] = conn;
+    if (++p.arrived < p.connections.size()) return;
+    link = Link::create(std::move(p.connections), options_, conn->remote());
+    pending_.erase(it);
+    handler = on_link_;
+  }
+  if (handler) handler(std::move(link), role);
+  else link->close();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connecting
+
+namespace {
+
+struct ConnectAttempt {
+  std::mutex mu;
+  std::vector<std::shared_ptr<Connection>> connections;
+  size_t remaining = 0;
+  Status error;
+  std::string peer;
+  TransportOptions options;
+  std::function<void(Result<std::shared_ptr<Link>>)> done;
+
+  void finish_one(size_t index, Result<std::shared_ptr<Connection>> result) {
+    std::function<void(Result<std::shared_ptr<Link>>)> callback;
+    Result<std::shared_ptr<Link>> outcome = internal_error("unset");
+    {
+      std::lock_guard lock(mu);
+      if (result) connections[index] = *result;
+      else if (error.is_ok()) error = result.status();
+      if (--remaining > 0) return;
+      callback = std::move(done);
+      if (error.is_ok()) {
+        outcome = Link::create(std::move(connections), options, peer);
+      } else {
+        for (auto& c : connections)
+          if (c) c->close();
+        outcome = error;
+      }
+    }
+    callback(std::move(outcome));
+  }
+};
+
+asio::awaitable<Result<std::shared_ptr<Connection>>> connect_and_handshake(asio::ip::tcp::resolver::results_type endpoints,
+                                                                 std::shared_ptr<ConnectAttempt> attempt,
+                                                                 std::shared_ptr<asio::ssl::context> tls,
+                                                                 uint64_t link_id, uint16_t index, uint16_t count) {
+  const TransportOptions& options = attempt->options;
+  auto executor = co_await asio::this_coro::executor;  // a strand of its own
+  asio::ip::tcp::socket socket(executor);
+  // The deadline covers connecting and the handshake, so an unreachable or silent host fails in
+  // bounded time.
+  struct Guard {
+    asio::ip::tcp::socket* socket;
+    std::shared_ptr<Connection> conn;
+    bool expired = false;
+  };
+  auto guard = std::make_shared<Guard>(Guard{&socket, nullptr});
+  asio::steady_timer deadline(executor, options.handshake_timeout);
+  deadline.async_wait([guard](asio::error_code ec) {
+    if (ec) return;
+    guard->expired = true;
+    asio::error_code ignored;
+    if (guard->conn) guard->conn->close();
+    else if (guard->socket) guard->socket->close(ignored);
+  });
+  auto timeout = [&] {
+    return timeout_error(fmt::format("connecting to {} took longer than {} ms", attempt->peer,
+                                     options.handshake_timeout.count()));
+  };
+  asio::error_code ec;
+  co_await asio::async_connect(socket, endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || guard->expired) {
+    deadline.cancel();
+    if (guard->expired) co_return timeout();
+    co_return peer_lost(fmt::format("cannot connect to {}: {}", attempt->peer, ec.message()));
+  }
+  if (Status s = tune_socket(socket, options.socket); !s) co_return s;
+  auto conn = std::make_shared<Connection>(std::move(socket), tls, false, options.limits);
+  guard->socket = nullptr;
+  guard->conn = conn;
+  Status s = co_await client_handshake(*conn, options, link_id, index, count);
+  deadline.cancel();
+  if (guard->expired) co_return timeout();
+  if (!s) {
+    conn->close();
+    co_return s;
+  }
+  co_return conn;
+}
+
+asio::awaitable<void> connect_one(asio::ip::tcp::resolver::results_type endpoints,
+                                  std::shared_ptr<ConnectAttempt> attempt, std::shared_ptr<asio::ssl::context> tls,
+                                  uint64_t link_id, uint16_t index, uint16_t count) {
+  auto result = co_await connect_and_handshake(std::move(endpoints), attempt, std::move(tls), link_id, index, count);
+  attempt->finish_one(index, std::move(result));
+}
+
+}  // namespace
+
+void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, uint16_t connections,
+                        const TransportOptions& options, std::function<void(Result<std::shared_ptr<Link>>)> done) {
+  if (connections == 0 || connections > kMaxConnectionsPerLink) {
+    done(invalid_argument(fmt::format("connections per link must be 1..{}, got {}", kMaxConnectionsPerLink, connections)));
+    return;
+  }
+  std::shared_ptr<asio::ssl::context> tls;
+  if (options.tls.enabled) {
+    auto ctx = make_client_tls_context(options.tls);
+    if (!ctx) {
+      done(ctx.status());
+      return;
+    }
+    tls = *ctx;
+  }
+  auto attempt = std::make_shared<ConnectAttempt>();
+  attempt->connections.resize(connections);
+  attempt->remaining = connections;
+  attempt->peer = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+  attempt->options = options;
+  attempt->done = std::move(done);
+  asio::co_spawn(
+      io.context(),
+      [&io, host, port, attempt, tls, connections]() -> asio::awaitable<void> {
+        asio::ip::tcp::resolver resolver(co_await asio::this_coro::executor);
+        asio::error_code ec;
+        auto endpoints = co_await resolver.async_resolve(host, std::to_string(port),
+                                                         asio::redirect_error(asio::use_awaitable, ec));
+        if (ec || endpoints.empty()) {
+          auto callback = std::move(attempt->done);
+          callback(io_error(fmt::format("cannot resolve '{}': {}", host, ec.message())));
+          co_return;
+        }
+        const uint64_t link_id = random_u64();
+        for (uint16_t i = 0; i < connections; ++i) {
+          asio::co_spawn(asio::make_strand(io.context()), connect_one(endpoints, attempt, tls, link_id, i, connections),
+                         asio::detached);
+        }
+      },
+      asio::detached);
+}
+
+Result<std::shared_ptr<Link>> connect_link(IoRuntime& io, const std::string& host, uint16_t port,
+                                           uint16_t connections, const TransportOptions& options) {
+  if (io.in_runtime_thread()) return internal_error("connect_link would block an I/O thread; use async_connect_link");
+  std::promise<Result<std::shared_ptr<Link>>> promise;
+  auto future = promise.get_future();
+  async_connect_link(io, host, port, connections, options,
+                     [&promise](Result<std::shared_ptr<Link>> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+}  // namespace longhaul::net

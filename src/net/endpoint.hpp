@@ -1,0 +1,79 @@
+// Listening for links and connecting them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl/context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "common/status.hpp"
+#include "net/handshake_flow.hpp"
+#include "net/io_runtime.hpp"
+#include "net/link.hpp"
+#include "net/options.hpp"
+
+namespace longhaul::net {
+
+// "host:port", "[v6]:port" → host and port. Port 0 is allowed (ephemeral, for listeners).
+Status parse_host_port(std::string_view text, std::string* host, uint16_t* port);
+
+// Accepts connections, runs the server handshake on each, and hands out a Link once all K
+// connections of a client's link have arrived. Refused connections (bad secret, wrong version,
+// garbage, silence past the handshake timeout) are logged with their reason and dropped; the
+// listener carries on.
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  // The link has not been started; the handler must call start() on it.
+  using AcceptHandler = std::function<void(std::shared_ptr<Link> link, Role role)>;
+
+  // Binds host:port (port 0 = ephemeral; host may be an IPv4 or IPv6 literal or a name).
+  static Result<std::shared_ptr<Listener>> create(IoRuntime& io, const std::string& host, uint16_t port,
+                                                  const TransportOptions& options);
+  ~Listener();
+  void start(AcceptHandler on_link);
+  void close();
+
+  uint16_t port() const { return port_; }
+  // How many connections were refused so far (for tests and metrics).
+  uint64_t refused_count() const { return refused_.load(); }
+
+ private:
+  struct PendingLink {
+    Role role = Role::kPeer;
+    std::vector<std::shared_ptr<Connection>> connections;
+    size_t arrived = 0;
+    std::unique_ptr<asio::steady_timer> deadline;
+  };
+  Listener(IoRuntime& io, asio::ip::tcp::acceptor acceptor, const TransportOptions& options,
+           std::shared_ptr<asio::ssl::context> tls);
+  asio::awaitable<void> accept_loop();
+  asio::awaitable<void> admit(std::shared_ptr<Connection> conn);
+  void add_to_link(std::shared_ptr<Connection> conn, const AdmittedConnection& who);
+
+  IoRuntime& io_;
+  asio::ip::tcp::acceptor acceptor_;
+  TransportOptions options_;
+  std::shared_ptr<asio::ssl::context> tls_;
+  uint16_t port_ = 0;
+  std::atomic<uint64_t> refused_{0};
+  std::mutex mu_;
+  AcceptHandler on_link_;
+  std::map<uint64_t, PendingLink> pending_;
+  bool closed_ = false;
+};
+
+// Opens K connections to host:port in parallel, handshakes each, and completes with a Link (not
+// yet started) or the first error. `done` runs on an I/O thread.
+void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, uint16_t connections,
+                        const TransportOptions& options, std::function<void(Result<std::shared_ptr<Link>>)> done);
+// Blocking form; must not be called from one of io's threads.
+Result<std::shared_ptr<Link>> connect_link(IoRuntime& io, const std::string& host, uint16_t port,
+                                           uint16_t connections, const TransportOptions& options);
+
+}  // namespace longhaul::net

@@ -1,0 +1,86 @@
+// The connection handshake: who is talking, which protocol version, and mutual proof of the
+// cluster secret.
+//
+//   client -> HELLO      magic, version, role, client nonce, link id, connection index/count
+//   server -> HELLO_ACK  version, role, whether a secret is required, server nonce, server MAC
+//   client -> AUTH       client MAC
+//   server -> ACCEPT     (or REJECT with a reason at any step)
+//
+// MACs are HMAC-SHA256 over the cluster secret of a transcript that binds both nonces, the link
+// identity and, on TLS, the channel's exported keying material, so a reply cannot be replayed on
+// another connection or relayed through a man in the middle. Without a secret on both sides the
+// MAC fields are all zero and only the magic and version are checked.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace longhaul::net {
+
+inline constexpr uint64_t kHandshakeMagic = 0x4C55414848474E4FULL;  // "ONGHHAUL"-ish, fixed forever
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr uint16_t kMaxConnectionsPerLink = 64;
+
+using Nonce = std::array<std::byte, kNonceBytes>;
+using Mac = std::array<std::byte, kMacBytes>;
+
+enum class Role : uint8_t { kPeer = 1, kMaster = 2, kTool = 3 };
+const char* role_name(Role r);
+
+struct HelloMessage {
+  uint64_t magic = kHandshakeMagic;
+  uint16_t version = kProtocolVersion;
+  Role role = Role::kPeer;
+  Nonce nonce{};
+  uint64_t link_id = 0;
+  uint16_t connection_index = 0;
+  uint16_t connection_count = 1;
+};
+
+struct HelloAckMessage {
+  uint16_t version = kProtocolVersion;
+  Role role = Role::kPeer;
+  bool secret_required = false;
+  Nonce nonce{};
+  Mac mac{};
+};
+
+struct AuthMessage {
+  Mac mac{};
+};
+
+struct RejectMessage {
+  lh_status code = LH_ERR_PROTOCOL;
+  std::string reason;
+};
+
+std::vector<std::byte> encode(const HelloMessage& m);
+std::vector<std::byte> encode(const HelloAckMessage& m);
+std::vector<std::byte> encode(const AuthMessage& m);
+std::vector<std::byte> encode(const RejectMessage& m);
+// Decoders check structure only (lengths, enum ranges, trailing bytes); semantic checks such as
+// the magic and the version are the handshake's, so it can reply with a precise reason.
+Status decode(std::span<const std::byte> in, HelloMessage* m);
+Status decode(std::span<const std::byte> in, HelloAckMessage* m);
+Status decode(std::span<const std::byte> in, AuthMessage* m);
+Status decode(std::span<const std::byte> in, RejectMessage* m);
+
+// Which side of the handshake a MAC proves.
+enum class MacSide : uint8_t { kServer = 1, kClient = 2 };
+
+// HMAC-SHA256(secret, side || hello fields || server nonce || channel binding).
+Mac compute_mac(std::string_view secret, MacSide side, const HelloMessage& hello,
+                const Nonce& server_nonce, std::span<const std::byte> channel_binding);
+// Constant-time comparison.
+bool mac_equal(const Mac& a, const Mac& b);
+Nonce random_nonce();
+uint64_t random_u64();
+
+}  // namespace longhaul::net

@@ -1,0 +1,513 @@
+#include "net/link.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "net/handshake.hpp"
+
+namespace longhaul::net {
+
+struct Link::SendOp {
+  uint64_t id = 0;
+  std::span<const std::byte> data;
+  Completion done;
+  uint64_t next_offset = 0;  // first byte not yet handed to a connection
+  bool all_assigned = false;
+  int writes_in_flight = 0;
+  uint64_t written = 0;
+  Status status;  // non-OK once cancelled or failed
+  bool finished = false;
+};
+
+struct Link::RecvOp {
+  uint64_t id = 0;
+  std::span<std::byte> dst;
+  Completion done;
+  uint64_t received = 0;
+  bool any_segment = false;  // a zero-byte op completes on its single empty segment
+  int reads_in_flight = 0;
+  Status status;
+  bool finished = false;
+};
+
+struct Link::WriteItem {
+  FrameHeader header;
+  std::span<const std::byte> payload;
+  std::shared_ptr<SendOp> op;       // DATA segments
+  std::vector<std::byte> owned;     // other frames own their payload
+  Completion done;
+};
+
+// Completions collected under the lock and run after it is released, so a completion may call
+// back into the link.
+struct Link::Pending {
+  std::vector<std::pair<Completion, Status>> calls;
+  void add(Completion c, Status s) {
+    if (c) calls.emplace_back(std::move(c), std::move(s));
+  }
+  ~Pending() {
+    for (auto& [c, s] : calls) c(s);
+  }
+};
+
+namespace {
+constexpr size_t kMaxRememberedCancels = 1 << 16;
+}
+
+std::shared_ptr<Link> Link::create(std::vector<std::shared_ptr<Connection>> connections,
+                                   const TransportOptions& options, std::string peer) {
+  return std::shared_ptr<Link>(new Link(std::move(connections), options, std::move(peer)));
+}
+
+Link::Link(std::vector<std::shared_ptr<Connection>> connections, const TransportOptions& options, std::string peer)
+    : options_(options), peer_(std::move(peer)), connections_(std::move(connections)) {
+  for (auto& c : connections_) {
+    writer_wake_.push_back(std::make_unique<asio::steady_timer>(c->strand(), asio::steady_timer::time_point::max()));
+    reader_park_.push_back(std::make_unique<asio::steady_timer>(c->strand(), asio::steady_timer::time_point::max()));
+  }
+  frame_queues_.resize(connections_.size());
+}
+
+Link::~Link() {
+  for (auto& c : connections_) c->close();
+}
+
+void Link::start(ControlHandler on_control, FailureHandler on_failure) {
+  {
+    std::lock_guard lock(mu_);
+    if (started_) return;
+    started_ = true;
+    on_control_ = std::move(on_control);
+    on_failure_ = std::move(on_failure);
+  }
+  for (size_t i = 0; i < connections_.size(); ++i) {
+    auto self = shared_from_this();
+    asio::co_spawn(connections_[i]->strand(), [self, i]() { return self->reader(i); }, asio::detached);
+    asio::co_spawn(connections_[i]->strand(), [self, i]() { return self->writer(i); }, asio::detached);
+  }
+}
+
+Status Link::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
+void Link::send(uint64_t op_id, std::span<const std::byte> data, Completion done) {
+  {
+    Pending pending;
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) {
+      pending.add(std::move(done), failure_);
+      return;
+    }
+    if (sends_.contains(op_id) || cancelled_.contains(op_id)) {
+      pending.add(std::move(done), invalid_argument(fmt::format("op {} is already in use on this link", op_id)));
+      return;
+    }
+    auto op = std::make_shared<SendOp>();
+    op->id = op_id;
+    op->data = data;
+    op->done = std::move(done);
+    sends_[op_id] = op;
+    send_queue_.push_back(std::move(op));
+  }
+  wake_writers();
+}
+
+void Link::recv(uint64_t op_id, std::span<std::byte> dst, Completion done) {
+  {
+    Pending pending;
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) {
+      pending.add(std::move(done), failure_);
+      return;
+    }
+    if (recvs_.contains(op_id)) {
+      pending.add(std::move(done), invalid_argument(fmt::format("op {} already has a receive posted", op_id)));
+      return;
+    }
+    if (cancelled_.contains(op_id)) {
+      pending.add(std::move(done), aborted_error(fmt::format("op {} was cancelled", op_id)));
+      return;
+    }
+    auto op = std::make_shared<RecvOp>();
+    op->id = op_id;
+    op->dst = dst;
+    op->done = std::move(done);
+    recvs_[op_id] = op;
+    if (auto it = unexpected_.find(op_id); it != unexpected_.end()) {
+      Unexpected early = std::move(it->second);
+      unexpected_.erase(it);
+      for (auto& [offset, bytes] : early.segments) unexpected_bytes_ -= bytes.size();
+      if (early.total != dst.size()) {
+        op->status = protocol_error(fmt::format("op {}: {} sends {} bytes but the receive expects {}", op_id, peer_,
+                                                early.total, dst.size()));
+        remember_cancelled(op_id);
+      } else {
+        for (auto& [offset, bytes] : early.segments) {
+          if (!bytes.empty()) std::memcpy(dst.data() + offset, bytes.data(), bytes.size());
+          op->received += bytes.size();
+          op->any_segment = true;
+        }
+      }
+    }
+    complete_recv_if_done(op, pending);
+  }
+  wake_parked_readers();
+}
+
+void Link::send_control(std::vector<std::byte> message, Completion done) {
+  {
+    Pending pending;
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) {
+      pending.add(std::move(done), failure_);
+      return;
+    }
+    if (message.size() > options_.limits.max_control_payload) {
+      pending.add(std::move(done), invalid_argument(fmt::format("control message of {} bytes exceeds the limit of {}",
+                                                                message.size(), options_.limits.max_control_payload)));
+      return;
+    }
+    FrameHeader h;
+    h.type = FrameType::kControl;
+    h.length = static_cast<uint32_t>(message.size());
+    queue_frame(0, h, std::move(message), std::move(done));
+  }
+  wake_writer(0);
+}
+
+void Link::cancel(uint64_t op_id, Status why) {
+  {
+    Pending pending;
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) return;  // every op has failed already
+    remember_cancelled(op_id);
+    if (auto it = sends_.find(op_id); it != sends_.end()) {
+      auto op = it->second;
+      if (op->status.is_ok()) op->status = why;
+      std::erase(send_queue_, op);
+      complete_send_if_done(op, pending);
+    }
+    if (auto it = recvs_.find(op_id); it != recvs_.end()) {
+      auto op = it->second;
+      if (op->status.is_ok()) op->status = why;
+      complete_recv_if_done(op, pending);
+    }
+    if (auto it = unexpected_.find(op_id); it != unexpected_.end()) {
+      for (auto& [offset, bytes] : it->second.segments) unexpected_bytes_ -= bytes.size();
+      unexpected_.erase(it);
+    }
+    FrameHeader h;
+    h.type = FrameType::kCancel;
+    h.op_id = op_id;
+    queue_frame(0, h, {}, {});
+  }
+  wake_writer(0);
+  wake_parked_readers();
+}
+
+void Link::close(Status why) { fail(std::move(why)); }
+
+void Link::queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte> payload, Completion done) {
+  auto item = std::make_unique<WriteItem>();
+  item->header = h;
+  item->owned = std::move(payload);
+  item->payload = item->owned;
+  item->done = std::move(done);
+  frame_queues_[index].push_back(std::move(item));
+}
+
+void Link::remember_cancelled(uint64_t op_id) {
+  if (!cancelled_.insert(op_id).second) return;
+  cancelled_order_.push_back(op_id);
+  if (cancelled_order_.size() > kMaxRememberedCancels) {
+    cancelled_.erase(cancelled_order_.front());
+    cancelled_order_.pop_front();
+  }
+}
+
+void Link::complete_send_if_done(const std::shared_ptr<SendOp>& op, Pending& pending) {
+  if (op->finished || op->writes_in_flight > 0) return;
+  if (op->status.is_ok() && !(op->all_assigned && op->written == op->data.size())) return;
+  op->finished = true;
+  sends_.erase(op->id);
+  pending.add(std::move(op->done), op->status);
+}
+
+void Link::complete_recv_if_done(const std::shared_ptr<RecvOp>& op, Pending& pending) {
+  if (op->finished || op->reads_in_flight > 0) return;
+  if (op->status.is_ok() && !(op->any_segment && op->received == op->dst.size())) return;
+  op->finished = true;
+  recvs_.erase(op->id);
+  pending.add(std::move(op->done), op->status);
+}
+
+bool Link::next_write(size_t index, WriteItem* out) {
+  auto& frames = frame_queues_[index];
+  if (!frames.empty()) {
+    *out = std::move(*frames.front());
+    out->payload = out->owned;  // the span must point at the moved-to vector
+    frames.pop_front();
+    return true;
+  }
+  if (send_queue_.empty()) return false;
+  auto op = send_queue_.front();
+  const uint64_t total = op->data.size();
+  const uint64_t len = std::min<uint64_t>(options_.segment_bytes, total - op->next_offset);
+  out->header = FrameHeader{FrameType::kData, 0, static_cast<uint32_t>(len), op->id, op->next_offset, total};
+  out->payload = op->data.subspan(op->next_offset, len);
+  out->op = op;
+  out->owned.clear();
+  out->done = {};
+  op->next_offset += len;
+  ++op->writes_in_flight;
+  if (op->next_offset == total) {
+    op->all_assigned = true;
+    send_queue_.pop_front();
+  }
+  return true;
+}
+
+void Link::finish_write(const WriteItem& item, const Status& s) {
+  if (!s) fail(s);
+  Pending pending;
+  std::lock_guard lock(mu_);
+  if (item.op) {
+    --item.op->writes_in_flight;
+    if (s) item.op->written += item.payload.size();
+    complete_send_if_done(item.op, pending);
+  } else {
+    pending.add(item.done, s);
+  }
+}
+
+void Link::fail(Status why) {
+  FailureHandler handler;
+  {
+    Pending pending;
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) return;
+    failure_ = why;
+    send_queue_.clear();
+    for (auto& [id, op] : std::map(sends_)) {
+      if (op->status.is_ok()) op->status = why;
+      complete_send_if_done(op, pending);
+    }
+    for (auto& [id, op] : std::map(recvs_)) {
+      if (op->status.is_ok()) op->status = why;
+      complete_recv_if_done(op, pending);
+    }
+    for (auto& queue : frame_queues_) {
+      for (auto& item : queue) pending.add(std::move(item->done), why);
+      queue.clear();
+    }
+    unexpected_.clear();
+    unexpected_bytes_ = 0;
+    handler = std::move(on_failure_);
+  }
+  if (why.code() != LH_ERR_CLOSED) log::info("net", "link to {} failed: {}", peer_, why.to_string());
+  for (auto& c : connections_) c->close();
+  wake_writers();
+  wake_parked_readers();
+  if (handler) handler(why);
+}
+
+void Link::wake_writer(size_t index) {
+  asio::post(connections_[index]->strand(), [self = shared_from_this(), index] { self->writer_wake_[index]->cancel(); });
+}
+
+void Link::wake_writers() {
+  for (size_t i = 0; i < connections_.size(); ++i) wake_writer(i);
+}
+
+void Link::wake_parked_readers() {
+  for (size_t i = 0; i < connections_.size(); ++i)
+    asio::post(connections_[i]->strand(), [self = shared_from_this(), i] { self->reader_park_[i]->cancel(); });
+}
+
+asio::awaitable<void> Link::writer(size_t index) {
+  Connection& conn = *connections_[index];
+  for (;;) {
+    WriteItem item;
+    bool have = false;
+    {
+      std::lock_guard lock(mu_);
+      if (!failure_.is_ok()) co_return;
+      have = next_write(index, &item);
+    }
+    if (!have) {
+      // Strand-serialised with wake_writer's cancel(), so a wake-up is never lost between the
+      // check above and this wait.
+      asio::error_code ec;
+      co_await writer_wake_[index]->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    Status s = co_await conn.write_frame(item.header, item.payload);
+    finish_write(item, s);
+  }
+}
+
+asio::awaitable<void> Link::reader(size_t index) {
+  Connection& conn = *connections_[index];
+  for (;;) {
+    auto header = co_await conn.read_header();
+    if (!header) {
+      fail(header.status().code() == LH_ERR_CLOSED ? header.status()
+                                                    : header.status().with_context(fmt::format("link to {}", peer_)));
+      co_return;
+    }
+    const FrameHeader& h = *header;
+    Status s;
+    switch (h.type) {
+      case FrameType::kData:
+        s = co_await receive_data(conn, h, index);
+        break;
+      case FrameType::kControl: {
+        std::vector<std::byte> message(h.length);
+        s = co_await conn.read_payload(message);
+        if (!s) break;
+        ControlHandler handler;
+        {
+          std::lock_guard lock(mu_);
+          handler = on_control_;
+        }
+        if (handler) handler(std::move(message));
+        break;
+      }
+      case FrameType::kPing: {
+        {
+          std::lock_guard lock(mu_);
+          queue_frame(index, FrameHeader{FrameType::kPong, 0, 0, h.op_id, 0, 0}, {}, {});
+        }
+        wake_writer(index);
+        break;
+      }
+      case FrameType::kPong:
+        break;
+      case FrameType::kCancel: {
+        Pending pending;
+        std::lock_guard lock(mu_);
+        remember_cancelled(h.op_id);
+        const Status why = aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_));
+        if (auto it = sends_.find(h.op_id); it != sends_.end()) {
+          auto op = it->second;
+          if (op->status.is_ok()) op->status = why;
+          std::erase(send_queue_, op);
+          complete_send_if_done(op, pending);
+        }
+        if (auto it = recvs_.find(h.op_id); it != recvs_.end()) {
+          auto op = it->second;
+          if (op->status.is_ok()) op->status = why;
+          complete_recv_if_done(op, pending);
+        }
+        break;
+      }
+      case FrameType::kReject: {
+        std::vector<std::byte> payload(h.length);
+        s = co_await conn.read_payload(payload);
+        if (!s) break;
+        RejectMessage reject;
+        s = decode(payload, &reject);
+        if (s) s = Status(reject.code, fmt::format("{} closed the link: {}", peer_, reject.reason));
+        break;
+      }
+      default:
+        s = protocol_error(fmt::format("unexpected {} frame from {} after the handshake", frame_type_name(h.type), peer_));
+    }
+    if (!s) {
+      fail(s);
+      co_return;
+    }
+  }
+}
+
+asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& h, size_t index) {
+  std::shared_ptr<RecvOp> op;
+  std::vector<std::byte> early;  // payload that arrived before its receive was posted
+  bool drain = false;
+  for (;;) {
+    bool park = false;
+    {
+      Pending pending;
+      std::lock_guard lock(mu_);
+      if (!failure_.is_ok()) co_return failure_;
+      if (cancelled_.contains(h.op_id)) {
+        drain = true;
+      } else if (auto it = recvs_.find(h.op_id); it != recvs_.end()) {
+        op = it->second;
+        if (h.total != op->dst.size()) {
+          op->status = protocol_error(fmt::format("op {}: {} sends {} bytes but the receive expects {}", h.op_id,
+                                                  peer_, h.total, op->dst.size()));
+          remember_cancelled(h.op_id);
+          complete_recv_if_done(op, pending);
+          op.reset();
+          drain = true;
+        } else if (op->received + h.length > op->dst.size()) {
+          co_return protocol_error(fmt::format("op {}: {} sent more bytes than the op holds", h.op_id, peer_));
+        } else {
+          ++op->reads_in_flight;
+        }
+      } else if (h.length > 0 && unexpected_bytes_ + h.length > options_.max_unexpected_bytes) {
+        park = true;
+      } else {
+        unexpected_bytes_ += h.length;  // reserved now, so concurrent readers respect the bound
+        early.resize(h.length);
+      }
+    }
+    if (!park) break;
+    asio::error_code ec;
+    co_await reader_park_[index]->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  Status s;
+  if (drain) s = co_await conn.skip_payload(h.length);
+  else if (op) s = co_await conn.read_payload(op->dst.subspan(h.offset, h.length));
+  else s = co_await conn.read_payload(early);
+
+  Pending pending;
+  std::lock_guard lock(mu_);
+  if (op) {
+    --op->reads_in_flight;
+    if (s) {
+      op->received += h.length;
+      op->any_segment = true;
+    }
+    complete_recv_if_done(op, pending);
+  } else if (!drain && failure_.is_ok()) {
+    unexpected_bytes_ -= h.length;
+    if (!s) co_return s;
+    if (auto it = recvs_.find(h.op_id); it != recvs_.end()) {
+      // The receive was posted while this segment was in flight.
+      auto& late_op = it->second;
+      if (h.total != late_op->dst.size()) {
+        late_op->status = protocol_error(fmt::format("op {}: {} sends {} bytes but the receive expects {}",
+                                                     h.op_id, peer_, h.total, late_op->dst.size()));
+        remember_cancelled(h.op_id);
+      } else if (late_op->status.is_ok()) {
+        if (!early.empty()) std::memcpy(late_op->dst.data() + h.offset, early.data(), early.size());
+        late_op->received += h.length;
+        late_op->any_segment = true;
+      }
+      complete_recv_if_done(late_op, pending);
+    } else if (!cancelled_.contains(h.op_id)) {
+      auto& u = unexpected_[h.op_id];
+      if (u.segments.empty()) u.total = h.total;
+      if (u.total != h.total)
+        co_return protocol_error(fmt::format("op {}: {} changed its size mid-op", h.op_id, peer_));
+      unexpected_bytes_ += h.length;
+      u.segments.emplace_back(h.offset, std::move(early));
+    }
+  }
+  co_return s;
+}
+
+}  // namespace longhaul::net

@@ -1,0 +1,116 @@
+// A link: K TCP connections between two endpoints, carrying many tagged data operations at once.
+//
+// send(op, data) cuts `data` into segments and stripes them over all K connections; each
+// connection takes the next segment when its previous write finishes, so a slow connection takes
+// fewer segments instead of stalling the others. The receiver writes each segment straight into
+// the buffer registered with recv(op, dst) at the segment's offset and completes the op once every
+// byte has arrived. Segments that arrive before their recv() is posted are held (up to
+// TransportOptions::max_unexpected_bytes, then the connection stops reading until the recv comes).
+//
+// Failure: any error on any connection fails the whole link: every pending op on this side
+// completes with the error, and closing the sockets makes the other side fail too. cancel(op)
+// ends one op early on this side, tells the other side, and discards its late segments.
+//
+// Ownership: buffers passed to send/recv must stay valid and untouched until their completion
+// runs. Completions and the control handler run on the link's I/O threads and must not block.
+// All public methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <asio/steady_timer.hpp>
+
+#include "common/status.hpp"
+#include "net/connection.hpp"
+#include "net/options.hpp"
+
+namespace longhaul::net {
+
+class Link : public std::enable_shared_from_this<Link> {
+ public:
+  using Completion = std::function<void(Status)>;
+  using ControlHandler = std::function<void(std::vector<std::byte> message)>;
+  using FailureHandler = std::function<void(const Status& why)>;
+
+  // Takes handshaken connections (index i of the link at position i).
+  static std::shared_ptr<Link> create(std::vector<std::shared_ptr<Connection>> connections,
+                                      const TransportOptions& options, std::string peer);
+  ~Link();
+
+  // Starts reading and writing. `on_control` receives CONTROL messages in arrival order;
+  // `on_failure` runs once when the link fails. Both may be empty.
+  void start(ControlHandler on_control = {}, FailureHandler on_failure = {});
+
+  void send(uint64_t op_id, std::span<const std::byte> data, Completion done);
+  void recv(uint64_t op_id, std::span<std::byte> dst, Completion done);
+  // Control messages travel in order on connection 0.
+  void send_control(std::vector<std::byte> message, Completion done = {});
+  // Ends op_id on this side with `why` (once its in-flight I/O has stopped touching the buffer),
+  // tells the remote side, and discards segments of op_id that arrive later.
+  void cancel(uint64_t op_id, Status why);
+  // Fails every pending op with `why` and closes the connections.
+  void close(Status why = closed_error("link closed locally"));
+
+  const std::string& peer() const { return peer_; }
+  size_t connection_count() const { return connections_.size(); }
+  bool is_tls() const { return connections_.front()->is_tls(); }
+  // OK while the link works; afterwards the reason it failed.
+  Status failure() const;
+
+ private:
+  struct SendOp;
+  struct RecvOp;
+  struct WriteItem;
+  struct Pending;  // completions to run once the lock is released
+
+  Link(std::vector<std::shared_ptr<Connection>> connections, const TransportOptions& options, std::string peer);
+
+  asio::awaitable<void> reader(size_t index);
+  asio::awaitable<void> writer(size_t index);
+  asio::awaitable<Status> receive_data(Connection& conn, const FrameHeader& h, size_t index);
+  bool next_write(size_t index, WriteItem* out);  // requires mu_
+  void finish_write(const WriteItem& item, const Status& s);
+  void fail(Status why);
+  void wake_writers();
+  void wake_writer(size_t index);
+  void wake_parked_readers();
+  void queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte> payload, Completion done);  // requires mu_
+  void complete_recv_if_done(const std::shared_ptr<RecvOp>& op, Pending& pending);  // requires mu_
+  void complete_send_if_done(const std::shared_ptr<SendOp>& op, Pending& pending);  // requires mu_
+  void remember_cancelled(uint64_t op_id);  // requires mu_
+
+  const TransportOptions options_;
+  const std::string peer_;
+  std::vector<std::shared_ptr<Connection>> connections_;
+  std::vector<std::unique_ptr<asio::steady_timer>> writer_wake_;  // one per connection, on its strand
+  std::vector<std::unique_ptr<asio::steady_timer>> reader_park_;
+
+  mutable std::mutex mu_;
+  Status failure_;
+  bool started_ = false;
+  ControlHandler on_control_;
+  FailureHandler on_failure_;
+  std::deque<std::shared_ptr<SendOp>> send_queue_;     // ops with segments not yet assigned
+  std::map<uint64_t, std::shared_ptr<SendOp>> sends_;  // every pending send by op id
+  std::map<uint64_t, std::shared_ptr<RecvOp>> recvs_;
+  std::vector<std::deque<std::unique_ptr<WriteItem>>> frame_queues_;  // non-DATA frames per connection
+  struct Unexpected {
+    uint64_t total = 0;
+    std::vector<std::pair<uint64_t, std::vector<std::byte>>> segments;  // (offset, bytes)
+  };
+  std::map<uint64_t, Unexpected> unexpected_;
+  uint64_t unexpected_bytes_ = 0;
+  std::set<uint64_t> cancelled_;
+  std::deque<uint64_t> cancelled_order_;
+};
+
+}  // namespace longhaul::net

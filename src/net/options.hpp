@@ -1,0 +1,54 @@
+// Transport options: plain structs with documented defaults.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "net/frame.hpp"
+#include "net/handshake.hpp"
+
+namespace longhaul::net {
+
+struct TlsOptions {
+  bool enabled = false;
+  // PEM files. A listener needs cert_file and key_file. A connector verifies the server's
+  // certificate against ca_file when one is given; without it the channel is encrypted and the
+  // cluster secret (bound to the TLS channel) authenticates both ends.
+  std::string cert_file;
+  std::string key_file;
+  std::string ca_file;
+};
+
+struct SocketOptions {
+  // 0 leaves the kernel's buffer autotuning on, which is best unless a path's bandwidth-delay
+  // product exceeds the autotuning ceiling (net.ipv4.tcp_rmem/wmem max).
+  int send_buffer_bytes = 0;
+  int receive_buffer_bytes = 0;
+  // Keepalive probes after this much idle time, every interval, dead after `count` misses.
+  std::chrono::seconds keepalive_idle{5};
+  std::chrono::seconds keepalive_interval{1};
+  int keepalive_count = 3;
+  // TCP_USER_TIMEOUT: unacknowledged data older than this kills the connection (a silently
+  // dead path is found in seconds instead of the kernel's default of ~15 minutes).
+  std::chrono::milliseconds user_timeout{10000};
+};
+
+struct TransportOptions {
+  Role role = Role::kPeer;
+  // Cluster secret; empty disables authentication. Both ends must agree.
+  std::string secret;
+  TlsOptions tls;
+  SocketOptions socket;
+  FrameLimits limits;
+  // Payloads are striped in segments of this size across a link's connections.
+  uint32_t segment_bytes = 1u << 20;
+  // A connection that has not completed its handshake (or a link missing some of its
+  // connections) after this long is dropped.
+  std::chrono::milliseconds handshake_timeout{5000};
+  // Bytes of data that may arrive before the matching receive is posted; beyond this the
+  // connection stops reading until the receive is posted (TCP backpressure, nothing is lost).
+  uint64_t max_unexpected_bytes = 256ull << 20;
+};
+
+}  // namespace longhaul::net

@@ -1,0 +1,275 @@
+#include "net/link.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "test_support.hpp"
+
+namespace longhaul::net {
+namespace {
+
+using testing::connect_pair;
+using testing::Done;
+
+std::vector<std::byte> pattern(size_t n, uint64_t seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937_64 rng(seed);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x = rng();
+    std::memcpy(v.data() + i, &x, 8);
+  }
+  for (; i < n; ++i) v[i] = static_cast<std::byte>(rng());
+  return v;
+}
+
+struct StripeCase {
+  size_t bytes;
+  uint16_t connections;
+  bool tls;
+};
+
+class Striping : public ::testing::TestWithParam<StripeCase> {};
+
+TEST_P(Striping, DeliversEveryByteInPlace) {
+  const auto [bytes, k, tls] = GetParam();
+  IoRuntime io(2);
+  TransportOptions options = tls ? testing::tls_options() : TransportOptions{};
+  options.secret = "cluster-secret";
+  auto pair = connect_pair(io, k, options, options);
+  ASSERT_TRUE(pair);
+  const auto src = pattern(bytes, bytes * 31 + k);
+  std::vector<std::byte> dst(bytes, std::byte{0xEE});
+  Done sent, received;
+  pair->server->recv(7, dst, received.callback());
+  pair->client->send(7, src, sent.callback());
+  ASSERT_TRUE(sent.wait().is_ok());
+  Status r = received.wait();
+  ASSERT_TRUE(r.is_ok()) << r.to_string();
+  EXPECT_TRUE(dst == src);
+}
+
+std::vector<StripeCase> stripe_cases() {
+  std::vector<StripeCase> cases;
+  for (bool tls : {false, true})
+    for (uint16_t k : {uint16_t{1}, uint16_t{3}, uint16_t{8}})
+      for (size_t bytes : {size_t{0}, size_t{1}, size_t{1000003}, size_t{64} << 20, size_t{256} << 20})
+        cases.push_back({bytes, k, tls});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(SizesConnectionsTls, Striping, ::testing::ValuesIn(stripe_cases()),
+                         [](const ::testing::TestParamInfo<StripeCase>& param_info) {
+                           const StripeCase& c = param_info.param;
+                           return std::to_string(c.bytes) + "B_K" + std::to_string(c.connections) +
+                                  (c.tls ? "_tls" : "_plain");
+                         });
+
+TEST(Link, ManyOpsInFlightBothDirectionsAndEarlyArrivals) {
+  IoRuntime io(2);
+  auto pair = connect_pair(io, 4, {}, {});
+  ASSERT_TRUE(pair);
+  constexpr int kOps = 32;
+  std::vector<std::vector<std::byte>> src(kOps), back(kOps), dst(kOps), back_dst(kOps);
+  std::vector<std::unique_ptr<Done>> done;
+  for (int i = 0; i < kOps; ++i) {
+    const size_t n = static_cast<size_t>(1 + i * 97'003);
+    src[i] = pattern(n, i);
+    back[i] = pattern(n / 3, 1000 + i);
+    dst[i].resize(n);
+    back_dst[i].resize(n / 3);
+  }
+  // Half the receives are posted after the data is sent, exercising the early-arrival path.
+  for (int i = 0; i < kOps; i += 2) {
+    done.push_back(std::make_unique<Done>());
+    pair->server->recv(i, dst[i], done.back()->callback());
+  }
+  for (int i = 0; i < kOps; ++i) {
+    done.push_back(std::make_unique<Done>());
+    pair->client->send(i, src[i], done.back()->callback());
+    done.push_back(std::make_unique<Done>());
+    pair->server->send(1000 + i, back[i], done.back()->callback());
+    done.push_back(std::make_unique<Done>());
+    pair->client->recv(1000 + i, back_dst[i], done.back()->callback());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 1; i < kOps; i += 2) {
+    done.push_back(std::make_unique<Done>());
+    pair->server->recv(i, dst[i], done.back()->callback());
+  }
+  for (auto& d : done) ASSERT_TRUE(d->wait().is_ok());
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_TRUE(dst[i] == src[i]) << i;
+    EXPECT_TRUE(back_dst[i] == back[i]) << i;
+  }
+}
+
+TEST(Link, EarlyDataBeyondTheBudgetWaitsInsteadOfBeingLost) {
+  IoRuntime io(2);
+  TransportOptions small;
+  small.max_unexpected_bytes = 1 << 20;
+  small.segment_bytes = 256 << 10;
+  auto pair = connect_pair(io, 2, small, small);
+  ASSERT_TRUE(pair);
+  const auto src = pattern(16 << 20, 5);
+  std::vector<std::byte> dst(src.size());
+  Done sent, received;
+  pair->client->send(1, src, sent.callback());
+  // The sender cannot finish while the receiver holds at most 1 MiB of early data.
+  EXPECT_EQ(sent.wait(std::chrono::milliseconds(300)).code(), LH_ERR_TIMEOUT);
+  pair->server->recv(1, dst, received.callback());
+  ASSERT_TRUE(received.wait().is_ok());
+  EXPECT_TRUE(dst == src);
+}
+
+TEST(Link, ControlMessagesArriveInOrder) {
+  IoRuntime io(2);
+  auto pair = connect_pair(io, 3, {}, {});
+  ASSERT_TRUE(pair);
+  std::mutex mu;
+  std::vector<uint32_t> got;
+  std::promise<void> all;
+  constexpr uint32_t kCount = 500;
+  pair->server->close();
+  pair = nullptr;
+  // A fresh pair whose server has a control handler from the start.
+  auto listener = *Listener::create(io, "127.0.0.1", 0, {});
+  listener->start([&](std::shared_ptr<Link> link, Role) {
+    link->start([&](std::vector<std::byte> m) {
+      std::lock_guard lock(mu);
+      uint32_t v;
+      std::memcpy(&v, m.data(), 4);
+      got.push_back(v);
+      if (got.size() == kCount) all.set_value();
+    });
+  });
+  auto client = *connect_link(io, "127.0.0.1", listener->port(), 3, {});
+  client->start();
+  for (uint32_t i = 0; i < kCount; ++i) {
+    std::vector<std::byte> m(4 + i % 50);
+    std::memcpy(m.data(), &i, 4);
+    client->send_control(std::move(m));
+  }
+  ASSERT_EQ(all.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  std::vector<uint32_t> want(kCount);
+  std::iota(want.begin(), want.end(), 0u);
+  EXPECT_EQ(got, want);
+  client->close();
+  listener->close();
+}
+
+TEST(Link, CancelEndsTheOpOnBothSidesAndLateBytesAreDiscarded) {
+  IoRuntime io(2);
+  TransportOptions slow;
+  slow.max_unexpected_bytes = 1 << 20;
+  auto pair = connect_pair(io, 2, slow, slow);
+  ASSERT_TRUE(pair);
+  const auto big = pattern(64 << 20, 1);
+  std::vector<std::byte> dst(big.size());
+  Done sent, received;
+  pair->server->recv(5, dst, received.callback());
+  pair->client->send(5, big, sent.callback());
+  pair->server->cancel(5, aborted_error("master said so"));
+  Status r = received.wait(std::chrono::seconds(1));
+  EXPECT_EQ(r.code(), LH_ERR_ABORTED) << r.to_string();
+  Status s = sent.wait(std::chrono::seconds(5));
+  EXPECT_TRUE(s.is_ok() || s.code() == LH_ERR_ABORTED) << s.to_string();
+  // A receive for the cancelled op fails at once; the link still carries the next op intact.
+  Done again;
+  pair->server->recv(5, dst, again.callback());
+  EXPECT_EQ(again.wait(std::chrono::seconds(1)).code(), LH_ERR_ABORTED);
+  const auto next = pattern(3 << 20, 2);
+  std::vector<std::byte> next_dst(next.size());
+  Done sent2, received2;
+  pair->server->recv(6, next_dst, received2.callback());
+  pair->client->send(6, next, sent2.callback());
+  ASSERT_TRUE(received2.wait().is_ok());
+  EXPECT_TRUE(next_dst == next);
+}
+
+TEST(Link, SizeMismatchFailsTheOpNotTheLink) {
+  IoRuntime io(2);
+  auto pair = connect_pair(io, 2, {}, {});
+  ASSERT_TRUE(pair);
+  const auto src = pattern(1000, 1);
+  std::vector<std::byte> dst(999);
+  Done sent, received;
+  pair->server->recv(9, dst, received.callback());
+  pair->client->send(9, src, sent.callback());
+  EXPECT_EQ(received.wait().code(), LH_ERR_PROTOCOL);
+  std::vector<std::byte> ok_dst(src.size());
+  Done sent2, received2;
+  pair->server->recv(10, ok_dst, received2.callback());
+  pair->client->send(10, src, sent2.callback());
+  ASSERT_TRUE(received2.wait().is_ok());
+  EXPECT_TRUE(ok_dst == src);
+}
+
+TEST(Link, DuplicateOpIdIsAnError) {
+  IoRuntime io(2);
+  auto pair = connect_pair(io, 1, {}, {});
+  ASSERT_TRUE(pair);
+  std::vector<std::byte> a(10), b(10);
+  Done first, second;
+  pair->server->recv(1, a, first.callback());
+  pair->server->recv(1, b, second.callback());
+  EXPECT_EQ(second.wait().code(), LH_ERR_INVALID_ARGUMENT);
+  pair->client->send(1, a, {});
+  EXPECT_TRUE(first.wait().is_ok());
+}
+
+TEST(Link, LocalCloseFailsPendingOpsAtBothEnds) {
+  IoRuntime io(2);
+  auto pair = connect_pair(io, 4, {}, {});
+  ASSERT_TRUE(pair);
+  std::vector<std::byte> a(1 << 20), b(1 << 20);
+  Done client_recv, server_recv;
+  pair->client->recv(1, a, client_recv.callback());
+  pair->server->recv(2, b, server_recv.callback());
+  const auto t0 = std::chrono::steady_clock::now();
+  pair->client->close();
+  EXPECT_EQ(client_recv.wait(std::chrono::seconds(1)).code(), LH_ERR_CLOSED);
+  Status remote = server_recv.wait(std::chrono::seconds(1));
+  EXPECT_EQ(remote.code(), LH_ERR_PEER_LOST) << remote.to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  Done after;
+  pair->server->send(3, a, after.callback());
+  EXPECT_EQ(after.wait().code(), LH_ERR_PEER_LOST);
+}
+
+TEST(Link, WorksOverIpv6Loopback) {
+  IoRuntime io(2);
+  auto probe = Listener::create(io, "::1", 0, {});
+  if (!probe) GTEST_SKIP() << "no IPv6 loopback here: " << probe.status().to_string();
+  probe.value()->close();
+  auto pair = connect_pair(io, 2, {}, {}, "::1");
+  ASSERT_TRUE(pair);
+  const auto src = pattern(5 << 20, 3);
+  std::vector<std::byte> dst(src.size());
+  Done sent, received;
+  pair->server->recv(1, dst, received.callback());
+  pair->client->send(1, src, sent.callback());
+  ASSERT_TRUE(received.wait().is_ok());
+  EXPECT_TRUE(dst == src);
+}
+
+TEST(Endpoint, ParsesHostPort) {
+  std::string host;
+  uint16_t port = 0;
+  ASSERT_TRUE(parse_host_port("127.0.0.1:8080", &host, &port).is_ok());
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 8080);
+  ASSERT_TRUE(parse_host_port("[::1]:0", &host, &port).is_ok());
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 0);
+  EXPECT_EQ(parse_host_port("::1:80", &host, &port).code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(parse_host_port("host:99999", &host, &port).code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(parse_host_port("host", &host, &port).code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(parse_host_port(":80", &host, &port).code(), LH_ERR_INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace longhaul::net
