@@ -15,14 +15,14 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
   ++t_;
   const double t = static_cast<double>(t_);
   // Scalars in double then rounded once, as PyTorch does with its Python-float hyperparameters.
-  const float step_size = static_cast<float>(lr / (1.0 - std::pow(options_.beta1, t)));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(options_.beta2, t)));
-  const float one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(options_.beta1));
-  const float beta2 = options_.beta2;
-  const float one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(options_.beta2));
-  const float eps = options_.eps;
-  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) *
-                                                   static_cast<double>(options_.weight_decay));
+  const AdamWOptions& o = options_;
+  const float step_size = static_cast<float>(lr / (1.0 - std::pow(o.beta1, t)));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, t)));
+  const float one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
+  const float beta2 = static_cast<float>(o.beta2);
+  const float one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
+  const float eps = static_cast<float>(o.eps);
+  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * o.weight_decay);
   float* p = params.data();
   const float* g = grads.data();
   float* m = m_.data();

@@ -15,11 +15,13 @@
 
 namespace longhaul::train {
 
+// Doubles, as PyTorch's Python-float hyperparameters: derived scalars such as 1 - beta2 are
+// formed in double and rounded to float once.
 struct AdamWOptions {
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.1f;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
 };
 
 class AdamW {
