@@ -229,10 +229,10 @@ struct ConnectAttempt {
   }
 };
 
-asio::awaitable<Result<std::shared_ptr<Connection>>> connect_and_handshake(asio::ip::tcp::resolver::results_type endpoints,
-                                                                 std::shared_ptr<ConnectAttempt> attempt,
-                                                                 std::shared_ptr<asio::ssl::context> tls,
-                                                                 uint64_t link_id, uint16_t index, uint16_t count) {
+// Reference parameters are safe: the only caller, connect_one, awaits this and owns the objects.
+asio::awaitable<Result<std::shared_ptr<Connection>>> connect_and_handshake(
+    const asio::ip::tcp::resolver::results_type& endpoints, ConnectAttempt* attempt,
+    const std::shared_ptr<asio::ssl::context>& tls, uint64_t link_id, uint16_t index, uint16_t count) {
   const TransportOptions& options = attempt->options;
   auto executor = co_await asio::this_coro::executor;  // a strand of its own
   asio::ip::tcp::socket socket(executor);
@@ -280,7 +280,7 @@ asio::awaitable<Result<std::shared_ptr<Connection>>> connect_and_handshake(asio:
 asio::awaitable<void> connect_one(asio::ip::tcp::resolver::results_type endpoints,
                                   std::shared_ptr<ConnectAttempt> attempt, std::shared_ptr<asio::ssl::context> tls,
                                   uint64_t link_id, uint16_t index, uint16_t count) {
-  auto result = co_await connect_and_handshake(std::move(endpoints), attempt, std::move(tls), link_id, index, count);
+  auto result = co_await connect_and_handshake(endpoints, attempt.get(), tls, link_id, index, count);
   attempt->finish_one(index, std::move(result));
 }
 

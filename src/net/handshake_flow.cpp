@@ -31,11 +31,14 @@ asio::awaitable<Result<std::vector<std::byte>>> receive_message(Connection& conn
   co_return payload;
 }
 
-// Tells the other side why we give up (best effort; it may already be gone) and returns `why`.
-asio::awaitable<Status> refuse(Connection& conn, Status why) {
-  RejectMessage reject{why.code(), why.message().substr(0, 500)};
-  (void)co_await send_message(conn, FrameType::kReject, encode(reject));
-  co_return why;
+// Tells the other side why we give up (best effort; it may already be gone).
+//
+// GCC 12 miscompiles temporaries inside co_await operands (they can be destroyed twice), so in
+// this file every awaited call takes named locals only.
+asio::awaitable<void> send_reject(Connection& conn, const Status& why) {
+  const RejectMessage reject{why.code(), why.message().substr(0, 500)};
+  const auto payload = encode(reject);
+  (void)co_await send_message(conn, FrameType::kReject, payload);
 }
 
 }  // namespace
@@ -50,31 +53,39 @@ asio::awaitable<Status> client_handshake(Connection& conn, const TransportOption
   hello.link_id = link_id;
   hello.connection_index = index;
   hello.connection_count = count;
-  s = co_await send_message(conn, FrameType::kHello, encode(hello));
+  const auto hello_bytes = encode(hello);
+  s = co_await send_message(conn, FrameType::kHello, hello_bytes);
   if (!s) co_return s;
 
   auto ack_bytes = co_await receive_message(conn, FrameType::kHelloAck);
   if (!ack_bytes) co_return ack_bytes.status();
   HelloAckMessage ack;
   s = decode(*ack_bytes, &ack);
-  if (!s) co_return co_await refuse(conn, s);
+  if (!s) {
+    co_await send_reject(conn, s);
+    co_return s;
+  }
   const bool have_secret = !options.secret.empty();
   if (ack.secret_required != have_secret) {
-    co_return co_await refuse(
-        conn, auth_error(have_secret ? fmt::format("{} does not use a cluster secret but this side does; "
-                                                   "refusing an unauthenticated server", conn.remote())
-                                     : fmt::format("{} requires a cluster secret and none is configured",
-                                                   conn.remote())));
+    const Status why = auth_error(
+        have_secret ? fmt::format("{} does not use a cluster secret but this side does; refusing an "
+                                  "unauthenticated server", conn.remote())
+                    : fmt::format("{} requires a cluster secret and none is configured", conn.remote()));
+    co_await send_reject(conn, why);
+    co_return why;
   }
   const auto binding = conn.channel_binding();
   AuthMessage auth;
   if (have_secret) {
-    if (!mac_equal(ack.mac, compute_mac(options.secret, MacSide::kServer, hello, ack.nonce, binding)))
-      co_return co_await refuse(conn, auth_error(fmt::format(
-                                          "{} failed to prove the cluster secret (wrong secret?)", conn.remote())));
+    if (!mac_equal(ack.mac, compute_mac(options.secret, MacSide::kServer, hello, ack.nonce, binding))) {
+      const Status why = auth_error(fmt::format("{} failed to prove the cluster secret (wrong secret?)", conn.remote()));
+      co_await send_reject(conn, why);
+      co_return why;
+    }
     auth.mac = compute_mac(options.secret, MacSide::kClient, hello, ack.nonce, binding);
   }
-  s = co_await send_message(conn, FrameType::kAuth, encode(auth));
+  const auto auth_bytes = encode(auth);
+  s = co_await send_message(conn, FrameType::kAuth, auth_bytes);
   if (!s) co_return s;
   auto accepted = co_await receive_message(conn, FrameType::kAccept);
   co_return accepted.status();
@@ -85,21 +96,37 @@ asio::awaitable<Result<AdmittedConnection>> server_handshake(Connection& conn, c
   if (!s) co_return s;
   auto hello_bytes = co_await receive_message(conn, FrameType::kHello);
   if (!hello_bytes) {
-    if (hello_bytes.status().code() == LH_ERR_PROTOCOL) co_return co_await refuse(conn, hello_bytes.status());
-    co_return hello_bytes.status();
+    const Status why = hello_bytes.status();
+    if (why.code() == LH_ERR_PROTOCOL) co_await send_reject(conn, why);
+    co_return why;
   }
   HelloMessage hello;
   s = decode(*hello_bytes, &hello);
-  if (!s) co_return co_await refuse(conn, s);
+  if (!s) {
+    co_await send_reject(conn, s);
+    co_return s;
+  }
   if (hello.magic != kHandshakeMagic)
-    co_return co_await refuse(conn, protocol_error("bad handshake magic: not a longhaul client"));
+    {
+      const Status why = protocol_error("bad handshake magic: not a longhaul client");
+      co_await send_reject(conn, why);
+      co_return why;
+    }
   if (hello.version != kProtocolVersion)
-    co_return co_await refuse(conn, protocol_error(fmt::format("protocol version mismatch: this side speaks {}, "
-                                                               "the client {}", kProtocolVersion, hello.version)));
+    {
+      const Status why = protocol_error(fmt::format("protocol version mismatch: this side speaks {}, "
+                                                               "the client {}", kProtocolVersion, hello.version));
+      co_await send_reject(conn, why);
+      co_return why;
+    }
   if (hello.connection_count == 0 || hello.connection_count > kMaxConnectionsPerLink ||
       hello.connection_index >= hello.connection_count)
-    co_return co_await refuse(conn, protocol_error(fmt::format("invalid connection {} of {}", hello.connection_index,
-                                                               hello.connection_count)));
+    {
+      const Status why = protocol_error(fmt::format("invalid connection {} of {}", hello.connection_index,
+                                                               hello.connection_count));
+      co_await send_reject(conn, why);
+      co_return why;
+    }
 
   const auto binding = conn.channel_binding();
   const bool have_secret = !options.secret.empty();
@@ -108,18 +135,27 @@ asio::awaitable<Result<AdmittedConnection>> server_handshake(Connection& conn, c
   ack.secret_required = have_secret;
   ack.nonce = random_nonce();
   if (have_secret) ack.mac = compute_mac(options.secret, MacSide::kServer, hello, ack.nonce, binding);
-  s = co_await send_message(conn, FrameType::kHelloAck, encode(ack));
+  const auto ack_payload = encode(ack);
+  s = co_await send_message(conn, FrameType::kHelloAck, ack_payload);
   if (!s) co_return s;
 
   auto auth_bytes = co_await receive_message(conn, FrameType::kAuth);
   if (!auth_bytes) co_return auth_bytes.status();
   AuthMessage auth;
   s = decode(*auth_bytes, &auth);
-  if (!s) co_return co_await refuse(conn, s);
+  if (!s) {
+    co_await send_reject(conn, s);
+    co_return s;
+  }
   if (have_secret &&
       !mac_equal(auth.mac, compute_mac(options.secret, MacSide::kClient, hello, ack.nonce, binding)))
-    co_return co_await refuse(conn, auth_error("authentication failed: wrong cluster secret"));
-  s = co_await send_message(conn, FrameType::kAccept, {});
+    {
+      const Status why = auth_error("authentication failed: wrong cluster secret");
+      co_await send_reject(conn, why);
+      co_return why;
+    }
+  const std::vector<std::byte> empty;
+  s = co_await send_message(conn, FrameType::kAccept, empty);
   if (!s) co_return s;
   co_return AdmittedConnection{hello.role, hello.link_id, hello.connection_index, hello.connection_count};
 }

@@ -235,7 +235,7 @@ void Link::remember_cancelled(uint64_t op_id) {
   }
 }
 
-void Link::complete_send_if_done(const std::shared_ptr<SendOp>& op, Pending& pending) {
+void Link::complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending) {
   if (op->finished || op->writes_in_flight > 0) return;
   if (op->status.is_ok() && !(op->all_assigned && op->written == op->data.size())) return;
   op->finished = true;
@@ -243,7 +243,7 @@ void Link::complete_send_if_done(const std::shared_ptr<SendOp>& op, Pending& pen
   pending.add(std::move(op->done), op->status);
 }
 
-void Link::complete_recv_if_done(const std::shared_ptr<RecvOp>& op, Pending& pending) {
+void Link::complete_recv_if_done(std::shared_ptr<RecvOp> op, Pending& pending) {
   if (op->finished || op->reads_in_flight > 0) return;
   if (op->status.is_ok() && !(op->any_segment && op->received == op->dst.size())) return;
   op->finished = true;

@@ -84,8 +84,9 @@ class Link : public std::enable_shared_from_this<Link> {
   void wake_writer(size_t index);
   void wake_parked_readers();
   void queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte> payload, Completion done);  // requires mu_
-  void complete_recv_if_done(const std::shared_ptr<RecvOp>& op, Pending& pending);  // requires mu_
-  void complete_send_if_done(const std::shared_ptr<SendOp>& op, Pending& pending);  // requires mu_
+  // Take the op by value: callers may pass a reference into the map these erase from.
+  void complete_recv_if_done(std::shared_ptr<RecvOp> op, Pending& pending);  // requires mu_
+  void complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending);  // requires mu_
   void remember_cancelled(uint64_t op_id);  // requires mu_
 
   const TransportOptions options_;
