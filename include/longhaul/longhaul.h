@@ -3,12 +3,30 @@
  *
  * This header is the stable C99 ABI. It contains no C++ types; every object is an opaque handle
  * and every fallible call returns an lh_status. A status other than LH_OK is always accompanied by
- * a human-readable message retrievable from the object that produced it.
+ * a human-readable message: lh_master_last_error / lh_comm_last_error for calls on a handle, and
+ * lh_last_error for the calling thread's last failed call of any kind (the only way to learn why a
+ * *_create failed, since no handle exists then).
  *
- * Thread safety: unless a function says otherwise, calls on one handle must not run concurrently.
+ * Two kinds of object:
+ *   lh_master  the coordinator. Holds no tensor data; tracks who is in, the epoch, and the ring
+ *              order of every peer group. One per training run (or run the longhaul-master daemon).
+ *   lh_comm    a peer's communicator: its session with the master and its data links to its ring
+ *              neighbours. One per peer group a process takes part in.
+ *
+ * Options are plain structs. Always fill one with its *_init function first and then change the
+ * fields you care about: defaults are documented per field, and fields added in later versions
+ * get their defaults from *_init, so code written against this version keeps compiling and
+ * behaving the same. Strings in options are copied by *_create; the caller keeps ownership.
+ *
+ * Thread safety: unless a function says otherwise, calls on one handle must not run
+ * concurrently. Functions marked "thread-safe" may be called from any thread at any time between
+ * create and destroy, concurrently with any other call on the same handle.
  */
 #ifndef LONGHAUL_LONGHAUL_H_
 #define LONGHAUL_LONGHAUL_H_
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,6 +53,176 @@ const char* lh_status_string(lh_status status);
 
 /* The library's version as "MAJOR.MINOR.PATCH". */
 const char* lh_version(void);
+
+/* The message of the calling thread's last failed call (any function of this header), or "" if
+ * none failed yet. The pointer stays valid until the thread's next failing call. Thread-safe. */
+const char* lh_last_error(void);
+
+/* Sets the process-wide log level: "debug", "info", "warn" (the default, unless the LONGHAUL_LOG
+ * environment variable says otherwise), "error" or "off". Logs go to stderr. Thread-safe.
+ * LH_ERR_INVALID_ARGUMENT for any other string. */
+lh_status lh_set_log_level(const char* level);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Master                                                                                      */
+
+typedef struct lh_master lh_master;
+
+typedef struct lh_master_options {
+  /* "host:port" to listen on; IPv6 as "[addr]:port"; port 0 picks a free port (read it back
+   * with lh_master_port). Default "0.0.0.0:0". */
+  const char* listen_address;
+  /* Cluster secret every peer must prove (HMAC challenge-response). NULL or "" (the default)
+   * disables authentication: only do that on a trusted network. */
+  const char* secret;
+  /* PEM certificate and key: when both are set, every connection to the master is TLS 1.3.
+   * Default NULL (plaintext). */
+  const char* tls_cert_file;
+  const char* tls_key_file;
+  /* Heartbeats in both directions every interval; a peer (or the master, seen from a peer)
+   * silent for heartbeat_misses intervals is declared dead. Defaults 1000 ms and 3. */
+  uint32_t heartbeat_interval_ms;
+  uint32_t heartbeat_misses;
+  /* A reconfiguration whose peers have not all set up their links after this long evicts the ones
+   * that have not. Default 30000 ms. */
+  uint32_t topology_timeout_ms;
+  /* A connection must complete its handshake (and register) within this. Default 5000 ms. */
+  uint32_t handshake_timeout_ms;
+  /* Threads serving the network. 0 (the default) picks 2. */
+  uint32_t io_threads;
+} lh_master_options;
+
+/* Fills *options with the defaults above. */
+void lh_master_options_init(lh_master_options* options);
+
+/* Creates a master and binds its listen address (it accepts nobody until lh_master_run).
+ * On success *out owns a new handle (release it with lh_master_destroy); on failure *out is NULL
+ * and lh_last_error says why (LH_ERR_IO: cannot bind; LH_ERR_INVALID_ARGUMENT: bad options or
+ * unreadable TLS files). */
+lh_status lh_master_create(const lh_master_options* options, lh_master** out);
+
+/* Starts serving peers on background threads and returns at once. LH_ERR_CLOSED after
+ * lh_master_stop; calling it twice is harmless. */
+lh_status lh_master_run(lh_master* master);
+
+/* The port the master listens on (useful after asking for port 0). Thread-safe. */
+lh_status lh_master_port(const lh_master* master, uint16_t* port);
+
+/* Disconnects every peer (they see LH_ERR_PEER_LOST) and stops accepting; blocks until done.
+ * Idempotent. Must not be called from a longhaul callback. */
+lh_status lh_master_stop(lh_master* master);
+
+/* Stops the master if needed and frees it. NULL is ignored. */
+void lh_master_destroy(lh_master* master);
+
+/* The message of the last failed call on this master, or "". Valid until the next call. */
+const char* lh_master_last_error(const lh_master* master);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Communicator                                                                                */
+
+typedef struct lh_comm lh_comm;
+
+typedef struct lh_comm_options {
+  /* The master's "host:port". Required (default NULL). */
+  const char* master_address;
+  /* The peer group to reduce with, e.g. one per FSDP shard. Membership and epochs are global,
+   * rings are per group. Default 0. */
+  uint32_t peer_group;
+  /* TCP connections per data link to each ring neighbour; large payloads are striped over them.
+   * 1..64, default 1. */
+  uint32_t connections_per_link;
+  /* Cluster secret; must match the master's. Default NULL (none). */
+  const char* secret;
+  /* Nonzero: every connection (to the master and between peers) uses TLS 1.3. Peers accept
+   * their neighbours' links, so tls_cert_file and tls_key_file are then required. tls_ca_file, if
+   * set, verifies the certificates of the master and the neighbours; without it the channel is
+   * encrypted and the secret authenticates both ends. Default 0. */
+  int use_tls;
+  const char* tls_cert_file;
+  const char* tls_key_file;
+  const char* tls_ca_file;
+  /* Where to listen for the neighbours' data links. Default "0.0.0.0:0" (all interfaces, a free
+   * port). */
+  const char* listen_address;
+  /* What other peers connect to: "host:port" (e.g. a NAT port forward), "host" (with the
+   * listening port), or NULL (the default: the address the master sees this peer connect from,
+   * with the listening port). */
+  const char* advertised_address;
+  /* lh_comm_connect gives up after this long without admission. Default 30000 ms. */
+  uint32_t connect_timeout_ms;
+  /* Time to set up the links to the ring neighbours of a new epoch; a neighbour not linked by
+   * then is reported unreachable and the master picks a ring without that pair. Default 10000. */
+  uint32_t link_timeout_ms;
+  /* Per-connection handshake deadline. Default 5000 ms. */
+  uint32_t handshake_timeout_ms;
+  /* Threads serving the network. 0 (the default) picks 2. */
+  uint32_t io_threads;
+} lh_comm_options;
+
+/* Fills *options with the defaults above. */
+void lh_comm_options_init(lh_comm_options* options);
+
+/* Creates a communicator and binds its data listener; it does not contact the master yet.
+ * On failure *out is NULL and lh_last_error says why. Release with lh_comm_destroy. */
+lh_status lh_comm_create(const lh_comm_options* options, lh_comm** out);
+
+/* Connects to the master, registers, and blocks until admitted into an epoch: at once if it is
+ * the first peer, otherwise when every admitted peer has reached lh_comm_update_topology.
+ * LH_ERR_TIMEOUT after connect_timeout_ms; LH_ERR_AUTH for a wrong secret; LH_ERR_PROTOCOL for an
+ * incompatible master; LH_ERR_PEER_LOST if the master is unreachable. On failure the communicator
+ * is unusable (destroy it). Call once. */
+lh_status lh_comm_connect(lh_comm* comm);
+
+/* The reconfiguration point of a training loop. Returns at once (LH_OK) if nothing needs to
+ * change; otherwise blocks until every admitted peer has called it, then waiting peers are
+ * admitted, lost peers removed, links to the new ring neighbours set up, and every peer enters
+ * the same new epoch together. It waits as long as other peers take to arrive, but never on a
+ * dead one: a peer that dies is detected (socket error or missed heartbeats) and dropped.
+ * LH_ERR_PEER_LOST if the master is lost; LH_ERR_* with the master's reason if it removed this
+ * peer. Any failure ends the communicator. */
+lh_status lh_comm_update_topology(lh_comm* comm);
+
+/* *pending = 1 if lh_comm_update_topology has work to do (a peer waits to join, or a peer or link
+ * was lost since this epoch began), else 0. Costs no network round trip: the master pushes the
+ * flag. Thread-safe. */
+lh_status lh_comm_are_peers_pending(lh_comm* comm, int* pending);
+
+typedef enum lh_attribute {
+  LH_ATTR_WORLD_SIZE = 1,       /* peers in the current epoch, all groups */
+  LH_ATTR_GROUP_WORLD_SIZE = 2, /* peers in this communicator's group */
+  LH_ATTR_RANK = 3,             /* this peer's position in its group's ring, 0-based */
+  LH_ATTR_EPOCH = 4,            /* the current epoch; 0 before admission; grows with every change */
+  LH_ATTR_GROUP_COUNT = 5,      /* number of peer groups with at least one peer */
+  LH_ATTR_PEER_ID = 6,          /* this peer's id, unique in the run (ids grow in join order) */
+  LH_ATTR_ABORT_COUNT = 7       /* aborts the master pushed to this peer so far */
+} lh_attribute;
+
+/* Reads an attribute of the current epoch. Thread-safe. LH_ERR_INVALID_ARGUMENT for an unknown
+ * attribute. */
+lh_status lh_comm_get_attribute(lh_comm* comm, lh_attribute attribute, int64_t* value);
+
+/* Copies the peer ids of this group's ring, in ring order, into ids[0..capacity) and sets *count
+ * to the ring's size (which may exceed capacity: call again with a larger buffer). Thread-safe. */
+lh_status lh_comm_get_ring(lh_comm* comm, uint64_t* ids, size_t capacity, size_t* count);
+
+/* Called (on a library thread; must not block or call back into the communicator) when the master
+ * aborts the in-flight operations of this peer's group because a peer or link was lost, and once
+ * more when the communicator fails. `reason` is valid during the call only. Set it before
+ * lh_comm_connect. */
+typedef void (*lh_abort_callback)(void* user_data, uint64_t epoch, lh_status status, const char* reason);
+lh_status lh_comm_set_abort_callback(lh_comm* comm, lh_abort_callback callback, void* user_data);
+
+/* Leaves gracefully: tells the master (which logs `reason`, may be NULL) and closes every link.
+ * The other peers re-form their ring at their next lh_comm_update_topology. */
+lh_status lh_comm_leave(lh_comm* comm, const char* reason);
+
+/* Frees the communicator. Without a prior lh_comm_leave this is an abrupt leave: the master
+ * notices the closed connection. NULL is ignored. */
+void lh_comm_destroy(lh_comm* comm);
+
+/* The message of the last failed call on this communicator, or "". Valid until the next call. */
+const char* lh_comm_last_error(const lh_comm* comm);
 
 #ifdef __cplusplus
 } /* extern "C" */

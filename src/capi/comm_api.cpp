@@ -1,0 +1,130 @@
+// lh_comm_*: the C face of peer::Communicator.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "capi/handles.hpp"
+
+using longhaul::Status;
+using longhaul::capi::finish;
+using longhaul::capi::str;
+
+namespace {
+
+lh_status null_argument(const char* function) {
+  return longhaul::capi::fail(longhaul::invalid_argument(fmt::format("{}: NULL argument", function)));
+}
+
+}  // namespace
+
+extern "C" void lh_comm_options_init(lh_comm_options* o) {
+  if (!o) return;
+  *o = lh_comm_options{};
+  o->connections_per_link = 1;
+  o->listen_address = "0.0.0.0:0";
+  o->connect_timeout_ms = 30000;
+  o->link_timeout_ms = 10000;
+  o->handshake_timeout_ms = 5000;
+}
+
+extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
+  namespace lh = longhaul;
+  if (!out || !o) return null_argument("lh_comm_create");
+  *out = nullptr;
+  try {
+    if (!o->master_address || !*o->master_address)
+      return lh::capi::fail(lh::invalid_argument("master_address is required"));
+    if (o->connections_per_link == 0 || o->connections_per_link > lh::net::kMaxConnectionsPerLink)
+      return lh::capi::fail(lh::invalid_argument(fmt::format("connections_per_link must be 1..{}, got {}",
+                                                             lh::net::kMaxConnectionsPerLink, o->connections_per_link)));
+    if (o->handshake_timeout_ms == 0) return lh::capi::fail(lh::invalid_argument("handshake_timeout_ms must be positive"));
+    lh::peer::CommunicatorOptions options;
+    options.master_address = o->master_address;
+    options.group = o->peer_group;
+    options.connections_per_link = static_cast<uint16_t>(o->connections_per_link);
+    options.transport.secret = str(o->secret);
+    options.transport.tls.enabled = o->use_tls != 0;
+    options.transport.tls.cert_file = str(o->tls_cert_file);
+    options.transport.tls.key_file = str(o->tls_key_file);
+    options.transport.tls.ca_file = str(o->tls_ca_file);
+    options.transport.handshake_timeout = std::chrono::milliseconds(o->handshake_timeout_ms);
+    options.listen_address = o->listen_address ? o->listen_address : "0.0.0.0:0";
+    options.advertised_address = str(o->advertised_address);
+    options.connect_timeout = std::chrono::milliseconds(o->connect_timeout_ms);
+    options.link_timeout = std::chrono::milliseconds(o->link_timeout_ms);
+    auto comm = lh::peer::Communicator::create(options, o->io_threads);
+    if (!comm) return lh::capi::fail(comm.status());
+    auto* h = new lh_comm();
+    h->impl = std::move(*comm);
+    *out = h;
+    return LH_OK;
+  } catch (const std::exception& e) {
+    return lh::capi::fail(lh::internal_error(fmt::format("lh_comm_create: {}", e.what())));
+  }
+}
+
+extern "C" lh_status lh_comm_connect(lh_comm* c) {
+  if (!c) return null_argument("lh_comm_connect");
+  return finish(c, c->impl->session().connect());
+}
+
+extern "C" lh_status lh_comm_update_topology(lh_comm* c) {
+  if (!c) return null_argument("lh_comm_update_topology");
+  return finish(c, c->impl->session().update_topology());
+}
+
+extern "C" lh_status lh_comm_are_peers_pending(lh_comm* c, int* pending) {
+  if (!c || !pending) return null_argument("lh_comm_are_peers_pending");
+  *pending = c->impl->session().peers_pending() ? 1 : 0;
+  return LH_OK;
+}
+
+extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, int64_t* value) {
+  if (!c || !value) return null_argument("lh_comm_get_attribute");
+  auto& session = c->impl->session();
+  const auto view = session.view();
+  switch (attribute) {
+    case LH_ATTR_WORLD_SIZE: *value = static_cast<int64_t>(view.world_size); return LH_OK;
+    case LH_ATTR_GROUP_WORLD_SIZE: *value = static_cast<int64_t>(view.group_world_size); return LH_OK;
+    case LH_ATTR_RANK: *value = static_cast<int64_t>(view.rank); return LH_OK;
+    case LH_ATTR_EPOCH: *value = static_cast<int64_t>(view.epoch); return LH_OK;
+    case LH_ATTR_GROUP_COUNT: *value = static_cast<int64_t>(view.group_count); return LH_OK;
+    case LH_ATTR_PEER_ID: *value = static_cast<int64_t>(view.peer_id); return LH_OK;
+    case LH_ATTR_ABORT_COUNT: *value = static_cast<int64_t>(session.aborts_seen()); return LH_OK;
+  }
+  return finish(c, longhaul::invalid_argument(fmt::format("unknown attribute {}", static_cast<int>(attribute))));
+}
+
+extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity, size_t* count) {
+  if (!c || !count || (!ids && capacity > 0)) return null_argument("lh_comm_get_ring");
+  const auto view = c->impl->session().view();
+  *count = view.ring.size();
+  const size_t n = std::min(capacity, view.ring.size());
+  if (n > 0) std::memcpy(ids, view.ring.data(), n * sizeof(uint64_t));
+  return LH_OK;
+}
+
+extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback callback, void* user_data) {
+  if (!c) return null_argument("lh_comm_set_abort_callback");
+  if (!callback) {
+    c->impl->session().set_abort_handler({});
+    return LH_OK;
+  }
+  c->impl->session().set_abort_handler([callback, user_data](uint64_t epoch, const Status& why) {
+    callback(user_data, epoch, why.code(), why.message().c_str());
+  });
+  return LH_OK;
+}
+
+extern "C" lh_status lh_comm_leave(lh_comm* c, const char* reason) {
+  if (!c) return null_argument("lh_comm_leave");
+  return finish(c, c->impl->session().leave(str(reason)));
+}
+
+extern "C" void lh_comm_destroy(lh_comm* c) { delete c; }
+
+extern "C" const char* lh_comm_last_error(const lh_comm* c) {
+  if (!c) return "lh_comm_last_error: communicator is NULL";
+  std::lock_guard lock(c->mu);
+  return c->last_error.c_str();
+}

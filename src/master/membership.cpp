@@ -1,0 +1,247 @@
+#include "master/membership.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/log.hpp"
+
+namespace longhaul::master {
+
+void Membership::add_pending(PeerId id, uint32_t group, std::string host, uint16_t port) {
+  Member m;
+  m.id = id;
+  m.group = group;
+  m.host = std::move(host);
+  m.port = port;
+  log::info("master", "peer {} joined group {} (data address {}:{}); waiting for admission", id, group, m.host, port);
+  members_.emplace(id, std::move(m));
+  maybe_start_round();
+  sync_pending_flags();
+}
+
+bool Membership::reconfiguration_needed() const {
+  if (ring_broken_) return true;
+  return std::any_of(members_.begin(), members_.end(),
+                     [](const auto& kv) { return kv.second.state == State::kPending; });
+}
+
+size_t Membership::active_count() const {
+  return static_cast<size_t>(std::count_if(members_.begin(), members_.end(),
+                                           [](const auto& kv) { return kv.second.state == State::kActive; }));
+}
+
+Status Membership::on_update_topology(PeerId id, uint64_t epoch) {
+  auto it = members_.find(id);
+  if (it == members_.end()) return internal_error(fmt::format("unknown peer {}", id));
+  Member& m = it->second;
+  if (m.state != State::kActive) return protocol_error("UPDATE_TOPOLOGY before being admitted");
+  if (m.waiting) return protocol_error("UPDATE_TOPOLOGY while one is already in progress");
+  if (epoch != committed_epoch_)
+    return protocol_error(fmt::format("UPDATE_TOPOLOGY for epoch {} but the epoch is {}", epoch, committed_epoch_));
+  if (!reconfiguration_needed()) {
+    out_.send(id, wire::TopologyUnchangedMsg{committed_epoch_});
+    return Status::ok();
+  }
+  m.waiting = true;
+  maybe_start_round();
+  return Status::ok();
+}
+
+Status Membership::on_links_ready(PeerId id, uint64_t epoch, const std::vector<PeerId>& unreachable) {
+  if (!round_ || epoch != round_->epoch) {
+    // An answer to a proposal that a newer one replaced; the peer will answer that one too.
+    if (epoch <= last_epoch_) return Status::ok();
+    return protocol_error(fmt::format("LINKS_READY for epoch {} which was never proposed", epoch));
+  }
+  if (!round_->participants.contains(id))
+    return protocol_error(fmt::format("LINKS_READY for epoch {} from a peer not in it", epoch));
+  if (!round_->ready.insert(id).second) return protocol_error(fmt::format("second LINKS_READY for epoch {}", epoch));
+  for (PeerId other : unreachable) {
+    if (other == id || !round_->participants.contains(other)) continue;
+    log::warn("master", "epoch {}: peer {} cannot reach peer {}; the next ring keeps them apart", epoch, id, other);
+    banned_.insert(make_peer_pair(id, other));
+    round_->new_unreachable = true;
+  }
+  if (round_->ready.size() < round_->participants.size()) return Status::ok();
+  if (round_->new_unreachable) {
+    round_.reset();
+    start_round();
+    sync_pending_flags();
+  } else {
+    commit();
+  }
+  return Status::ok();
+}
+
+Status Membership::on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost, const std::string& reason) {
+  if (epoch != committed_epoch_ || round_) return Status::ok();  // about links a newer proposal replaces
+  auto rep = members_.find(reporter);
+  auto it = members_.find(lost);
+  if (rep == members_.end() || rep->second.state != State::kActive) return protocol_error("REPORT_PEER_LOST before being admitted");
+  if (it == members_.end() || lost == reporter) return Status::ok();  // already gone
+  log::warn("master", "epoch {}: peer {} lost its link to peer {}: {}", epoch, reporter, lost, reason);
+  banned_.insert(make_peer_pair(reporter, lost));
+  ring_broken_ = true;
+  abort_group(rep->second.group, fmt::format("peer {} lost its link to peer {}: {}", reporter, lost, reason));
+  maybe_start_round();
+  sync_pending_flags();
+  return Status::ok();
+}
+
+void Membership::on_round_timeout(uint64_t epoch) {
+  if (!round_ || round_->epoch != epoch) return;
+  std::vector<PeerId> silent;
+  for (PeerId id : round_->participants)
+    if (!round_->ready.contains(id)) silent.push_back(id);
+  round_.reset();
+  ring_broken_ = true;
+  for (PeerId id : silent)
+    evict(id, timeout_error(fmt::format("did not set up its links for epoch {} in time", epoch)));
+  maybe_start_round();
+  sync_pending_flags();
+}
+
+void Membership::drop_peer(PeerId id, const std::string& reason) {
+  if (!members_.contains(id)) return;
+  forget(id, reason);
+  maybe_start_round();
+  sync_pending_flags();
+}
+
+void Membership::forget(PeerId id, const std::string& reason) {
+  auto it = members_.find(id);
+  if (it == members_.end()) return;
+  const Member m = it->second;
+  members_.erase(it);
+  log::info("master", "peer {} left group {}: {}", id, m.group, reason);
+  std::erase_if(banned_, [id](const PeerPair& p) { return p.first == id || p.second == id; });
+  if (m.state == State::kActive) {
+    ring_broken_ = true;
+    abort_group(m.group, fmt::format("peer {} left: {}", id, reason));
+  }
+  if (round_ && round_->participants.contains(id)) {
+    // Every participant has a proposal that names the lost peer; replace it.
+    round_.reset();
+    ring_broken_ = true;
+  }
+}
+
+void Membership::evict(PeerId id, const Status& why) {
+  forget(id, fmt::format("evicted: {}", why.message()));
+  out_.disconnect(id, why);
+}
+
+void Membership::abort_group(uint32_t group, const std::string& reason) {
+  for (const auto& [id, m] : members_)
+    if (m.state == State::kActive && m.group == group) out_.send(id, wire::AbortMsg{committed_epoch_, group, reason});
+}
+
+void Membership::maybe_start_round() {
+  if (round_) return;
+  if (!reconfiguration_needed()) {
+    // The reason to wait went away (the joiner left before it was admitted).
+    for (auto& [id, m] : members_) {
+      if (!m.waiting) continue;
+      m.waiting = false;
+      out_.send(id, wire::TopologyUnchangedMsg{committed_epoch_});
+    }
+    return;
+  }
+  for (const auto& [id, m] : members_)
+    if (m.state == State::kActive && !m.waiting) return;
+  start_round();
+}
+
+void Membership::start_round() {
+  for (;;) {
+    std::map<uint32_t, std::vector<PeerId>> groups;
+    for (const auto& [id, m] : members_) groups[m.group].push_back(id);
+    if (groups.empty()) {
+      ring_broken_ = false;
+      rings_.clear();
+      return;
+    }
+    std::map<uint32_t, std::vector<PeerId>> rings;
+    std::optional<PeerId> victim;
+    std::string victim_reason;
+    for (auto& [group, ids] : groups) {
+      auto ring = solve_ring(ids, banned_);
+      if (ring) {
+        rings[group] = std::move(*ring);
+        continue;
+      }
+      // No ring keeps every unreachable pair apart: evict the peer with the most unreachable
+      // neighbours (the newest one on a tie).
+      size_t worst = 0;
+      for (PeerId id : ids) {
+        std::vector<PeerId> cut;
+        for (const auto& p : banned_) {
+          if (p.first == id && std::count(ids.begin(), ids.end(), p.second)) cut.push_back(p.second);
+          if (p.second == id && std::count(ids.begin(), ids.end(), p.first)) cut.push_back(p.first);
+        }
+        if (cut.size() >= worst && !cut.empty()) {
+          worst = cut.size();
+          victim = id;
+          victim_reason = fmt::format("no ring of group {} avoids its unreachable links (cannot reach peers {})",
+                                      group, fmt::join(cut, ", "));
+        }
+      }
+      break;
+    }
+    if (victim) {
+      evict(*victim, peer_lost(victim_reason));
+      round_.reset();
+      continue;
+    }
+    Round round;
+    round.epoch = ++last_epoch_;
+    round.rings = std::move(rings);
+    wire::TopologyMsg proposal;
+    proposal.epoch = round.epoch;
+    for (const auto& [id, m] : members_) {
+      round.participants.insert(id);
+      proposal.members.push_back({id, m.group, m.host, m.port});
+    }
+    for (const auto& [group, order] : round.rings) proposal.rings.push_back({group, order});
+    log::debug("master", "proposing epoch {} to {} peers", round.epoch, round.participants.size());
+    round_ = std::move(round);
+    for (PeerId id : round_->participants) out_.send(id, proposal);
+    out_.round_started(round_->epoch);
+    return;
+  }
+}
+
+void Membership::commit() {
+  committed_epoch_ = round_->epoch;
+  rings_ = std::move(round_->rings);
+  const std::set<PeerId> participants = std::move(round_->participants);
+  round_.reset();
+  ring_broken_ = false;
+  for (PeerId id : participants) {
+    Member& m = members_.at(id);
+    m.state = State::kActive;
+    m.waiting = false;
+  }
+  std::string rings;
+  for (const auto& [group, order] : rings_) rings += fmt::format(" group {}: [{}]", group, fmt::join(order, " "));
+  log::info("master", "epoch {}: {} peers in {} group(s);{}", committed_epoch_, participants.size(), rings_.size(), rings);
+  const bool pending = reconfiguration_needed();
+  for (PeerId id : participants) {
+    members_.at(id).pending_sent = pending;
+    out_.send(id, wire::EpochCommitMsg{committed_epoch_, op_sequence_, pending});
+  }
+  maybe_start_round();  // with no active member waiting this does nothing
+}
+
+void Membership::sync_pending_flags() {
+  const bool pending = reconfiguration_needed();
+  for (auto& [id, m] : members_) {
+    if (m.state != State::kActive || m.waiting || m.pending_sent == pending) continue;
+    m.pending_sent = pending;
+    out_.send(id, wire::PendingChangedMsg{pending});
+  }
+}
+
+}  // namespace longhaul::master

@@ -1,0 +1,121 @@
+// The master's membership state machine: who is in, who waits, the epoch, the ring of every
+// peer group, and the reconfiguration rounds that move everyone from one epoch to the next.
+//
+// It is pure logic: events come in as calls, effects go out through an Outbox. It owns no socket,
+// reads no clock and takes no lock; the server (server.hpp) calls it only from the master's one
+// strand, which makes every decision deterministic and its unit tests plain function calls.
+//
+// Life of a peer: add_pending() (registered, waiting to be admitted) -> a round includes it ->
+// commit (active in the new epoch) -> drop_peer() (left, lost, evicted).
+//
+// A round starts when a reconfiguration is needed (a peer waits to join, or the ring lost a
+// member or a link since the last commit) and every active member waits in update_topology (with
+// no active member, at once). The master proposes a new epoch (TOPOLOGY) to every participant,
+// each sets up links to its ring neighbours and answers LINKS_READY; when all have answered and
+// none reported an unreachable neighbour, the master commits (EPOCH_COMMIT) and everyone enters the
+// epoch together. A reported unreachable pair is kept apart in a fresh proposal; if no ring keeps
+// it apart, the peer with the most unreachable neighbours is evicted with that reason. A
+// participant lost mid-round restarts the round without it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "master/ring_order.hpp"
+#include "wire/control_messages.hpp"
+
+namespace longhaul::master {
+
+// Where the state machine's effects go. Calls happen synchronously from inside Membership's
+// methods and must not call back into Membership.
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  virtual void send(PeerId to, const wire::ControlMessage& message) = 0;
+  // Tells the peer why it is removed (REMOVED) and closes its connection. Membership has already
+  // forgotten it.
+  virtual void disconnect(PeerId who, const Status& why) = 0;
+  // A round proposing `epoch` has started; Membership expects on_round_timeout(epoch) if it is
+  // still running after the configured topology timeout.
+  virtual void round_started(uint64_t epoch) = 0;
+};
+
+class Membership {
+ public:
+  enum class State { kPending, kActive };
+  struct Member {
+    PeerId id = 0;
+    uint32_t group = 0;
+    std::string host;
+    uint16_t port = 0;
+    State state = State::kPending;
+    bool waiting = false;        // active and blocked in update_topology
+    bool pending_sent = false;   // the last peers-pending flag this peer was told
+  };
+
+  explicit Membership(Outbox& outbox) : out_(outbox) {}
+
+  // A fresh peer id (ids are never reused; ascending ids are join order).
+  PeerId allocate_id() { return ++last_id_; }
+  // The registered peer `id` waits to be admitted.
+  void add_pending(PeerId id, uint32_t group, std::string host, uint16_t port);
+
+  // Messages from a registered peer. A non-OK result means the peer broke the protocol; the
+  // caller drops it (drop_peer) and closes its connection. Nothing was changed in that case.
+  Status on_update_topology(PeerId id, uint64_t epoch);
+  Status on_links_ready(PeerId id, uint64_t epoch, const std::vector<PeerId>& unreachable);
+  Status on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost, const std::string& reason);
+  // The round proposing `epoch` ran out of time: participants that did not answer are evicted.
+  void on_round_timeout(uint64_t epoch);
+  // The peer is gone: left, connection lost, heartbeats missed, or evicted by the caller. Survivors
+  // of its group get an ABORT if it was active; a round it took part in restarts without it.
+  // Unknown ids are ignored.
+  void drop_peer(PeerId id, const std::string& reason);
+
+  uint64_t epoch() const { return committed_epoch_; }
+  uint64_t op_sequence() const { return op_sequence_; }
+  // Whether update_topology has work to do (a peer waits to join or the ring must be re-formed).
+  bool reconfiguration_needed() const;
+  bool round_in_progress() const { return round_.has_value(); }
+  const std::map<PeerId, Member>& members() const { return members_; }
+  size_t active_count() const;
+  // Committed ring order per group.
+  const std::map<uint32_t, std::vector<PeerId>>& rings() const { return rings_; }
+  const std::set<PeerPair>& unreachable_pairs() const { return banned_; }
+
+ private:
+  struct Round {
+    uint64_t epoch = 0;
+    std::set<PeerId> participants;
+    std::set<PeerId> ready;
+    std::map<uint32_t, std::vector<PeerId>> rings;
+    bool new_unreachable = false;
+  };
+
+  void maybe_start_round();
+  void start_round();
+  void commit();
+  // Forgets the peer; aborts its group if it was active. Does not start rounds.
+  void forget(PeerId id, const std::string& reason);
+  void evict(PeerId id, const Status& why);
+  void abort_group(uint32_t group, const std::string& reason);
+  void sync_pending_flags();
+
+  Outbox& out_;
+  std::map<PeerId, Member> members_;
+  std::map<uint32_t, std::vector<PeerId>> rings_;
+  std::set<PeerPair> banned_;
+  std::optional<Round> round_;
+  PeerId last_id_ = 0;
+  uint64_t committed_epoch_ = 0;
+  uint64_t last_epoch_ = 0;    // last epoch number proposed
+  uint64_t op_sequence_ = 0;   // advanced by the collective layer (issue 4)
+  bool ring_broken_ = false;   // an active member or a link was lost since the last commit
+};
+
+}  // namespace longhaul::master

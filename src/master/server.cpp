@@ -1,0 +1,255 @@
+#include "master/server.hpp"
+
+#include <asio/bind_executor.hpp>
+#include <asio/post.hpp>
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+
+namespace longhaul::master {
+
+Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io, const MasterOptions& options) {
+  if (options.heartbeat_interval.count() <= 0 || options.heartbeat_misses == 0)
+    return invalid_argument("heartbeat interval and misses must be positive");
+  if (options.topology_timeout.count() <= 0) return invalid_argument("topology timeout must be positive");
+  net::TransportOptions transport = options.transport;
+  transport.role = net::Role::kMaster;
+  auto listener = net::Listener::create(io, options.listen_host, options.listen_port, transport);
+  if (!listener) return listener.status();
+  return std::shared_ptr<MasterServer>(new MasterServer(io, options, std::move(*listener)));
+}
+
+MasterServer::MasterServer(net::IoRuntime& io, const MasterOptions& options, std::shared_ptr<net::Listener> listener)
+    : io_(io),
+      options_(options),
+      listener_(std::move(listener)),
+      port_(listener_->port()),
+      strand_(asio::make_strand(io.context())),
+      heartbeat_timer_(strand_),
+      round_timer_(strand_) {}
+
+MasterServer::~MasterServer() { listener_->close(); }
+
+void MasterServer::start() {
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->started_ || self->stopped_) return;
+    self->started_ = true;
+    std::weak_ptr<MasterServer> weak = self;
+    self->listener_->start([weak](std::shared_ptr<net::Link> link, net::Role role) {
+      if (auto s = weak.lock()) s->on_link(std::move(link), role);
+      else link->close();
+    });
+    self->arm_heartbeat();
+    log::info("master", "listening on port {} (heartbeat every {} ms, dead after {} misses)", self->port_,
+              self->options_.heartbeat_interval.count(), self->options_.heartbeat_misses);
+  });
+}
+
+void MasterServer::stop() {
+  std::promise<void> done;
+  auto future = done.get_future();
+  asio::post(strand_, [self = shared_from_this(), &done, blocking = !io_.in_runtime_thread()] {
+    if (!self->stopped_) {
+      self->stopped_ = true;
+      self->listener_->close();
+      self->heartbeat_timer_.cancel();
+      self->round_timer_.cancel();
+      for (auto& [conn, session] : self->sessions_) session.link->close(closed_error("the master is shutting down"));
+      self->sessions_.clear();
+      self->by_peer_.clear();
+      log::info("master", "stopped");
+    }
+    if (blocking) done.set_value();
+  });
+  if (!io_.in_runtime_thread()) future.wait();
+}
+
+MasterSnapshot MasterServer::snapshot() {
+  std::promise<MasterSnapshot> promise;
+  auto future = promise.get_future();
+  asio::post(strand_, [this, &promise] {
+    MasterSnapshot s;
+    s.epoch = membership_.epoch();
+    s.active_peers = membership_.active_count();
+    s.pending_peers = membership_.members().size() - s.active_peers;
+    s.connections = sessions_.size();
+    s.rings = membership_.rings();
+    promise.set_value(std::move(s));
+  });
+  return future.get();
+}
+
+void MasterServer::on_link(std::shared_ptr<net::Link> link, net::Role role) {
+  asio::post(strand_, [self = shared_from_this(), link = std::move(link), role]() mutable {
+    if (self->stopped_) {
+      link->close(closed_error("the master is shutting down"));
+      return;
+    }
+    if (role != net::Role::kPeer || link->connection_count() != 1) {
+      log::warn("master", "refused {} link from {} with {} connections: only peers with one control connection "
+                "may connect to the master", net::role_name(role), link->peer(), link->connection_count());
+      link->close(protocol_error("only peers may connect to the master"));
+      return;
+    }
+    const uint64_t conn = ++self->next_conn_;
+    Session& session = self->sessions_[conn];
+    session.link = link;
+    session.last_heard = Clock::now();
+    session.register_deadline = std::make_unique<asio::steady_timer>(self->strand_, self->options_.transport.handshake_timeout);
+    std::weak_ptr<MasterServer> weak = self;
+    session.register_deadline->async_wait([weak, conn](asio::error_code ec) {
+      auto s = weak.lock();
+      if (ec || !s) return;
+      auto it = s->sessions_.find(conn);
+      if (it != s->sessions_.end() && it->second.peer == 0)
+        s->drop_connection(conn, protocol_error("no REGISTER within the handshake timeout"));
+    });
+    link->start(
+        [weak, conn](std::vector<std::byte> bytes) {
+          if (auto s = weak.lock())
+            asio::post(s->strand_, [s, conn, bytes = std::move(bytes)] { s->on_message(conn, bytes); });
+        },
+        [weak, conn](const Status& why) {
+          if (auto s = weak.lock()) asio::post(s->strand_, [s, conn, why] { s->on_link_failed(conn, why); });
+        });
+  });
+}
+
+void MasterServer::on_message(uint64_t conn, const std::vector<std::byte>& bytes) {
+  auto it = sessions_.find(conn);
+  if (it == sessions_.end()) return;  // dropped already
+  Session& session = it->second;
+  session.last_heard = Clock::now();
+  auto message = wire::decode_control(bytes);
+  Status s = message ? dispatch(session, conn, std::move(*message)) : message.status();
+  if (!s) drop_connection(conn, s);
+}
+
+Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMessage message) {
+  const auto type = wire::control_type(message);
+  if (session.peer == 0) {
+    auto* reg = std::get_if<wire::RegisterMsg>(&message);
+    if (!reg) return protocol_error(fmt::format("expected REGISTER first, got {}", wire::control_type_name(type)));
+    if (reg->advertised_port == 0) return protocol_error("REGISTER with data port 0");
+    std::string host = reg->advertised_host;
+    if (host.empty()) {
+      uint16_t ignored = 0;
+      if (Status p = net::parse_host_port(session.link->peer(), &host, &ignored); !p)
+        return internal_error(fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
+    }
+    session.register_deadline.reset();
+    const PeerId id = membership_.allocate_id();
+    session.peer = id;
+    by_peer_[id] = conn;
+    send(id, wire::WelcomeMsg{id, static_cast<uint32_t>(options_.heartbeat_interval.count()),
+                              options_.heartbeat_misses});
+    membership_.add_pending(id, reg->group, std::move(host), reg->advertised_port);
+    return Status::ok();
+  }
+  const PeerId id = session.peer;
+  return std::visit(
+      [&](auto& m) -> Status {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, wire::HeartbeatMsg>) {
+          return Status::ok();
+        } else if constexpr (std::is_same_v<T, wire::UpdateTopologyMsg>) {
+          return membership_.on_update_topology(id, m.epoch);
+        } else if constexpr (std::is_same_v<T, wire::LinksReadyMsg>) {
+          return membership_.on_links_ready(id, m.epoch, m.unreachable);
+        } else if constexpr (std::is_same_v<T, wire::ReportPeerLostMsg>) {
+          return membership_.on_peer_lost(id, m.epoch, m.peer_id, m.reason);
+        } else if constexpr (std::is_same_v<T, wire::LeaveMsg>) {
+          auto link = session.link;
+          by_peer_.erase(id);
+          sessions_.erase(conn);
+          // Closing once BYE is written; the peer closes on BYE too.
+          link->send_control(wire::encode_control(wire::ByeMsg{}),
+                             [link](Status) { link->close(closed_error("peer left")); });
+          membership_.drop_peer(id, m.reason.empty() ? "left gracefully" : fmt::format("left gracefully ({})", m.reason));
+          return Status::ok();
+        } else {
+          return protocol_error(fmt::format("unexpected {} from a peer", wire::control_type_name(type)));
+        }
+      },
+      message);
+}
+
+void MasterServer::on_link_failed(uint64_t conn, const Status& why) {
+  auto it = sessions_.find(conn);
+  if (it == sessions_.end()) return;
+  const PeerId id = it->second.peer;
+  if (id) by_peer_.erase(id);
+  sessions_.erase(it);
+  if (id) membership_.drop_peer(id, fmt::format("connection lost ({})", why.to_string()));
+  else log::info("master", "unregistered connection closed: {}", why.to_string());
+}
+
+void MasterServer::drop_connection(uint64_t conn, const Status& why) {
+  auto it = sessions_.find(conn);
+  if (it == sessions_.end()) return;
+  auto link = it->second.link;
+  const PeerId id = it->second.peer;
+  if (id) by_peer_.erase(id);
+  sessions_.erase(it);
+  log::warn("master", "dropping connection from {}{}: {}", link->peer(), id ? fmt::format(" (peer {})", id) : "",
+            why.to_string());
+  link->send_control(wire::encode_control(wire::RemovedMsg{why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
+                     [link, why](Status) { link->close(why); });
+  if (id) membership_.drop_peer(id, fmt::format("dropped: {}", why.to_string()));
+}
+
+void MasterServer::arm_heartbeat() {
+  heartbeat_timer_.expires_after(options_.heartbeat_interval);
+  heartbeat_timer_.async_wait([weak = weak_from_this()](asio::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->stopped_) return;
+    self->heartbeat_tick();
+    self->arm_heartbeat();
+  });
+}
+
+void MasterServer::heartbeat_tick() {
+  const auto now = Clock::now();
+  const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
+  const auto beat = wire::encode_control(wire::HeartbeatMsg{});
+  std::vector<std::pair<PeerId, std::chrono::milliseconds>> silent;
+  for (auto& [conn, session] : sessions_) {
+    if (session.peer == 0) continue;
+    const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - session.last_heard);
+    if (quiet > limit) silent.emplace_back(session.peer, quiet);
+    else session.link->send_control(beat);
+  }
+  for (const auto& [id, quiet] : silent) {
+    Status why = peer_lost(fmt::format("missed {} heartbeats (silent for {} ms)", options_.heartbeat_misses, quiet.count()));
+    membership_.drop_peer(id, why.message());
+    disconnect(id, why);
+  }
+}
+
+void MasterServer::send(PeerId to, const wire::ControlMessage& message) {
+  auto it = by_peer_.find(to);
+  if (it == by_peer_.end()) return;
+  sessions_.at(it->second).link->send_control(wire::encode_control(message));
+}
+
+void MasterServer::disconnect(PeerId who, const Status& why) {
+  auto it = by_peer_.find(who);
+  if (it == by_peer_.end()) return;
+  const uint64_t conn = it->second;
+  auto link = sessions_.at(conn).link;
+  by_peer_.erase(it);
+  sessions_.erase(conn);
+  link->send_control(wire::encode_control(wire::RemovedMsg{why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
+                     [link, why](Status) { link->close(why); });
+}
+
+void MasterServer::round_started(uint64_t epoch) {
+  round_timer_.expires_after(options_.topology_timeout);
+  round_timer_.async_wait([weak = weak_from_this(), epoch](asio::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->stopped_) return;
+    self->membership_.on_round_timeout(epoch);
+  });
+}
+
+}  // namespace longhaul::master

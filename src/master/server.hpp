@@ -1,0 +1,104 @@
+// The master's network glue: accepts peers' control links, decodes their messages, keeps the
+// heartbeats, and drives the Membership state machine. Everything runs on one strand.
+//
+// Per connection: the link must REGISTER within the handshake timeout; every message is decoded
+// strictly (wire/control_messages.hpp) and any violation (malformed bytes, a message only the
+// master sends, a message out of order) drops that connection with a logged reason and, when it
+// was a registered peer, counts as that peer leaving. A peer silent for heartbeat_misses
+// intervals, or whose socket fails, is gone too. Nothing a remote end sends can stop the master.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+
+#include "common/status.hpp"
+#include "master/membership.hpp"
+#include "net/endpoint.hpp"
+
+namespace longhaul::master {
+
+struct MasterOptions {
+  std::string listen_host = "0.0.0.0";
+  uint16_t listen_port = 0;  // 0 = ephemeral (read it back with port())
+  // Cluster secret and TLS for the control links; role is forced to kMaster.
+  net::TransportOptions transport;
+  // Heartbeats in both directions: sent every interval, a side silent for `misses` intervals is
+  // declared dead. Peers learn both values from the master when they register.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  uint32_t heartbeat_misses = 3;
+  // A reconfiguration round whose participants have not all reported their links after this long
+  // evicts the ones that have not.
+  std::chrono::milliseconds topology_timeout{30000};
+};
+
+// A point-in-time view of the master's state, for tools and tests.
+struct MasterSnapshot {
+  uint64_t epoch = 0;
+  size_t active_peers = 0;
+  size_t pending_peers = 0;
+  size_t connections = 0;
+  std::map<uint32_t, std::vector<PeerId>> rings;
+};
+
+class MasterServer : public std::enable_shared_from_this<MasterServer>, private Outbox {
+ public:
+  // Binds the listen address; does not accept yet.
+  static Result<std::shared_ptr<MasterServer>> create(net::IoRuntime& io, const MasterOptions& options);
+  ~MasterServer() override;
+
+  // Starts accepting peers. Thread-safe; calling it twice is a no-op.
+  void start();
+  // Closes the listener and every connection (peers see the master go away). Blocks until done
+  // unless called from one of the runtime's threads. Thread-safe, idempotent.
+  void stop();
+  uint16_t port() const { return port_; }
+  // Blocks until the strand answers; must not be called from one of the runtime's threads.
+  MasterSnapshot snapshot();
+
+ private:
+  struct Session {
+    std::shared_ptr<net::Link> link;
+    PeerId peer = 0;  // 0 until REGISTER
+    std::chrono::steady_clock::time_point last_heard;
+    std::unique_ptr<asio::steady_timer> register_deadline;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  MasterServer(net::IoRuntime& io, const MasterOptions& options, std::shared_ptr<net::Listener> listener);
+
+  void on_link(std::shared_ptr<net::Link> link, net::Role role);
+  void on_message(uint64_t conn, const std::vector<std::byte>& bytes);
+  Status dispatch(Session& session, uint64_t conn, wire::ControlMessage message);
+  void on_link_failed(uint64_t conn, const Status& why);
+  void drop_connection(uint64_t conn, const Status& why);
+  void heartbeat_tick();
+  void arm_heartbeat();
+
+  // Outbox
+  void send(PeerId to, const wire::ControlMessage& message) override;
+  void disconnect(PeerId who, const Status& why) override;
+  void round_started(uint64_t epoch) override;
+
+  net::IoRuntime& io_;
+  const MasterOptions options_;
+  std::shared_ptr<net::Listener> listener_;
+  uint16_t port_ = 0;
+  asio::strand<asio::io_context::executor_type> strand_;
+  asio::steady_timer heartbeat_timer_;
+  asio::steady_timer round_timer_;
+  Membership membership_{*this};
+  std::map<uint64_t, Session> sessions_;
+  std::map<PeerId, uint64_t> by_peer_;
+  uint64_t next_conn_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace longhaul::master

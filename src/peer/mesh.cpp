@@ -1,0 +1,306 @@
+#include "peer/mesh.hpp"
+
+#include <asio/post.hpp>
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+
+namespace longhaul::peer {
+
+Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options) {
+  std::string host;
+  uint16_t port = 0;
+  LH_RETURN_IF_ERROR(net::parse_host_port(options.listen_address, &host, &port).with_context("listen address"));
+  if (options.transport.tls.enabled && (options.transport.tls.cert_file.empty() || options.transport.tls.key_file.empty()))
+    return invalid_argument("with TLS on, a peer needs a certificate and key for its data-link listener");
+  net::TransportOptions transport = options.transport;
+  transport.role = net::Role::kPeer;
+  auto listener = net::Listener::create(io, host, port, transport);
+  if (!listener) return listener.status();
+  return std::shared_ptr<Mesh>(new Mesh(io, std::move(strand), options, std::move(*listener)));
+}
+
+Mesh::Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options, std::shared_ptr<net::Listener> listener)
+    : io_(io), strand_(std::move(strand)), options_(options), listener_(std::move(listener)), deadline_(strand_) {}
+
+void Mesh::start(ReadyHandler on_ready, LostHandler on_lost) {
+  on_ready_ = std::move(on_ready);
+  on_lost_ = std::move(on_lost);
+  listener_->start([weak = weak_from_this()](std::shared_ptr<net::Link> link, net::Role role) {
+    auto self = weak.lock();
+    if (!self || role != net::Role::kPeer) {
+      link->close(protocol_error("only peers may open data links"));
+      return;
+    }
+    asio::post(self->strand_, [self, link] { self->on_inbound(link); });
+  });
+}
+
+void Mesh::start_link(const std::shared_ptr<net::Link>& link) {
+  std::weak_ptr<Mesh> weak = weak_from_this();
+  std::weak_ptr<net::Link> weak_link = link;
+  link->start(
+      [weak, weak_link](std::vector<std::byte> bytes) {
+        auto self = weak.lock();
+        auto l = weak_link.lock();
+        if (self && l) asio::post(self->strand_, [self, l, bytes = std::move(bytes)] { self->on_link_control(l, bytes); });
+      },
+      [weak, weak_link](const Status& why) {
+        auto self = weak.lock();
+        auto l = weak_link.lock();
+        if (self && l) asio::post(self->strand_, [self, l, why] { self->on_link_failed(l, why); });
+      });
+}
+
+void Mesh::on_inbound(std::shared_ptr<net::Link> link) {
+  if (closed_) {
+    link->close();
+    return;
+  }
+  anonymous_[link.get()] = link;
+  start_link(link);
+  // A link that never introduces itself is dropped.
+  auto timer = std::make_shared<asio::steady_timer>(strand_, options_.link_timeout);
+  timer->async_wait([weak = weak_from_this(), raw = link.get(), timer](asio::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;
+    auto it = self->anonymous_.find(raw);
+    if (it == self->anonymous_.end()) return;
+    log::warn("peer", "closing data link from {}: no PEER_HELLO in time", it->second->peer());
+    it->second->close(timeout_error("no PEER_HELLO in time"));
+    self->anonymous_.erase(it);
+  });
+}
+
+void Mesh::propose(const Topology& topology) {
+  if (closed_) return;
+  Proposal p;
+  p.topology = topology;
+  for (PeerId n : topology.neighbours()) p.neighbours.insert(n);
+  proposal_ = std::move(p);
+  lost_before_commit_.clear();
+  for (auto it = links_.begin(); it != links_.end();) {
+    if (!proposal_->neighbours.contains(it->first)) {
+      it->second->close(closed_error("no longer ring neighbours"));
+      it = links_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = early_hellos_.begin(); it != early_hellos_.end();) {
+    if (it->second.first < topology.epoch) {
+      it->second.second->close(closed_error("introduced for a superseded epoch"));
+      it = early_hellos_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const uint64_t epoch = topology.epoch;
+  for (PeerId n : proposal_->neighbours) {
+    if (topology.self < n) {
+      auto it = links_.find(n);
+      if (it != links_.end() && it->second->failure().is_ok()) {
+        send_hello(n);
+        continue;
+      }
+      if (it != links_.end()) links_.erase(it);
+      const wire::MemberInfo* m = topology.member(n);
+      net::TransportOptions transport = options_.transport;
+      transport.role = net::Role::kPeer;
+      net::async_connect_link(io_, m->host, m->port, options_.connections_per_link, transport,
+                              [weak = weak_from_this(), epoch, n](Result<std::shared_ptr<net::Link>> r) {
+                                auto self = weak.lock();
+                                if (!self) {
+                                  if (r) (*r)->close();
+                                  return;
+                                }
+                                asio::post(self->strand_, [self, epoch, n, r = std::move(r)]() mutable {
+                                  self->on_connected(epoch, n, std::move(r));
+                                });
+                              });
+    } else if (auto e = early_hellos_.find(n); e != early_hellos_.end() && e->second.first == epoch) {
+      auto link = e->second.second;
+      early_hellos_.erase(e);
+      accept_hello(n, link);
+    }
+  }
+  deadline_.expires_after(options_.link_timeout);
+  deadline_.async_wait([weak = weak_from_this(), epoch](asio::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || !self->proposal_ || self->proposal_->topology.epoch != epoch) return;
+    self->maybe_answer(true);
+  });
+  maybe_answer(false);
+}
+
+void Mesh::send_hello(PeerId to) {
+  links_.at(to)->send_control(wire::encode_control(wire::PeerHelloMsg{proposal_->topology.epoch, proposal_->topology.self}));
+}
+
+void Mesh::on_connected(uint64_t epoch, PeerId to, Result<std::shared_ptr<net::Link>> result) {
+  if (closed_ || !proposal_ || proposal_->topology.epoch != epoch) {
+    if (result) (*result)->close(closed_error("superseded epoch"));
+    return;
+  }
+  if (!result) {
+    log::warn("peer", "epoch {}: cannot link to neighbour {}: {}", epoch, to, result.status().to_string());
+    mark(to, false);
+    return;
+  }
+  links_[to] = *result;
+  start_link(*result);
+  send_hello(to);
+}
+
+void Mesh::accept_hello(PeerId from, const std::shared_ptr<net::Link>& link) {
+  auto it = links_.find(from);
+  if (it != links_.end() && it->second != link) it->second->close(closed_error("replaced by a newer link"));
+  links_[from] = link;
+  link->send_control(wire::encode_control(wire::PeerHelloAckMsg{proposal_->topology.epoch, proposal_->topology.self}));
+  mark(from, true);
+}
+
+void Mesh::on_link_control(const std::shared_ptr<net::Link>& link, const std::vector<std::byte>& bytes) {
+  if (closed_) return;
+  auto message = wire::decode_control(bytes);
+  Status violation;
+  if (!message) {
+    violation = message.status();
+  } else if (auto* hello = std::get_if<wire::PeerHelloMsg>(&*message)) {
+    const uint64_t current = proposal_ ? proposal_->topology.epoch : (committed_ ? committed_->epoch : 0);
+    const PeerId self = proposal_ ? proposal_->topology.self : (committed_ ? committed_->self : 0);
+    if (hello->epoch < current) return;  // a hello for a superseded proposal; a newer one follows
+    anonymous_.erase(link.get());
+    if (!proposal_ || hello->epoch > current) {
+      auto& slot = early_hellos_[hello->peer_id];
+      if (slot.second && slot.second != link) slot.second->close(closed_error("replaced by a newer link"));
+      slot = {hello->epoch, link};
+      return;
+    }
+    if (hello->peer_id >= self || !proposal_->neighbours.contains(hello->peer_id)) {
+      violation = protocol_error(fmt::format("PEER_HELLO from peer {} which is not a neighbour that connects to "
+                                             "peer {} in epoch {}", hello->peer_id, self, current));
+    } else {
+      accept_hello(hello->peer_id, link);
+      return;
+    }
+  } else if (auto* ack = std::get_if<wire::PeerHelloAckMsg>(&*message)) {
+    if (!proposal_ || ack->epoch != proposal_->topology.epoch) return;  // stale
+    auto it = links_.find(ack->peer_id);
+    if (it == links_.end() || it->second != link) {
+      violation = protocol_error(fmt::format("PEER_HELLO_ACK from peer {} on a link not opened to it", ack->peer_id));
+    } else {
+      mark(ack->peer_id, true);
+      return;
+    }
+  } else {
+    violation = protocol_error(fmt::format("unexpected {} on a data link", wire::control_type_name(wire::control_type(*message))));
+  }
+  log::warn("peer", "closing data link from {}: {}", link->peer(), violation.to_string());
+  link->close(violation);
+}
+
+std::optional<PeerId> Mesh::neighbour_of(const net::Link* link) const {
+  for (const auto& [id, l] : links_)
+    if (l.get() == link) return id;
+  return std::nullopt;
+}
+
+void Mesh::on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why) {
+  anonymous_.erase(link.get());
+  for (auto it = early_hellos_.begin(); it != early_hellos_.end(); ++it) {
+    if (it->second.second == link) {
+      early_hellos_.erase(it);
+      break;
+    }
+  }
+  auto n = neighbour_of(link.get());
+  if (!n || closed_) return;
+  links_.erase(*n);
+  if (proposal_ && !proposal_->answered) {
+    log::warn("peer", "epoch {}: link to neighbour {} failed while linking: {}", proposal_->topology.epoch, *n, why.to_string());
+    proposal_->ready.erase(*n);
+    mark(*n, false);
+  } else if (proposal_) {
+    lost_before_commit_.emplace_back(*n, why);
+  } else if (committed_) {
+    publish_ring_links();
+    if (on_lost_) on_lost_(committed_->epoch, *n, why);
+  }
+}
+
+void Mesh::mark(PeerId neighbour, bool ok) {
+  if (!proposal_ || !proposal_->neighbours.contains(neighbour)) return;
+  if (ok) {
+    proposal_->failed.erase(neighbour);
+    proposal_->ready.insert(neighbour);
+  } else {
+    proposal_->failed.insert(neighbour);
+  }
+  maybe_answer(false);
+}
+
+void Mesh::maybe_answer(bool deadline_passed) {
+  if (!proposal_ || proposal_->answered) return;
+  std::vector<PeerId> unreachable;
+  for (PeerId n : proposal_->neighbours) {
+    if (proposal_->ready.contains(n)) continue;
+    if (!deadline_passed && !proposal_->failed.contains(n)) return;  // still linking
+    unreachable.push_back(n);
+  }
+  proposal_->answered = true;
+  deadline_.cancel();
+  if (on_ready_) on_ready_(proposal_->topology.epoch, std::move(unreachable));
+}
+
+void Mesh::commit(uint64_t epoch) {
+  if (!proposal_ || proposal_->topology.epoch != epoch) return;
+  committed_ = std::move(proposal_->topology);
+  proposal_.reset();
+  publish_ring_links();
+  auto lost = std::move(lost_before_commit_);
+  lost_before_commit_.clear();
+  for (auto& [n, why] : lost)
+    if (on_lost_) on_lost_(epoch, n, why);
+}
+
+void Mesh::publish_ring_links() {
+  RingLinks r;
+  if (committed_) {
+    r.epoch = committed_->epoch;
+    r.ring = committed_->ring();
+    r.rank = committed_->rank();
+    const size_t n = r.ring.size();
+    if (n > 1) {
+      r.left = r.ring[(r.rank + n - 1) % n];
+      r.right = r.ring[(r.rank + 1) % n];
+      if (auto it = links_.find(r.left); it != links_.end()) r.left_link = it->second;
+      if (auto it = links_.find(r.right); it != links_.end()) r.right_link = it->second;
+    }
+  }
+  std::lock_guard lock(ring_mu_);
+  ring_links_ = std::move(r);
+}
+
+RingLinks Mesh::ring_links() const {
+  std::lock_guard lock(ring_mu_);
+  return ring_links_;
+}
+
+void Mesh::close() {
+  if (closed_) return;
+  closed_ = true;
+  deadline_.cancel();
+  listener_->close();
+  for (auto& [id, link] : links_) link->close(closed_error("communicator closed"));
+  for (auto& [raw, link] : anonymous_) link->close(closed_error("communicator closed"));
+  for (auto& [id, e] : early_hellos_) e.second->close(closed_error("communicator closed"));
+  links_.clear();
+  anonymous_.clear();
+  early_hellos_.clear();
+  proposal_.reset();
+  committed_.reset();
+  publish_ring_links();
+}
+
+}  // namespace longhaul::peer

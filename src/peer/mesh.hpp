@@ -1,0 +1,97 @@
+// The peer-to-peer mesh: this peer's data links to its ring neighbours.
+//
+// Every peer runs a Listener for its neighbours. For each epoch proposed by the master, the peer
+// links to the left and right neighbours of its group's ring: of each pair, the peer with the
+// smaller id connects (K connections) and the other accepts, so every pair is linked exactly once.
+// The connecting side introduces itself with PEER_HELLO(epoch, id) and the accepting side answers
+// PEER_HELLO_ACK once it has the same proposal; a link that is still healthy and still joins
+// neighbours is re-confirmed with a new hello instead of reconnected. Once every neighbour is
+// linked, or link_timeout passes, the mesh reports which neighbours it could not reach.
+//
+// Threading: every method except ring_links() must run on the strand given at construction (the
+// peer session's); handlers are invoked on it. ring_links() is thread-safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+
+#include "net/endpoint.hpp"
+#include "peer/options.hpp"
+#include "peer/topology.hpp"
+
+namespace longhaul::peer {
+
+class Mesh : public std::enable_shared_from_this<Mesh> {
+ public:
+  using Strand = asio::strand<asio::io_context::executor_type>;
+  // The links for `epoch` are set up, except to the `unreachable` neighbours.
+  using ReadyHandler = std::function<void(uint64_t epoch, std::vector<PeerId> unreachable)>;
+  // The link to a neighbour of the committed epoch failed.
+  using LostHandler = std::function<void(uint64_t epoch, PeerId neighbour, Status why)>;
+
+  // Binds the listener (options.listen_address) but accepts nothing until start().
+  static Result<std::shared_ptr<Mesh>> create(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options);
+  void start(ReadyHandler on_ready, LostHandler on_lost);
+  uint16_t port() const { return listener_->port(); }
+
+  // Starts linking for a proposed epoch, replacing any earlier proposal. Links to peers that are
+  // not neighbours in it are closed.
+  void propose(const Topology& topology);
+  // The proposal for `epoch` is now the committed epoch.
+  void commit(uint64_t epoch);
+  // Closes the listener and every link.
+  void close();
+
+  RingLinks ring_links() const;
+
+ private:
+  struct Proposal {
+    Topology topology;
+    std::set<PeerId> neighbours;
+    std::set<PeerId> ready;
+    std::set<PeerId> failed;
+    bool answered = false;
+  };
+  Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options, std::shared_ptr<net::Listener> listener);
+
+  void on_inbound(std::shared_ptr<net::Link> link);
+  void start_link(const std::shared_ptr<net::Link>& link);
+  void on_connected(uint64_t epoch, PeerId to, Result<std::shared_ptr<net::Link>> result);
+  void on_link_control(const std::shared_ptr<net::Link>& link, const std::vector<std::byte>& bytes);
+  void on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why);
+  void accept_hello(PeerId from, const std::shared_ptr<net::Link>& link);
+  void send_hello(PeerId to);
+  void mark(PeerId neighbour, bool ok);
+  void maybe_answer(bool deadline_passed);
+  std::optional<PeerId> neighbour_of(const net::Link* link) const;
+  void publish_ring_links();
+
+  net::IoRuntime& io_;
+  Strand strand_;
+  const CommunicatorOptions options_;
+  std::shared_ptr<net::Listener> listener_;
+  asio::steady_timer deadline_;
+  ReadyHandler on_ready_;
+  LostHandler on_lost_;
+  bool closed_ = false;
+
+  std::optional<Proposal> proposal_;
+  std::optional<Topology> committed_;
+  std::map<PeerId, std::shared_ptr<net::Link>> links_;  // by neighbour id
+  // Inbound links not yet introduced, and hellos for an epoch this peer has not seen proposed yet.
+  std::map<const net::Link*, std::shared_ptr<net::Link>> anonymous_;
+  std::map<PeerId, std::pair<uint64_t, std::shared_ptr<net::Link>>> early_hellos_;
+  std::vector<std::pair<PeerId, Status>> lost_before_commit_;
+
+  mutable std::mutex ring_mu_;
+  RingLinks ring_links_;
+};
+
+}  // namespace longhaul::peer

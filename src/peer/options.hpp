@@ -1,0 +1,37 @@
+// Options of a peer's communicator: plain struct, documented defaults.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "net/options.hpp"
+
+namespace longhaul::peer {
+
+struct CommunicatorOptions {
+  // The master's "host:port" (IPv6 as "[addr]:port"). Required.
+  std::string master_address;
+  // The peer group this communicator reduces with (e.g. one per FSDP shard). Membership and epochs
+  // are global; rings are per group.
+  uint32_t group = 0;
+  // TCP connections per peer-to-peer data link (payloads are striped over them). 1..64.
+  uint16_t connections_per_link = 1;
+  // Cluster secret and TLS, used for the master link and the peer links alike. With TLS on, the
+  // peer's own listener serves tls.cert_file/key_file, so both must be set. The role is forced to
+  // kPeer.
+  net::TransportOptions transport;
+  // Where this peer listens for its ring neighbours' data links; port 0 = ephemeral.
+  std::string listen_address = "0.0.0.0:0";
+  // What the other peers should connect to: "host:port", or "host" (the listener's port), or
+  // empty (the address the master sees this peer connect from, and the listener's port). Set it
+  // behind NAT with a forwarded port.
+  std::string advertised_address;
+  // connect() gives up after this long without being admitted.
+  std::chrono::milliseconds connect_timeout{30000};
+  // Setting up the links to the ring neighbours of a new epoch; a neighbour not linked by then is
+  // reported unreachable.
+  std::chrono::milliseconds link_timeout{10000};
+};
+
+}  // namespace longhaul::peer

@@ -1,0 +1,370 @@
+#include "peer/session.hpp"
+
+#include <asio/post.hpp>
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+
+namespace longhaul::peer {
+namespace {
+
+// Splits the advertised address into host (may be empty) and port (0: the listener's).
+Status parse_advertised(const std::string& text, std::string* host, uint16_t* port) {
+  *host = "";
+  *port = 0;
+  if (text.empty()) return Status::ok();
+  if (text.front() == '[' || text.find(':') == text.rfind(':')) {
+    if (text.find(':') == std::string::npos) {
+      *host = text;
+      return Status::ok();
+    }
+    LH_RETURN_IF_ERROR(net::parse_host_port(text, host, port).with_context("advertised address"));
+    if (*port == 0) return invalid_argument("advertised address: port 0 cannot be connected to");
+    return Status::ok();
+  }
+  *host = text;  // a bare IPv6 literal
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<PeerSession>> PeerSession::create(net::IoRuntime& io, const CommunicatorOptions& options) {
+  std::string master_host;
+  uint16_t master_port = 0;
+  LH_RETURN_IF_ERROR(net::parse_host_port(options.master_address, &master_host, &master_port).with_context("master address"));
+  if (master_port == 0) return invalid_argument("master address: port 0 cannot be connected to");
+  if (options.connections_per_link == 0 || options.connections_per_link > net::kMaxConnectionsPerLink)
+    return invalid_argument(fmt::format("connections per link must be 1..{}, got {}", net::kMaxConnectionsPerLink,
+                                        options.connections_per_link));
+  std::string host;
+  uint16_t port = 0;
+  LH_RETURN_IF_ERROR(parse_advertised(options.advertised_address, &host, &port));
+  if (options.connect_timeout.count() <= 0 || options.link_timeout.count() <= 0)
+    return invalid_argument("connect and link timeouts must be positive");
+  Strand strand = asio::make_strand(io.context());
+  auto mesh = Mesh::create(io, strand, options);
+  if (!mesh) return mesh.status();
+  return std::shared_ptr<PeerSession>(
+      new PeerSession(io, options, std::move(strand), std::move(*mesh), std::move(master_host), master_port));
+}
+
+PeerSession::PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
+                         std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port)
+    : io_(io),
+      options_(options),
+      strand_(std::move(strand)),
+      mesh_(std::move(mesh)),
+      master_host_(std::move(master_host)),
+      master_port_(master_port),
+      heartbeat_timer_(strand_) {}
+
+PeerSession::~PeerSession() = default;
+
+void PeerSession::set_abort_handler(AbortHandler handler) {
+  std::lock_guard lock(mu_);
+  on_abort_ = std::move(handler);
+}
+
+TopologyView PeerSession::view() const {
+  std::lock_guard lock(mu_);
+  return view_;
+}
+
+Status PeerSession::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
+Status PeerSession::run_call(std::function<void()> start, std::optional<std::chrono::milliseconds> timeout,
+                             const char* what) {
+  if (io_.in_runtime_thread()) return internal_error(fmt::format("{} would block an I/O thread", what));
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  asio::post(strand_, [self = shared_from_this(), promise, start = std::move(start), what] {
+    if (self->call_) {
+      promise->set_value(invalid_argument(fmt::format("{} called while another blocking call is in progress", what)));
+      return;
+    }
+    self->call_ = promise;
+    start();
+  });
+  if (timeout && future.wait_for(*timeout) == std::future_status::timeout) {
+    asio::post(strand_, [self = shared_from_this(), promise, timeout, what] {
+      if (self->call_ == promise)
+        self->fail(timeout_error(fmt::format("{} did not complete within {} ms", what, timeout->count())));
+    });
+  }
+  return future.get();
+}
+
+void PeerSession::complete_call(Status s) {
+  if (!call_) return;
+  auto call = std::move(call_);
+  call_.reset();
+  call->set_value(std::move(s));
+}
+
+Status PeerSession::connect() {
+  return run_call(
+      [this] {
+        if (state_ != State::kIdle) {
+          complete_call(state_ == State::kFailed ? failure() : invalid_argument("connect may be called only once"));
+          return;
+        }
+        state_ = State::kRegistering;
+        std::weak_ptr<PeerSession> weak = weak_from_this();
+        mesh_->start(
+            [weak](uint64_t epoch, std::vector<PeerId> unreachable) {
+              auto self = weak.lock();
+              if (!self || self->state_ != State::kLinking || !self->proposal_ || self->proposal_->epoch != epoch) return;
+              self->send(wire::LinksReadyMsg{epoch, std::move(unreachable)});
+            },
+            [weak](uint64_t epoch, PeerId neighbour, Status why) {
+              auto self = weak.lock();
+              if (!self || (self->state_ != State::kActive && self->state_ != State::kUpdating)) return;
+              self->send(wire::ReportPeerLostMsg{epoch, neighbour, why.message().substr(0, wire::kMaxReasonBytes)});
+            });
+        net::TransportOptions transport = options_.transport;
+        transport.role = net::Role::kPeer;
+        net::async_connect_link(io_, master_host_, master_port_, 1, transport,
+                                [weak](Result<std::shared_ptr<net::Link>> r) {
+                                  auto self = weak.lock();
+                                  if (!self) {
+                                    if (r) (*r)->close();
+                                    return;
+                                  }
+                                  asio::post(self->strand_, [self, r = std::move(r)]() mutable {
+                                    self->on_master_link(std::move(r));
+                                  });
+                                });
+      },
+      options_.connect_timeout, "connect");
+}
+
+Status PeerSession::update_topology() {
+  return run_call(
+      [this] {
+        if (state_ == State::kFailed) return complete_call(failure());
+        if (state_ != State::kActive) return complete_call(invalid_argument("update_topology needs a connected communicator"));
+        state_ = State::kUpdating;
+        send(wire::UpdateTopologyMsg{epoch_});
+      },
+      std::nullopt, "update_topology");
+}
+
+Status PeerSession::leave(const std::string& reason) {
+  return run_call(
+      [this, reason] {
+        if (state_ == State::kFailed) return complete_call(failure());
+        if (state_ == State::kLeft) return complete_call(Status::ok());
+        if (state_ == State::kIdle) {
+          state_ = State::kLeft;
+          shutdown_network();
+          return complete_call(Status::ok());
+        }
+        state_ = State::kLeaving;
+        send(wire::LeaveMsg{reason.substr(0, wire::kMaxReasonBytes)});
+        // The master answers BYE at once; without it within a few seconds, leave anyway.
+        auto timer = std::make_shared<asio::steady_timer>(strand_, std::chrono::seconds(5));
+        timer->async_wait([weak = weak_from_this(), timer](asio::error_code ec) {
+          auto self = weak.lock();
+          if (ec || !self || self->state_ != State::kLeaving) return;
+          log::warn("peer", "peer {}: no BYE from the master; leaving anyway", self->id_);
+          self->state_ = State::kLeft;
+          self->shutdown_network();
+          self->complete_call(Status::ok());
+        });
+      },
+      std::nullopt, "leave");
+}
+
+void PeerSession::close() {
+  std::promise<void> done;
+  auto future = done.get_future();
+  const bool blocking = !io_.in_runtime_thread();
+  asio::post(strand_, [self = shared_from_this(), &done, blocking] {
+    if (self->state_ != State::kFailed && self->state_ != State::kLeft) self->fail(closed_error("communicator closed"));
+    self->shutdown_network();
+    if (blocking) done.set_value();
+  });
+  if (blocking) future.wait();
+}
+
+void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
+  if (state_ != State::kRegistering) {
+    if (result) (*result)->close();
+    return;
+  }
+  if (!result) {
+    fail(result.status().with_context(fmt::format("cannot join the master at {}", options_.master_address)));
+    return;
+  }
+  master_ = std::move(*result);
+  std::weak_ptr<PeerSession> weak = weak_from_this();
+  master_->start(
+      [weak](std::vector<std::byte> bytes) {
+        if (auto self = weak.lock())
+          asio::post(self->strand_, [self, bytes = std::move(bytes)] { self->on_master_message(bytes); });
+      },
+      [weak](const Status& why) {
+        auto self = weak.lock();
+        if (!self) return;
+        asio::post(self->strand_, [self, why] {
+          if (self->state_ == State::kLeaving) {
+            self->state_ = State::kLeft;
+            self->shutdown_network();
+            self->complete_call(Status::ok());
+            return;
+          }
+          self->fail(peer_lost(fmt::format("lost the connection to the master: {}", why.message())));
+        });
+      });
+  last_heard_ = Clock::now();
+  std::string host;
+  uint16_t port = 0;
+  (void)parse_advertised(options_.advertised_address, &host, &port);  // validated in create()
+  send(wire::RegisterMsg{options_.group, host, port ? port : mesh_->port()});
+}
+
+void PeerSession::on_master_message(const std::vector<std::byte>& bytes) {
+  if (state_ == State::kFailed || state_ == State::kLeft) return;
+  last_heard_ = Clock::now();
+  auto message = wire::decode_control(bytes);
+  Status s = message ? handle(std::move(*message)) : message.status();
+  if (!s) fail(s.with_context("the master broke the protocol"));
+}
+
+Status PeerSession::handle(wire::ControlMessage message) {
+  const auto type = wire::control_type(message);
+  auto unexpected = [&] {
+    return protocol_error(fmt::format("unexpected {} in state {}", wire::control_type_name(type), static_cast<int>(state_)));
+  };
+  if (auto* m = std::get_if<wire::WelcomeMsg>(&message)) {
+    if (state_ != State::kRegistering) return unexpected();
+    id_ = m->peer_id;
+    heartbeat_interval_ = std::chrono::milliseconds(m->heartbeat_interval_ms);
+    heartbeat_misses_ = m->heartbeat_misses;
+    state_ = State::kJoining;
+    log::info("peer", "registered as peer {}; waiting for admission", id_);
+    arm_heartbeat();
+    return Status::ok();
+  }
+  if (std::holds_alternative<wire::HeartbeatMsg>(message)) return Status::ok();
+  if (auto* m = std::get_if<wire::TopologyUnchangedMsg>(&message)) {
+    if (state_ == State::kLinking) {
+      // The round that proposed a new epoch was called off; stay in the committed one.
+      proposal_.reset();
+    } else if (state_ != State::kUpdating) {
+      return unexpected();
+    }
+    if (m->epoch != epoch_) return protocol_error(fmt::format("TOPOLOGY_UNCHANGED for epoch {} in epoch {}", m->epoch, epoch_));
+    state_ = State::kActive;
+    complete_call(Status::ok());
+    return Status::ok();
+  }
+  if (auto* m = std::get_if<wire::TopologyMsg>(&message)) {
+    if (state_ != State::kJoining && state_ != State::kUpdating && state_ != State::kLinking) return unexpected();
+    const uint64_t floor = proposal_ ? proposal_->epoch : epoch_;
+    if (m->epoch <= floor) return protocol_error(fmt::format("TOPOLOGY for epoch {} after epoch {}", m->epoch, floor));
+    auto topology = Topology::from_message(*m, id_, options_.group);
+    if (!topology) return topology.status();
+    proposal_ = std::move(*topology);
+    state_ = State::kLinking;
+    mesh_->propose(*proposal_);
+    return Status::ok();
+  }
+  if (auto* m = std::get_if<wire::EpochCommitMsg>(&message)) {
+    if (state_ != State::kLinking || !proposal_ || proposal_->epoch != m->epoch) return unexpected();
+    epoch_ = m->epoch;
+    mesh_->commit(epoch_);
+    publish_view(*proposal_);
+    proposal_.reset();
+    pending_.store(m->peers_pending);
+    state_ = State::kActive;
+    log::info("peer", "peer {} entered epoch {}", id_, epoch_);
+    complete_call(Status::ok());
+    return Status::ok();
+  }
+  if (auto* m = std::get_if<wire::AbortMsg>(&message)) {
+    aborts_.fetch_add(1);
+    AbortHandler handler;
+    {
+      std::lock_guard lock(mu_);
+      handler = on_abort_;
+    }
+    if (handler) handler(m->epoch, peer_lost(m->reason));
+    return Status::ok();
+  }
+  if (auto* m = std::get_if<wire::PendingChangedMsg>(&message)) {
+    pending_.store(m->pending);
+    return Status::ok();
+  }
+  if (std::holds_alternative<wire::ByeMsg>(message)) {
+    if (state_ != State::kLeaving) return unexpected();
+    state_ = State::kLeft;
+    shutdown_network();
+    complete_call(Status::ok());
+    return Status::ok();
+  }
+  if (auto* m = std::get_if<wire::RemovedMsg>(&message)) {
+    fail(Status(m->code, fmt::format("removed by the master: {}", m->reason)));
+    return Status::ok();
+  }
+  return unexpected();
+}
+
+void PeerSession::send(const wire::ControlMessage& m) {
+  if (master_) master_->send_control(wire::encode_control(m));
+}
+
+void PeerSession::fail(Status why) {
+  if (state_ == State::kFailed || state_ == State::kLeft) return;
+  state_ = State::kFailed;
+  AbortHandler handler;
+  {
+    std::lock_guard lock(mu_);
+    failure_ = why;
+    handler = on_abort_;
+  }
+  if (why.code() != LH_ERR_CLOSED) log::warn("peer", "peer {}: session ended: {}", id_, why.to_string());
+  shutdown_network();
+  complete_call(why);
+  if (handler) handler(epoch_, why);
+}
+
+void PeerSession::shutdown_network() {
+  heartbeat_timer_.cancel();
+  if (master_) master_->close(closed_error("session closed"));
+  mesh_->close();
+}
+
+void PeerSession::arm_heartbeat() {
+  heartbeat_timer_.expires_after(heartbeat_interval_);
+  heartbeat_timer_.async_wait([weak = weak_from_this()](asio::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->state_ == State::kFailed || self->state_ == State::kLeft) return;
+    const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - self->last_heard_);
+    if (quiet > self->heartbeat_interval_ * self->heartbeat_misses_) {
+      self->fail(peer_lost(fmt::format("the master was silent for {} ms ({} heartbeats missed)", quiet.count(),
+                                       self->heartbeat_misses_)));
+      return;
+    }
+    self->send(wire::HeartbeatMsg{});
+    self->arm_heartbeat();
+  });
+}
+
+void PeerSession::publish_view(const Topology& t) {
+  TopologyView v;
+  v.epoch = t.epoch;
+  v.peer_id = t.self;
+  v.world_size = t.world_size();
+  v.group_world_size = t.group_world_size();
+  v.rank = t.rank();
+  v.group_count = t.group_count();
+  v.ring = t.ring();
+  std::lock_guard lock(mu_);
+  view_ = std::move(v);
+}
+
+}  // namespace longhaul::peer

@@ -1,0 +1,122 @@
+// A peer's session with the master: registration, heartbeats in both directions, the
+// update_topology rounds, the peers-pending flag, aborts pushed by the master, and leaving.
+//
+// The session runs on one strand; the blocking calls (connect, update_topology, leave) post to it
+// and wait for the answer on the caller's thread. At most one blocking call may run at a time;
+// the queries (peers_pending, view, ring_links, aborts_seen) are thread-safe and never block on
+// the network.
+//
+// Failure: the master closing or going silent for heartbeat_misses intervals, a REMOVED from the
+// master, or a protocol violation ends the session: every later call returns that Status, and the
+// abort handler runs with it (in-flight collectives must end).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+
+#include "net/endpoint.hpp"
+#include "peer/mesh.hpp"
+#include "peer/options.hpp"
+#include "peer/topology.hpp"
+
+namespace longhaul::peer {
+
+// A consistent snapshot of the committed epoch as this peer sees it.
+struct TopologyView {
+  uint64_t epoch = 0;  // 0 until admitted
+  PeerId peer_id = 0;
+  size_t world_size = 0;
+  size_t group_world_size = 0;
+  size_t rank = 0;  // own position in the group's ring
+  size_t group_count = 0;
+  std::vector<PeerId> ring;
+};
+
+class PeerSession : public std::enable_shared_from_this<PeerSession> {
+ public:
+  // Runs on the session strand when the master aborts the group's in-flight operations of
+  // `epoch` (reason: LH_ERR_PEER_LOST or LH_ERR_ABORTED), and once with the session's failure when
+  // the session ends. Must not block.
+  using AbortHandler = std::function<void(uint64_t epoch, const Status& why)>;
+
+  // Validates the options and binds the data listener. `io` must outlive the session.
+  static Result<std::shared_ptr<PeerSession>> create(net::IoRuntime& io, const CommunicatorOptions& options);
+  ~PeerSession();
+
+  void set_abort_handler(AbortHandler handler);
+
+  // Connects to the master, registers and blocks until admitted into an epoch (or the connect
+  // timeout passes, which ends the session with LH_ERR_TIMEOUT).
+  Status connect();
+  // Blocks until the master either reports nothing to do or moves everyone into a new epoch
+  // (admitting waiting peers, re-forming the ring without lost ones). Every active peer must call
+  // it for a reconfiguration to happen.
+  Status update_topology();
+  // Announces the leave and waits (bounded) for the master's acknowledgement, then closes.
+  Status leave(const std::string& reason);
+  // Closes everything without telling the master (it notices the closed socket). Idempotent.
+  void close();
+
+  bool peers_pending() const { return pending_.load(); }
+  TopologyView view() const;
+  RingLinks ring_links() const { return mesh_->ring_links(); }
+  uint64_t aborts_seen() const { return aborts_.load(); }
+  // OK while the session works.
+  Status failure() const;
+
+ private:
+  enum class State { kIdle, kRegistering, kJoining, kActive, kUpdating, kLinking, kLeaving, kLeft, kFailed };
+  using Strand = asio::strand<asio::io_context::executor_type>;
+  using Clock = std::chrono::steady_clock;
+
+  PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand, std::shared_ptr<Mesh> mesh,
+              std::string master_host, uint16_t master_port);
+
+  // Posts `start` to the strand and waits for the call it begins to complete.
+  Status run_call(std::function<void()> start, std::optional<std::chrono::milliseconds> timeout,
+                  const char* what);
+  void complete_call(Status s);
+  void on_master_link(Result<std::shared_ptr<net::Link>> result);
+  void on_master_message(const std::vector<std::byte>& bytes);
+  Status handle(wire::ControlMessage message);
+  void send(const wire::ControlMessage& m);
+  void fail(Status why);
+  void shutdown_network();
+  void arm_heartbeat();
+  void publish_view(const Topology& t);
+
+  net::IoRuntime& io_;
+  const CommunicatorOptions options_;
+  Strand strand_;
+  std::shared_ptr<Mesh> mesh_;
+  std::string master_host_;
+  uint16_t master_port_;
+  asio::steady_timer heartbeat_timer_;
+
+  // Strand state.
+  State state_ = State::kIdle;
+  std::shared_ptr<net::Link> master_;
+  PeerId id_ = 0;
+  uint64_t epoch_ = 0;
+  std::optional<Topology> proposal_;
+  std::chrono::milliseconds heartbeat_interval_{1000};
+  uint32_t heartbeat_misses_ = 3;
+  Clock::time_point last_heard_;
+  std::shared_ptr<std::promise<Status>> call_;
+
+  std::atomic<bool> pending_{false};
+  std::atomic<uint64_t> aborts_{0};
+  mutable std::mutex mu_;  // guards the fields below
+  TopologyView view_;
+  Status failure_;
+  AbortHandler on_abort_;
+};
+
+}  // namespace longhaul::peer

@@ -1,0 +1,130 @@
+// The control-plane message schema: every message exchanged between a peer and the master, and
+// the two a peer sends its ring neighbours when it sets up a data link.
+//
+// A control message is one CONTROL frame whose payload is a u8 type tag (ControlType) followed by
+// the message's fields in the wire codec's encoding (codec.hpp). decode_control() validates
+// strictly: a known tag, every field within its limit, cross-field consistency (a topology names
+// each member once and places it in exactly one ring of its own group) and no trailing bytes. A
+// message that fails decoding is a protocol error; the receiver drops the connection.
+//
+// See docs/protocol.md for who sends what, when.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace longhaul::wire {
+
+enum class ControlType : uint8_t {
+  kRegister = 1,           // peer -> master: join this peer group; I listen at host:port
+  kWelcome = 2,            // master -> peer: your peer id and the heartbeat rules
+  kHeartbeat = 3,          // both ways, every heartbeat interval
+  kUpdateTopology = 4,     // peer -> master: I am at my update_topology boundary in `epoch`
+  kTopologyUnchanged = 5,  // master -> peer: nothing to do; stay in `epoch`
+  kTopology = 6,           // master -> peer: proposed next epoch: members and ring order per group
+  kLinksReady = 7,         // peer -> master: my links for `epoch` are up (minus the unreachable)
+  kEpochCommit = 8,        // master -> peer: everyone is ready; enter `epoch`
+  kAbort = 9,              // master -> peer: abort every in-flight op of `group` in `epoch`
+  kPendingChanged = 10,    // master -> peer: whether update_topology has work to do
+  kReportPeerLost = 11,    // peer -> master: my data link to `peer_id` failed
+  kLeave = 12,             // peer -> master: I leave (gracefully)
+  kBye = 13,               // master -> peer: your leave is recorded
+  kRemoved = 14,           // master -> peer: you are removed, with the reason; the link closes
+  kPeerHello = 15,         // peer -> neighbour, on a data link: I am `peer_id`, for `epoch`
+  kPeerHelloAck = 16,      // neighbour -> peer: accepted for `epoch`
+};
+const char* control_type_name(ControlType t);
+
+inline constexpr uint32_t kMaxHostBytes = 255;
+inline constexpr uint32_t kMaxReasonBytes = 1024;
+inline constexpr uint32_t kMaxMembers = 1u << 16;
+
+struct RegisterMsg {
+  uint32_t group = 0;
+  std::string advertised_host;  // empty: the master uses the address it sees the peer connect from
+  uint16_t advertised_port = 0;
+};
+struct WelcomeMsg {
+  uint64_t peer_id = 0;
+  uint32_t heartbeat_interval_ms = 1000;
+  uint32_t heartbeat_misses = 3;
+};
+struct HeartbeatMsg {};
+struct UpdateTopologyMsg {
+  uint64_t epoch = 0;
+};
+struct TopologyUnchangedMsg {
+  uint64_t epoch = 0;
+};
+struct MemberInfo {
+  uint64_t peer_id = 0;
+  uint32_t group = 0;
+  std::string host;
+  uint16_t port = 0;
+};
+struct RingInfo {
+  uint32_t group = 0;
+  std::vector<uint64_t> order;  // peer ids in ring order
+};
+struct TopologyMsg {
+  uint64_t epoch = 0;
+  std::vector<MemberInfo> members;
+  std::vector<RingInfo> rings;  // one per group, ascending group
+};
+struct LinksReadyMsg {
+  uint64_t epoch = 0;
+  std::vector<uint64_t> unreachable;  // neighbours this peer could not link to
+};
+struct EpochCommitMsg {
+  uint64_t epoch = 0;
+  uint64_t op_sequence = 0;  // the master's global operation sequence number at this epoch
+  bool peers_pending = false;
+};
+struct AbortMsg {
+  uint64_t epoch = 0;
+  uint32_t group = 0;
+  std::string reason;
+};
+struct PendingChangedMsg {
+  bool pending = false;
+};
+struct ReportPeerLostMsg {
+  uint64_t epoch = 0;
+  uint64_t peer_id = 0;
+  std::string reason;
+};
+struct LeaveMsg {
+  std::string reason;
+};
+struct ByeMsg {};
+struct RemovedMsg {
+  lh_status code = LH_ERR_ABORTED;
+  std::string reason;
+};
+struct PeerHelloMsg {
+  uint64_t epoch = 0;
+  uint64_t peer_id = 0;
+};
+struct PeerHelloAckMsg {
+  uint64_t epoch = 0;
+  uint64_t peer_id = 0;
+};
+
+// Alternative i holds the message whose ControlType value is i + 1.
+using ControlMessage =
+    std::variant<RegisterMsg, WelcomeMsg, HeartbeatMsg, UpdateTopologyMsg, TopologyUnchangedMsg, TopologyMsg,
+                 LinksReadyMsg, EpochCommitMsg, AbortMsg, PendingChangedMsg, ReportPeerLostMsg, LeaveMsg, ByeMsg,
+                 RemovedMsg, PeerHelloMsg, PeerHelloAckMsg>;
+
+ControlType control_type(const ControlMessage& m);
+std::vector<std::byte> encode_control(const ControlMessage& m);
+// Never crashes and never allocates beyond the input's size on hostile input; any violation is
+// an LH_ERR_PROTOCOL Status naming the message and the field.
+Result<ControlMessage> decode_control(std::span<const std::byte> bytes);
+
+}  // namespace longhaul::wire
