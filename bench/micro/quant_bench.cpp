@@ -1,0 +1,199 @@
+// Encode / decode / decode+accumulate throughput of every codec, and the reduction kernels, beside
+// memcpy of the same f32 bytes in the same run.
+//
+// Throughput is counted in f32 input bytes (4 per element) for every benchmark, memcpy included,
+// so bytes_per_second is directly comparable; the vs_memcpy counter is that rate divided by
+// memcpy's rate for the same size (measured once per size at start-up, and also reported as the
+// BM_Memcpy rows). One thread: the all-reduce parallelises over chunks.
+//
+//   cmake --preset release && cmake --build --preset release -j2 --target quant_bench
+//   build/release/bench/micro/quant_bench --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "quant/codec.hpp"
+#include "quant/error_report.hpp"
+#include "quant/half.hpp"
+#include "quant/reduce.hpp"
+
+namespace lq = longhaul::quant;
+
+namespace {
+
+// Bytes per CPU second of memcpy of n floats: the best of 5 rounds of ~0.1 s of CPU time (CPU
+// time, like the benchmarks' own rates, so a loaded machine skews both alike; best-of, so the
+// ratios err low).
+double memcpy_rate(std::size_t n) {
+  static std::map<std::size_t, double> cache;
+  auto it = cache.find(n);
+  if (it != cache.end()) return it->second;
+  std::vector<float> src(n, 1.0f);
+  std::vector<float> dst(n, 0.0f);
+  double best = 0;
+  for (int round = 0; round < 5; ++round) {
+    const std::clock_t start = std::clock();
+    std::size_t reps = 0;
+    double elapsed = 0;
+    do {
+      std::memcpy(dst.data(), src.data(), n * sizeof(float));
+      benchmark::ClobberMemory();
+      ++reps;
+      elapsed = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
+    } while (elapsed < 0.1);
+    best = std::max(best, static_cast<double>(reps * n * sizeof(float)) / elapsed);
+  }
+  cache[n] = best;
+  return best;
+}
+
+void report(benchmark::State& state, std::size_t n) {
+  const auto bytes = static_cast<double>(state.iterations()) * static_cast<double>(n) * 4.0;
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.counters["vs_memcpy"] =
+      benchmark::Counter(bytes / memcpy_rate(n), benchmark::Counter::kIsRate);
+}
+
+std::vector<float> data(std::size_t n) {
+  return lq::gaussian_with_outliers(n, 1e-4, 100.0f, 1);
+}
+
+void BM_Memcpy(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<float> src = data(n);
+  std::vector<float> dst(n);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), n * sizeof(float));
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+void BM_Encode(benchmark::State& state) {
+  const auto codec = static_cast<lq::Codec>(state.range(0));
+  const auto n = static_cast<std::size_t>(state.range(1));
+  const std::vector<float> x = data(n);
+  std::vector<std::byte> out(*lq::encoded_size(n, codec));
+  state.SetLabel(std::string(lq::codec_name(codec)));
+  for (auto _ : state) {
+    if (!lq::encode(x, out, codec).is_ok()) state.SkipWithError("encode failed");
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+void BM_Decode(benchmark::State& state) {
+  const auto codec = static_cast<lq::Codec>(state.range(0));
+  const auto n = static_cast<std::size_t>(state.range(1));
+  const std::vector<float> x = data(n);
+  std::vector<std::byte> enc(*lq::encoded_size(n, codec));
+  if (!lq::encode(x, enc, codec).is_ok()) state.SkipWithError("encode failed");
+  std::vector<float> out(n);
+  state.SetLabel(std::string(lq::codec_name(codec)));
+  for (auto _ : state) {
+    if (!lq::decode(enc, out, codec).is_ok()) state.SkipWithError("decode failed");
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+void BM_DecodeAccumulate(benchmark::State& state) {
+  const auto codec = static_cast<lq::Codec>(state.range(0));
+  const auto n = static_cast<std::size_t>(state.range(1));
+  const std::vector<float> x = data(n);
+  std::vector<std::byte> enc(*lq::encoded_size(n, codec));
+  if (!lq::encode(x, enc, codec).is_ok()) state.SkipWithError("encode failed");
+  std::vector<float> acc(n, 0.0f);
+  state.SetLabel(std::string(lq::codec_name(codec)));
+  for (auto _ : state) {
+    if (!lq::decode_accumulate(enc, acc, codec).is_ok()) state.SkipWithError("decode failed");
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+void BM_EncodeErrorFeedback(benchmark::State& state) {
+  const auto codec = static_cast<lq::Codec>(state.range(0));
+  const auto n = static_cast<std::size_t>(state.range(1));
+  const std::vector<float> x = data(n);
+  std::vector<float> residual(n, 0.0f);
+  std::vector<std::byte> out(*lq::encoded_size(n, codec));
+  state.SetLabel(std::string(lq::codec_name(codec)));
+  for (auto _ : state) {
+    if (!lq::encode_with_error_feedback(x, residual, out, codec).is_ok()) {
+      state.SkipWithError("encode failed");
+    }
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+// reduce_into in f32 element units: n f32, or 2n 16-bit elements (the same bytes).
+void BM_ReduceSum(benchmark::State& state) {
+  const auto dtype = static_cast<lq::DType>(state.range(0));
+  const auto n = static_cast<std::size_t>(state.range(1));
+  const std::size_t count = n * 4 / lq::element_size(dtype);
+  std::vector<std::byte> dst(n * 4, std::byte{0});
+  std::vector<std::byte> src(n * 4, std::byte{0});
+  if (dtype == lq::DType::kF16 || dtype == lq::DType::kBF16) {  // 1.0 in both formats
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint16_t one = dtype == lq::DType::kF16 ? 0x3C00 : 0x3F80;
+      std::memcpy(src.data() + 2 * i, &one, 2);
+    }
+  }
+  state.SetLabel(std::string(lq::dtype_name(dtype)));
+  for (auto _ : state) {
+    if (!lq::reduce_into(dst.data(), src.data(), count, dtype, lq::ReduceOp::kSum).is_ok()) {
+      state.SkipWithError("reduce failed");
+    }
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+constexpr std::int64_t kSmall = 1 << 18;  // 1 MiB of f32: a pipelined chunk, cache-resident
+constexpr std::int64_t kLarge = 1 << 22;  // 16 MiB of f32: streams from L3/DRAM
+
+void codec_args(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t n : {kSmall, kLarge}) {
+    for (int c = 0; c < lq::kNumCodecs; ++c) b->Args({c, n});
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_Memcpy)->Arg(kSmall)->Arg(kLarge);
+BENCHMARK(BM_Encode)->Apply(codec_args);
+BENCHMARK(BM_Decode)->Apply(codec_args);
+BENCHMARK(BM_DecodeAccumulate)->Apply(codec_args);
+BENCHMARK(BM_EncodeErrorFeedback)
+    ->Args({static_cast<int>(lq::Codec::kU8), kSmall})
+    ->Args({static_cast<int>(lq::Codec::kU4), kSmall});
+BENCHMARK(BM_ReduceSum)
+    ->Args({static_cast<int>(lq::DType::kF32), kSmall})
+    ->Args({static_cast<int>(lq::DType::kBF16), kSmall})
+    ->Args({static_cast<int>(lq::DType::kF16), kSmall})
+    ->Args({static_cast<int>(lq::DType::kI32), kSmall});
+
+int main(int argc, char** argv) {
+  // The accuracy side of the trade, printed beside the speed.
+  const std::vector<float> x = lq::gaussian_with_outliers(1 << 20, 1e-4, 100.0f, 2024);
+  longhaul::Result<lq::QuantErrorReport> r = lq::quant_error_report(x);
+  if (r.is_ok()) {
+    std::printf(
+        "relative L2 error (1M N(0,1), 0.01%% outliers of 100, block %zu): u8 %.5f, "
+        "u4 %.5f, u8 chunk_minmax %.5f, u8/chunk %.4f\n",
+        lq::kDefaultBlock, r->u8_blockwise, r->u4_blockwise, r->u8_chunk, r->ratio);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,423 @@
+// Encoders and decoders of codec.hpp. Each codec is a loop over blocks with a tight inner loop over
+// the block's elements; every inner loop is branch-free (selects only) and auto-vectorizes at
+// -O2/-O3 without -ffast-math (see docs/quantization.md for the -fopt-info-vec evidence).
+#include "quant/codec.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "quant/fp_env.hpp"
+#include "quant/half.hpp"
+
+namespace longhaul::quant {
+
+static_assert(std::endian::native == std::endian::little,
+              "the encoded format is little-endian; a big-endian port must byte-swap");
+
+namespace {
+
+constexpr std::size_t kHeaderBytes = 2 * sizeof(float);
+// 1.5 * 2^23: for 0 <= v <= 2^22, (v + kRound) - kRound is v rounded to the nearest integer,
+// ties to even, because the sum's ulp is exactly 1 (round-to-nearest-even mode, no contraction).
+constexpr float kRound = 12582912.0f;
+constexpr std::uint32_t kQuietNan = 0x7FC00000u;
+
+bool is_blockwise(Codec c) {
+  return c == Codec::kU8 || c == Codec::kU4;
+}
+constexpr std::size_t payload_bytes(Codec c, std::size_t n) {
+  return c == Codec::kU8 ? n : (n + 1) / 2;
+}
+
+// ---- block parameters ------------------------------------------------------------------------
+
+// A signed integer that orders floats as their values do (-0 < +0; NaNs beyond the infinities).
+// Integer min/max reductions vectorize without any floating-point relaxation and do not depend
+// on the order elements are visited in, which float min/max with NaNs and signed zeros would.
+inline std::int32_t order_key(float x) {
+  const auto s = std::bit_cast<std::int32_t>(x);
+  return s ^ ((s >> 31) & 0x7FFFFFFF);
+}
+inline float key_to_float(std::int32_t k) {
+  return std::bit_cast<float>(k ^ ((k >> 31) & 0x7FFFFFFF));
+}
+const std::int32_t kKeyPosInf = order_key(std::bit_cast<float>(0x7F800000u));
+const std::int32_t kKeyNegInf = order_key(std::bit_cast<float>(0xFF800000u));
+
+struct BlockParams {
+  float lo;
+  float scale;
+  float inv;  // levels / range: the reciprocal of scale, or 0 when scale is 0
+  bool finite;
+};
+
+// Everything below that runs once per block or per element is force-inlined into loops that are
+// instantiated for the default block sizes, so for full blocks the element count is a
+// compile-time constant: the vector loops are fully unrolled, with no remainder handling.
+#define LH_QUANT_INLINE [[gnu::always_inline]] inline
+
+LH_QUANT_INLINE BlockParams block_params(const float* __restrict x, std::size_t n, float levels) {
+  std::int32_t kmin = INT32_MAX;
+  std::int32_t kmax = INT32_MIN;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t k = order_key(x[i]);
+    kmin = k < kmin ? k : kmin;
+    kmax = k > kmax ? k : kmax;
+  }
+  const float nan = std::bit_cast<float>(kQuietNan);
+  if (kmax >= kKeyPosInf || kmin <= kKeyNegInf) return {nan, nan, 0.0f, false};
+  const float lo = key_to_float(kmin);
+  const float hi = key_to_float(kmax);
+  const float range = hi - lo;
+  // A range beyond FLT_MAX cannot be spanned by lo + q * scale in f32.
+  if (!(range <= FLT_MAX)) return {nan, nan, 0.0f, false};
+  // Two independent divisions (they overlap in the pipeline) rather than 1 / (range / levels).
+  const float scale = range / levels;
+  const float inv = levels / range;
+  // range 0 (all equal), or so small that levels / range overflows: store the block as constant.
+  if (!(inv <= FLT_MAX)) return {lo, 0.0f, 0.0f, true};
+  return {lo, scale, inv, true};
+}
+
+// Code of x in a finite block. There, lo <= x <= hi and range = hi - lo <= FLT_MAX, so
+// x - lo is in [0, range] (rounding is monotone) and v = (x - lo) * inv is in [0, L * (1 + 2^-22)]:
+// no NaN, no value that overflows the int conversion, and only rounding slop can pass L, which the
+// integer clamp removes. (The clamp is on the integer: a float select without -ffinite-math-only
+// compiles to mask juggling at half the speed.)
+template <std::int32_t kLevels>
+LH_QUANT_INLINE std::uint32_t quantize(float x, float lo, float inv) {
+  const float v = (x - lo) * inv;
+  const float r = (v + kRound) - kRound;
+  const auto q = static_cast<std::int32_t>(r);
+  return static_cast<std::uint32_t>(q < kLevels ? q : kLevels);
+}
+
+LH_QUANT_INLINE void write_header(std::byte* p, float lo, float scale) {
+  std::memcpy(p, &lo, sizeof(float));
+  std::memcpy(p + sizeof(float), &scale, sizeof(float));
+}
+LH_QUANT_INLINE BlockHeader read_header(const std::byte* p) {
+  BlockHeader h;
+  std::memcpy(&h.lo, p, sizeof(float));
+  std::memcpy(&h.scale, p + sizeof(float), sizeof(float));
+  return h;
+}
+
+// ---- blockwise encode -------------------------------------------------------------------------
+
+// Encodes one block of n elements at `out` (header, then codes); returns the bytes written.
+template <Codec C>
+LH_QUANT_INLINE std::size_t encode_block(const float* __restrict x, std::size_t n,
+                                         std::byte* __restrict out) {
+  constexpr std::int32_t kLevelsInt = C == Codec::kU8 ? 255 : 15;
+  constexpr auto kLevels = static_cast<float>(kLevelsInt);
+  const BlockParams p = block_params(x, n, kLevels);
+  write_header(out, p.lo, p.scale);
+  auto* __restrict codes = reinterpret_cast<std::uint8_t*>(out + kHeaderBytes);
+  const std::size_t payload = payload_bytes(C, n);
+  if (!p.finite) {
+    std::memset(codes, 0, payload);
+    return kHeaderBytes + payload;
+  }
+  const float lo = p.lo;
+  const float inv = p.inv;
+  if constexpr (C == Codec::kU8) {
+    for (std::size_t i = 0; i < n; ++i) {
+      codes[i] = static_cast<std::uint8_t>(quantize<kLevelsInt>(x[i], lo, inv));
+    }
+  } else {
+    const std::size_t pairs = n / 2;
+    for (std::size_t j = 0; j < pairs; ++j) {
+      const std::uint32_t q0 = quantize<kLevelsInt>(x[2 * j], lo, inv);
+      const std::uint32_t q1 = quantize<kLevelsInt>(x[2 * j + 1], lo, inv);
+      codes[j] = static_cast<std::uint8_t>(q0 | (q1 << 4));
+    }
+    if (n % 2 != 0)
+      codes[pairs] = static_cast<std::uint8_t>(quantize<kLevelsInt>(x[n - 1], lo, inv));
+  }
+  return kHeaderBytes + payload;
+}
+
+// kFixed != 0: full blocks have kFixed elements (== block), known at compile time.
+template <Codec C, std::size_t kFixed>
+void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __restrict out,
+                   std::size_t block) {
+  const std::size_t bs = kFixed != 0 ? kFixed : block;
+  const std::size_t full = count / bs;
+  for (std::size_t b = 0; b < full; ++b) out += encode_block<C>(x + b * bs, bs, out);
+  if (count % bs != 0) encode_block<C>(x + full * bs, count % bs, out);
+}
+
+template <Codec C>
+void encode_blockwise_c(const float* x, std::size_t count, std::byte* out, std::size_t block) {
+  if (block == 128) {
+    encode_blocks<C, 128>(x, count, out, block);
+  } else if (block == 64) {
+    encode_blocks<C, 64>(x, count, out, block);
+  } else {
+    encode_blocks<C, 0>(x, count, out, block);
+  }
+}
+
+void encode_blockwise(const float* x, std::size_t count, std::byte* out, Codec codec,
+                      std::size_t block) {
+  if (codec == Codec::kU8) {
+    encode_blockwise_c<Codec::kU8>(x, count, out, block);
+  } else {
+    encode_blockwise_c<Codec::kU4>(x, count, out, block);
+  }
+}
+
+// ---- decode (store, accumulate, or subtract for error feedback) -------------------------------
+
+enum class Sink { kStore, kAdd, kResidual };
+
+// kResidual: r = r - v, and a non-finite result becomes 0 (see encode_with_error_feedback).
+template <Sink S>
+LH_QUANT_INLINE void put(float& o, float v) {
+  if constexpr (S == Sink::kStore) {
+    o = v;
+  } else if constexpr (S == Sink::kAdd) {
+    o = o + v;
+  } else {
+    const float r = o - v;
+    o = (r - r == 0.0f) ? r : 0.0f;  // r - r is NaN exactly when r is NaN or Inf
+  }
+}
+
+// Decodes one block of n elements from `in` into o; returns the bytes read.
+template <Codec C, Sink S>
+LH_QUANT_INLINE std::size_t decode_block(const std::byte* __restrict in, std::size_t n,
+                                         float* __restrict o) {
+  const BlockHeader h = read_header(in);
+  const auto* __restrict codes = reinterpret_cast<const std::uint8_t*>(in + kHeaderBytes);
+  const float lo = h.lo;
+  const float scale = h.scale;
+  if constexpr (C == Codec::kU8) {
+    for (std::size_t i = 0; i < n; ++i) put<S>(o[i], lo + static_cast<float>(codes[i]) * scale);
+  } else {
+    const std::size_t pairs = n / 2;
+    for (std::size_t j = 0; j < pairs; ++j) {
+      const std::uint32_t b = codes[j];
+      put<S>(o[2 * j], lo + static_cast<float>(b & 15u) * scale);
+      put<S>(o[2 * j + 1], lo + static_cast<float>(b >> 4) * scale);
+    }
+    if (n % 2 != 0) put<S>(o[n - 1], lo + static_cast<float>(codes[pairs] & 15u) * scale);
+  }
+  return kHeaderBytes + payload_bytes(C, n);
+}
+
+template <Codec C, Sink S, std::size_t kFixed>
+void decode_blocks(const std::byte* __restrict in, std::size_t count, float* __restrict o,
+                   std::size_t block) {
+  const std::size_t bs = kFixed != 0 ? kFixed : block;
+  const std::size_t full = count / bs;
+  for (std::size_t b = 0; b < full; ++b) in += decode_block<C, S>(in, bs, o + b * bs);
+  if (count % bs != 0) decode_block<C, S>(in, count % bs, o + full * bs);
+}
+
+template <Codec C, Sink S>
+void decode_blockwise_c(const std::byte* in, std::size_t count, float* o, std::size_t block) {
+  if (block == 128) {
+    decode_blocks<C, S, 128>(in, count, o, block);
+  } else if (block == 64) {
+    decode_blocks<C, S, 64>(in, count, o, block);
+  } else {
+    decode_blocks<C, S, 0>(in, count, o, block);
+  }
+}
+
+template <Sink S>
+void decode_blockwise(const std::byte* in, std::size_t count, float* o, Codec codec,
+                      std::size_t block) {
+  if (codec == Codec::kU8) {
+    decode_blockwise_c<Codec::kU8, S>(in, count, o, block);
+  } else {
+    decode_blockwise_c<Codec::kU4, S>(in, count, o, block);
+  }
+}
+
+template <Sink S, float (*ToF32)(std::uint16_t)>
+void decode_16(const std::byte* in, std::size_t count, float* o) {
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint16_t h;
+    std::memcpy(&h, in + 2 * i, sizeof h);
+    put<S>(o[i], ToF32(h));
+  }
+}
+
+template <Sink S>
+void decode_none(const std::byte* in, std::size_t count, float* o) {
+  if constexpr (S == Sink::kStore) {
+    std::memcpy(o, in, count * sizeof(float));
+  } else {
+    for (std::size_t i = 0; i < count; ++i) {
+      float v;
+      std::memcpy(&v, in + 4 * i, sizeof v);
+      put<S>(o[i], v);
+    }
+  }
+}
+
+template <Sink S>
+void decode_any(const std::byte* in, std::size_t count, float* o, Codec codec, std::size_t block) {
+  switch (codec) {
+    case Codec::kNone:
+      decode_none<S>(in, count, o);
+      return;
+    case Codec::kFp16:
+      decode_16<S, f16_to_f32>(in, count, o);
+      return;
+    case Codec::kBf16:
+      decode_16<S, bf16_to_f32>(in, count, o);
+      return;
+    case Codec::kU8:
+    case Codec::kU4:
+      decode_blockwise<S>(in, count, o, codec, block);
+      return;
+  }
+}
+
+template <std::uint16_t (*FromF32)(float)>
+void encode_16(const float* x, std::size_t count, std::byte* out) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint16_t h = FromF32(x[i]);
+    std::memcpy(out + 2 * i, &h, sizeof h);
+  }
+}
+
+void encode_any(const float* x, std::size_t count, std::byte* out, Codec codec, std::size_t block) {
+  switch (codec) {
+    case Codec::kNone:
+      std::memcpy(out, x, count * sizeof(float));
+      return;
+    case Codec::kFp16:
+      encode_16<f32_to_f16>(x, count, out);
+      return;
+    case Codec::kBf16:
+      encode_16<f32_to_bf16>(x, count, out);
+      return;
+    case Codec::kU8:
+    case Codec::kU4:
+      encode_blockwise(x, count, out, codec, block);
+      return;
+  }
+}
+
+Status check_sizes(std::size_t count, std::size_t bytes, Codec codec, std::size_t block,
+                   const char* fn) {
+  Result<std::size_t> need = encoded_size(count, codec, block);
+  if (!need) return need.status().with_context(fn);
+  if (*need != bytes) {
+    return invalid_argument(
+        fmt::format("{}: {} elements with codec {} (block {}) need {} encoded "
+                    "bytes, got {}",
+                    fn, count, codec_name(codec), block, *need, bytes));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string_view codec_name(Codec codec) {
+  switch (codec) {
+    case Codec::kNone:
+      return "none";
+    case Codec::kFp16:
+      return "fp16";
+    case Codec::kBf16:
+      return "bf16";
+    case Codec::kU8:
+      return "u8";
+    case Codec::kU4:
+      return "u4";
+  }
+  return "invalid";
+}
+
+Result<std::size_t> encoded_size(std::size_t count, Codec codec, std::size_t block) {
+  switch (codec) {
+    case Codec::kNone:
+      return count * sizeof(float);
+    case Codec::kFp16:
+    case Codec::kBf16:
+      return count * sizeof(std::uint16_t);
+    case Codec::kU8:
+    case Codec::kU4: {
+      if (block == 0 || block > kMaxBlock) {
+        return invalid_argument(fmt::format("block size {} outside [1, {}]", block, kMaxBlock));
+      }
+      const std::size_t full = count / block;
+      const std::size_t rest = count % block;
+      std::size_t bytes = full * (kHeaderBytes + payload_bytes(codec, block));
+      if (rest != 0) bytes += kHeaderBytes + payload_bytes(codec, rest);
+      return bytes;
+    }
+  }
+  return invalid_argument(fmt::format("invalid codec value {}", static_cast<int>(codec)));
+}
+
+Status encode(std::span<const float> in, std::span<std::byte> out, Codec codec, std::size_t block) {
+  LH_RETURN_IF_ERROR(check_sizes(in.size(), out.size(), codec, block, "encode"));
+  if (in.empty()) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+  encode_any(in.data(), in.size(), out.data(), codec, block);
+  return Status::ok();
+}
+
+Status decode(std::span<const std::byte> in, std::span<float> out, Codec codec, std::size_t block) {
+  LH_RETURN_IF_ERROR(check_sizes(out.size(), in.size(), codec, block, "decode"));
+  if (out.empty()) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+  decode_any<Sink::kStore>(in.data(), out.size(), out.data(), codec, block);
+  return Status::ok();
+}
+
+Status decode_accumulate(std::span<const std::byte> in, std::span<float> acc, Codec codec,
+                         std::size_t block) {
+  LH_RETURN_IF_ERROR(check_sizes(acc.size(), in.size(), codec, block, "decode_accumulate"));
+  if (acc.empty()) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+  decode_any<Sink::kAdd>(in.data(), acc.size(), acc.data(), codec, block);
+  return Status::ok();
+}
+
+Status encode_with_error_feedback(std::span<const float> in, std::span<float> residual,
+                                  std::span<std::byte> out, Codec codec, std::size_t block) {
+  if (residual.size() != in.size()) {
+    return invalid_argument(
+        fmt::format("encode_with_error_feedback: residual has {} elements, "
+                    "input {}",
+                    residual.size(), in.size()));
+  }
+  LH_RETURN_IF_ERROR(
+      check_sizes(in.size(), out.size(), codec, block, "encode_with_error_feedback"));
+  if (in.empty()) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+  // residual <- in + residual (the value to send), encode it, then residual <- value - decoded.
+  float* r = residual.data();
+  const float* x = in.data();
+  for (std::size_t i = 0; i < in.size(); ++i) r[i] = x[i] + r[i];
+  encode_any(r, in.size(), out.data(), codec, block);
+  decode_any<Sink::kResidual>(out.data(), in.size(), r, codec, block);
+  return Status::ok();
+}
+
+Result<BlockHeader> read_block_header(std::span<const std::byte> encoded, std::size_t count,
+                                      Codec codec, std::size_t block, std::size_t index) {
+  if (!is_blockwise(codec)) {
+    return invalid_argument(fmt::format("codec {} has no block headers", codec_name(codec)));
+  }
+  LH_RETURN_IF_ERROR(check_sizes(count, encoded.size(), codec, block, "read_block_header"));
+  if (index >= (count + block - 1) / block) {
+    return invalid_argument(fmt::format("block {} out of range for {} elements", index, count));
+  }
+  // Every block before `index` is full.
+  return read_header(encoded.data() + index * (kHeaderBytes + payload_bytes(codec, block)));
+}
+
+}  // namespace longhaul::quant

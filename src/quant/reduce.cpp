@@ -1,0 +1,316 @@
+// The kernels are plain loops over arrays with every per-element branch written as a select, so
+// GCC vectorizes them at -O2/-O3 without -ffast-math: none needs reassociation, because each
+// element is independent (no horizontal reduction).
+#include "quant/reduce.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include "quant/fp_env.hpp"
+#include "quant/half.hpp"
+
+namespace longhaul::quant {
+namespace {
+
+// ---- per-element operators -------------------------------------------------------------------
+
+// Integers: unsigned arithmetic at least 32 bits wide, so the operation wraps instead of
+// overflowing (8-bit values would otherwise be promoted to int, where prod cannot overflow but the
+// intent is clearer this way), then truncated back to the element type (modular since C++20).
+template <class T>
+using Wide = std::conditional_t<(sizeof(T) < 4), std::uint32_t, std::make_unsigned_t<T>>;
+
+template <class T>
+inline T int_add(T a, T b) {
+  return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b));
+}
+template <class T>
+inline T int_mul(T a, T b) {
+  return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b));
+}
+template <class T>
+inline T int_min(T a, T b) {
+  return b < a ? b : a;
+}
+template <class T>
+inline T int_max(T a, T b) {
+  return b > a ? b : a;
+}
+
+// Floats: min/max propagate NaN from either side; a tie (+0 vs -0) returns b (src).
+template <class F>
+inline F fp_min(F a, F b) {
+  return (a < b || a != a) ? a : b;
+}
+template <class F>
+inline F fp_max(F a, F b) {
+  return (a > b || a != a) ? a : b;
+}
+
+// ---- loops ---------------------------------------------------------------------------------
+
+template <class T, class Op>
+void combine(T* dst, const T* src, std::size_t n, Op op) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = op(dst[i], src[i]);
+}
+
+template <class T>
+void reduce_int(void* d, const void* s, std::size_t n, ReduceOp op) {
+  T* dst = static_cast<T*>(d);
+  const T* src = static_cast<const T*>(s);
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      combine(dst, src, n, int_add<T>);
+      return;
+    case ReduceOp::kProd:
+      combine(dst, src, n, int_mul<T>);
+      return;
+    case ReduceOp::kMin:
+      combine(dst, src, n, int_min<T>);
+      return;
+    case ReduceOp::kMax:
+      combine(dst, src, n, int_max<T>);
+      return;
+  }
+}
+
+template <class F>
+void reduce_fp(void* d, const void* s, std::size_t n, ReduceOp op) {
+  F* dst = static_cast<F*>(d);
+  const F* src = static_cast<const F*>(s);
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      combine(dst, src, n, [](F a, F b) { return a + b; });
+      return;
+    case ReduceOp::kProd:
+      combine(dst, src, n, [](F a, F b) { return a * b; });
+      return;
+    case ReduceOp::kMin:
+      combine(dst, src, n, fp_min<F>);
+      return;
+    case ReduceOp::kMax:
+      combine(dst, src, n, fp_max<F>);
+      return;
+  }
+}
+
+// 16-bit floats: widen both sides, combine in f32, round back to nearest even.
+template <float (*ToF32)(std::uint16_t), std::uint16_t (*FromF32)(float), class Op>
+void combine16(std::uint16_t* dst, const std::uint16_t* src, std::size_t n, Op op) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = FromF32(op(ToF32(dst[i]), ToF32(src[i])));
+}
+
+template <float (*ToF32)(std::uint16_t), std::uint16_t (*FromF32)(float)>
+void reduce_16(void* d, const void* s, std::size_t n, ReduceOp op) {
+  auto* dst = static_cast<std::uint16_t*>(d);
+  const auto* src = static_cast<const std::uint16_t*>(s);
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      combine16<ToF32, FromF32>(dst, src, n, [](float a, float b) { return a + b; });
+      return;
+    case ReduceOp::kProd:
+      combine16<ToF32, FromF32>(dst, src, n, [](float a, float b) { return a * b; });
+      return;
+    case ReduceOp::kMin:
+      combine16<ToF32, FromF32>(dst, src, n, fp_min<float>);
+      return;
+    case ReduceOp::kMax:
+      combine16<ToF32, FromF32>(dst, src, n, fp_max<float>);
+      return;
+  }
+}
+
+template <class T>
+void divide_int(void* d, std::size_t count, std::size_t n) {
+  T* dst = static_cast<T*>(d);
+  if constexpr (std::is_signed_v<T>) {
+    const auto divisor = static_cast<std::int64_t>(n);
+    for (std::size_t i = 0; i < count; ++i) {
+      dst[i] = static_cast<T>(static_cast<std::int64_t>(dst[i]) / divisor);
+    }
+  } else {
+    const auto divisor = static_cast<std::uint64_t>(n);
+    for (std::size_t i = 0; i < count; ++i) {
+      dst[i] = static_cast<T>(static_cast<std::uint64_t>(dst[i]) / divisor);
+    }
+  }
+}
+
+template <class F>
+void divide_fp(void* d, std::size_t count, std::size_t n) {
+  F* dst = static_cast<F*>(d);
+  const F divisor = static_cast<F>(n);
+  for (std::size_t i = 0; i < count; ++i) dst[i] = dst[i] / divisor;
+}
+
+template <float (*ToF32)(std::uint16_t), std::uint16_t (*FromF32)(float)>
+void divide_16(void* d, std::size_t count, std::size_t n) {
+  auto* dst = static_cast<std::uint16_t*>(d);
+  const float divisor = static_cast<float>(n);
+  for (std::size_t i = 0; i < count; ++i) dst[i] = FromF32(ToF32(dst[i]) / divisor);
+}
+
+Status check_buffer(const void* p, std::size_t count, DType dtype, const char* what) {
+  if (count == 0) return Status::ok();
+  if (p == nullptr) return invalid_argument(fmt::format("{} is null with count {}", what, count));
+  if (reinterpret_cast<std::uintptr_t>(p) % element_size(dtype) != 0) {
+    return invalid_argument(fmt::format("{} is not aligned to the {}-byte elements of {}", what,
+                                        element_size(dtype), dtype_name(dtype)));
+  }
+  return Status::ok();
+}
+
+Status check_dtype(DType dtype) {
+  if (!is_valid(dtype)) {
+    return invalid_argument(fmt::format("invalid dtype value {}", static_cast<int>(dtype)));
+  }
+  return Status::ok();
+}
+
+Status check_f32_path(DType dtype, const char* fn) {
+  LH_RETURN_IF_ERROR(check_dtype(dtype));
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
+    return {LH_ERR_UNSUPPORTED,
+            fmt::format("{} serves f32, f16 and bf16, not {}", fn, dtype_name(dtype))};
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_supported(DType dtype, ReduceOp op) {
+  LH_RETURN_IF_ERROR(check_dtype(dtype));
+  if (!is_valid(op)) {
+    return invalid_argument(fmt::format("invalid reduce op value {}", static_cast<int>(op)));
+  }
+  return Status::ok();
+}
+
+Status reduce_into(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op) {
+  LH_RETURN_IF_ERROR(check_supported(dtype, op));
+  LH_RETURN_IF_ERROR(check_buffer(dst, count, dtype, "reduce_into: dst"));
+  LH_RETURN_IF_ERROR(check_buffer(src, count, dtype, "reduce_into: src"));
+  if (count == 0) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+  switch (dtype) {
+    case DType::kF32:
+      reduce_fp<float>(dst, src, count, op);
+      break;
+    case DType::kF64:
+      reduce_fp<double>(dst, src, count, op);
+      break;
+    case DType::kF16:
+      reduce_16<f16_to_f32, f32_to_f16>(dst, src, count, op);
+      break;
+    case DType::kBF16:
+      reduce_16<bf16_to_f32, f32_to_bf16>(dst, src, count, op);
+      break;
+    case DType::kI8:
+      reduce_int<std::int8_t>(dst, src, count, op);
+      break;
+    case DType::kU8:
+      reduce_int<std::uint8_t>(dst, src, count, op);
+      break;
+    case DType::kI32:
+      reduce_int<std::int32_t>(dst, src, count, op);
+      break;
+    case DType::kU32:
+      reduce_int<std::uint32_t>(dst, src, count, op);
+      break;
+    case DType::kI64:
+      reduce_int<std::int64_t>(dst, src, count, op);
+      break;
+    case DType::kU64:
+      reduce_int<std::uint64_t>(dst, src, count, op);
+      break;
+  }
+  return Status::ok();
+}
+
+Status finalize_avg(void* dst, std::size_t count, DType dtype, std::size_t n) {
+  LH_RETURN_IF_ERROR(check_dtype(dtype));
+  if (n == 0 || n > (std::size_t{1} << 31)) {
+    return invalid_argument(fmt::format("finalize_avg: participant count {} outside [1, 2^31]", n));
+  }
+  LH_RETURN_IF_ERROR(check_buffer(dst, count, dtype, "finalize_avg: dst"));
+  if (count == 0 || n == 1) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+  switch (dtype) {
+    case DType::kF32:
+      divide_fp<float>(dst, count, n);
+      break;
+    case DType::kF64:
+      divide_fp<double>(dst, count, n);
+      break;
+    case DType::kF16:
+      divide_16<f16_to_f32, f32_to_f16>(dst, count, n);
+      break;
+    case DType::kBF16:
+      divide_16<bf16_to_f32, f32_to_bf16>(dst, count, n);
+      break;
+    case DType::kI8:
+      divide_int<std::int8_t>(dst, count, n);
+      break;
+    case DType::kU8:
+      divide_int<std::uint8_t>(dst, count, n);
+      break;
+    case DType::kI32:
+      divide_int<std::int32_t>(dst, count, n);
+      break;
+    case DType::kU32:
+      divide_int<std::uint32_t>(dst, count, n);
+      break;
+    case DType::kI64:
+      divide_int<std::int64_t>(dst, count, n);
+      break;
+    case DType::kU64:
+      divide_int<std::uint64_t>(dst, count, n);
+      break;
+  }
+  return Status::ok();
+}
+
+Status accumulate_f32(float* acc, const void* src, std::size_t count, DType dtype) {
+  LH_RETURN_IF_ERROR(check_f32_path(dtype, "accumulate_f32"));
+  LH_RETURN_IF_ERROR(check_buffer(acc, count, DType::kF32, "accumulate_f32: acc"));
+  LH_RETURN_IF_ERROR(check_buffer(src, count, dtype, "accumulate_f32: src"));
+  if (count == 0) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+  if (dtype == DType::kF32) {
+    const auto* s = static_cast<const float*>(src);
+    for (std::size_t i = 0; i < count; ++i) acc[i] += s[i];
+  } else if (dtype == DType::kF16) {
+    const auto* s = static_cast<const std::uint16_t*>(src);
+    for (std::size_t i = 0; i < count; ++i) acc[i] += f16_to_f32(s[i]);
+  } else {
+    const auto* s = static_cast<const std::uint16_t*>(src);
+    for (std::size_t i = 0; i < count; ++i) acc[i] += bf16_to_f32(s[i]);
+  }
+  return Status::ok();
+}
+
+Status store_from_f32(void* dst, const float* acc, std::size_t count, DType dtype) {
+  LH_RETURN_IF_ERROR(check_f32_path(dtype, "store_from_f32"));
+  LH_RETURN_IF_ERROR(check_buffer(dst, count, dtype, "store_from_f32: dst"));
+  LH_RETURN_IF_ERROR(check_buffer(acc, count, DType::kF32, "store_from_f32: acc"));
+  if (count == 0) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+  if (dtype == DType::kF32) {
+    if (dst != acc) std::memmove(dst, acc, count * sizeof(float));
+  } else if (dtype == DType::kF16) {
+    auto* d = static_cast<std::uint16_t*>(dst);
+    for (std::size_t i = 0; i < count; ++i) d[i] = f32_to_f16(acc[i]);
+  } else {
+    auto* d = static_cast<std::uint16_t*>(dst);
+    for (std::size_t i = 0; i < count; ++i) d[i] = f32_to_bf16(acc[i]);
+  }
+  return Status::ok();
+}
+
+}  // namespace longhaul::quant
