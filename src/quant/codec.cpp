@@ -308,6 +308,57 @@ void encode_any(const float* x, std::size_t count, std::byte* out, Codec codec, 
   }
 }
 
+// ---- error feedback, fused per block -------------------------------------------------------
+
+// v = x + r into r, encode v, r = v - decode: all on one block, so the block stays in L1 and the
+// three steps cost one pass over memory.
+template <Codec C>
+LH_QUANT_INLINE std::size_t feedback_block(const float* __restrict x, float* __restrict r,
+                                           std::size_t n, std::byte* __restrict out) {
+  for (std::size_t i = 0; i < n; ++i) r[i] = x[i] + r[i];
+  const std::size_t bytes = encode_block<C>(r, n, out);
+  decode_block<C, Sink::kResidual>(out, n, r);
+  return bytes;
+}
+
+template <Codec C, std::size_t kFixed>
+void feedback_blocks(const float* __restrict x, float* __restrict r, std::size_t count,
+                     std::byte* __restrict out, std::size_t block) {
+  const std::size_t bs = kFixed != 0 ? kFixed : block;
+  const std::size_t full = count / bs;
+  for (std::size_t b = 0; b < full; ++b) out += feedback_block<C>(x + b * bs, r + b * bs, bs, out);
+  if (count % bs != 0) feedback_block<C>(x + full * bs, r + full * bs, count % bs, out);
+}
+
+template <Codec C>
+void feedback_blockwise_c(const float* x, float* r, std::size_t count, std::byte* out,
+                          std::size_t block) {
+  if (block == 128) {
+    feedback_blocks<C, 128>(x, r, count, out, block);
+  } else if (block == 64) {
+    feedback_blocks<C, 64>(x, r, count, out, block);
+  } else {
+    feedback_blocks<C, 0>(x, r, count, out, block);
+  }
+}
+
+void feedback_any(const float* x, float* r, std::size_t count, std::byte* out, Codec codec,
+                  std::size_t block) {
+  if (codec == Codec::kU8) return feedback_blockwise_c<Codec::kU8>(x, r, count, out, block);
+  if (codec == Codec::kU4) return feedback_blockwise_c<Codec::kU4>(x, r, count, out, block);
+  // Elementwise codecs: the same three steps on L1-sized tiles.
+  constexpr std::size_t kTile = 2048;
+  const std::size_t esize = codec == Codec::kNone ? sizeof(float) : sizeof(std::uint16_t);
+  for (std::size_t start = 0; start < count; start += kTile) {
+    const std::size_t n = std::min(kTile, count - start);
+    float* rt = r + start;
+    const float* xt = x + start;
+    for (std::size_t i = 0; i < n; ++i) rt[i] = xt[i] + rt[i];
+    encode_any(rt, n, out + start * esize, codec, block);
+    decode_any<Sink::kResidual>(out + start * esize, n, rt, codec, block);
+  }
+}
+
 Status check_sizes(std::size_t count, std::size_t bytes, Codec codec, std::size_t block,
                    const char* fn) {
   Result<std::size_t> need = encoded_size(count, codec, block);
@@ -398,12 +449,7 @@ Status encode_with_error_feedback(std::span<const float> in, std::span<float> re
       check_sizes(in.size(), out.size(), codec, block, "encode_with_error_feedback"));
   if (in.empty()) return Status::ok();
   ScopedDefaultFpEnv fp_env;
-  // residual <- in + residual (the value to send), encode it, then residual <- value - decoded.
-  float* r = residual.data();
-  const float* x = in.data();
-  for (std::size_t i = 0; i < in.size(); ++i) r[i] = x[i] + r[i];
-  encode_any(r, in.size(), out.data(), codec, block);
-  decode_any<Sink::kResidual>(out.data(), in.size(), r, codec, block);
+  feedback_any(in.data(), residual.data(), in.size(), out.data(), codec, block);
   return Status::ok();
 }
 

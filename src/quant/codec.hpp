@@ -81,7 +81,7 @@ Status decode_accumulate(std::span<const std::byte> in, std::span<float> acc, Co
 // rounding error of this call is added to the next call's input instead of being lost. A residual
 // element that comes out non-finite (a NaN/Inf block) is reset to 0, so one bad step does not
 // poison every later call. residual.size() must equal in.size(); before the first call it should
-// hold zeros.
+// hold zeros. in, residual and out must not overlap. Runs block by block (one pass over memory).
 Status encode_with_error_feedback(std::span<const float> in, std::span<float> residual,
                                   std::span<std::byte> out, Codec codec,
                                   std::size_t block = kDefaultBlock);

@@ -276,16 +276,21 @@ TEST(QuantCodec, ErrorFeedbackBoundsAccumulatedError) {
                 std::string(codec_name(c)).c_str(), steps, err_fb, err_plain);
     EXPECT_LT(err_fb * 10, err_plain) << codec_name(c);
   }
-  // The residual of one call is exactly (input + old residual) - decoded.
+  // The residual of one call is exactly (input + old residual) - decoded, for every codec and for
+  // block sizes with and without a compile-time specialisation.
   const std::vector<float> r0 = normal_data(x.size(), 32, 0.01f);
-  std::vector<float> residual(r0);
-  std::vector<std::byte> e(*encoded_size(x.size(), Codec::kU4));
-  ASSERT_TRUE(encode_with_error_feedback(x, residual, e, Codec::kU4).is_ok());
   std::vector<float> v(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) v[i] = x[i] + r0[i];
-  EXPECT_EQ(must_encode(v, Codec::kU4, kDefaultBlock), e);
-  const std::vector<float> d = must_decode(e, x.size(), Codec::kU4, kDefaultBlock);
-  for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(residual[i], v[i] - d[i]);
+  for (const Codec c : kAllCodecs) {
+    for (const std::size_t block : {std::size_t{64}, std::size_t{128}, std::size_t{100}}) {
+      std::vector<float> residual(r0);
+      std::vector<std::byte> e(*encoded_size(x.size(), c, block));
+      ASSERT_TRUE(encode_with_error_feedback(x, residual, e, c, block).is_ok());
+      EXPECT_EQ(must_encode(v, c, block), e) << codec_name(c) << " block " << block;
+      const std::vector<float> d = must_decode(e, x.size(), c, block);
+      for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(residual[i], v[i] - d[i]);
+    }
+  }
 }
 
 TEST(QuantCodec, ErrorFeedbackResetsNonFiniteResidual) {
