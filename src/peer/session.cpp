@@ -329,7 +329,7 @@ void PeerSession::fail(Status why) {
   if (why.code() != LH_ERR_CLOSED) log::warn("peer", "peer {}: session ended: {}", id_, why.to_string());
   shutdown_network();
   complete_call(why);
-  if (handler) handler(epoch_, why);
+  if (handler && why.code() != LH_ERR_CLOSED) handler(epoch_, why);  // not for a local close
 }
 
 void PeerSession::shutdown_network() {

@@ -42,8 +42,8 @@ struct TopologyView {
 class PeerSession : public std::enable_shared_from_this<PeerSession> {
  public:
   // Runs on the session strand when the master aborts the group's in-flight operations of
-  // `epoch` (reason: LH_ERR_PEER_LOST or LH_ERR_ABORTED), and once with the session's failure when
-  // the session ends. Must not block.
+  // `epoch` (LH_ERR_PEER_LOST with the reason), and once with the session's failure when the
+  // session fails (not when it is closed or left locally). Must not block.
   using AbortHandler = std::function<void(uint64_t epoch, const Status& why)>;
 
   // Validates the options and binds the data listener. `io` must outlive the session.

@@ -1,0 +1,70 @@
+// Child processes for the integration tests: spawned with piped stdin/stdout, stderr to a log file,
+// and always killed by their own pid and reaped when the guard goes away, even when a test fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace longhaul::testing {
+
+// A fresh temporary directory, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class Child {
+ public:
+  // Starts argv[0] with the given arguments; stderr goes to `stderr_path`.
+  Child(std::vector<std::string> argv, std::string stderr_path);
+  // SIGKILLs the child if it still runs, reaps it, joins the reader.
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Writes one line to the child's stdin (ignored once it has exited).
+  void send(const std::string& line);
+  void kill(int signal);
+  // Waits for the child to exit; its exit code (or 128 + signal), or nullopt on timeout.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout);
+  bool running();
+
+  // Every stdout line so far.
+  std::vector<std::string> lines() const;
+  // Waits until some stdout line (from index `from` on) satisfies `pred`; returns it.
+  std::optional<std::string> wait_line(const std::function<bool(const std::string&)>& pred,
+                                       std::chrono::milliseconds timeout, size_t from = 0);
+  // The last line starting with `prefix`, or "".
+  std::string last_line(const std::string& prefix) const;
+  // The child's stderr so far (for failure messages).
+  std::string stderr_text() const;
+
+ private:
+  void read_stdout(int fd);
+
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;
+  std::string stderr_path_;
+  std::optional<int> exit_code_;
+  std::thread reader_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace longhaul::testing
