@@ -3,7 +3,7 @@
 //   att = softmax(q k^T / sqrt(hs)) with att[t][s] = 0 for s > t (causal)
 //   out = att v
 // The per-head products are BLAS GEMMs; the full T x T score matrix is computed and the upper
-// triangle ignored, which costs less than many small triangular loops.
+// triangle ignored, which costs less than many small triangular loops. Heads run in parallel.
 #pragma once
 
 namespace longhaul::train {

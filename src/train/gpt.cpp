@@ -5,6 +5,7 @@
 #include <string>
 
 #include "train/attention.hpp"
+#include "train/blas.hpp"
 #include "train/embedding.hpp"
 #include "train/gelu.hpp"
 #include "train/layernorm.hpp"
@@ -27,6 +28,7 @@ Gpt::Gpt(const GptConfig& config)
 
 Result<Gpt> Gpt::create(const GptConfig& config) {
   LH_RETURN_IF_ERROR(config.validate());
+  LH_RETURN_IF_ERROR(blas_init());
   return Gpt(config);
 }
 

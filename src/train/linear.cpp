@@ -1,48 +1,78 @@
 #include "train/linear.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstddef>
+
+#include "train/blas.hpp"
 
 namespace longhaul::train {
 
 namespace {
-// The bias gradient is a sum over rows; blocks of columns keep each sum in a fixed order.
-constexpr int kColumnBlock = 64;
+// Work is cut into fixed tiles, each one single-threaded GEMM, and the tiles are spread over the
+// OpenMP threads. The tiles do not depend on the thread count, so neither do the results.
+constexpr int kRowTile = 64;  // rows of inp / dinp / out per GEMM
+constexpr int kOutTile = 32;  // rows of dweight (output features) per GEMM
+constexpr int kInTile = 64;   // columns of dweight (input features) per GEMM
+constexpr int kBiasBlock = 64;
+
+int tiles(int n, int tile) {
+  return (n + tile - 1) / tile;
+}
 }  // namespace
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC) {
-  float beta = 0.0f;
-  if (bias != nullptr) {
-    // Seeding the output with the bias lets the GEMM add to it (beta = 1): one pass, not two.
+  const int row_tiles = tiles(N, kRowTile);
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; ++n)
-      std::copy(bias, bias + OC, out + static_cast<std::ptrdiff_t>(n) * OC);
-    beta = 1.0f;
+  for (int t = 0; t < row_tiles; ++t) {
+    const int n0 = t * kRowTile, rows = std::min(kRowTile, N - n0);
+    float* o = out + static_cast<std::ptrdiff_t>(n0) * OC;
+    float beta = 0.0f;
+    if (bias != nullptr) {
+      // Seeding the output with the bias lets the GEMM add to it (beta = 1): one pass, not two.
+      for (int r = 0; r < rows; ++r)
+        std::copy(bias, bias + OC, o + static_cast<std::ptrdiff_t>(r) * OC);
+      beta = 1.0f;
+    }
+    sgemm(false, true, rows, OC, C, 1.0f, inp + static_cast<std::ptrdiff_t>(n0) * C, C, weight, C,
+          beta, o, OC);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta, out,
-              OC);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f,
-              dinp, C);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-              dweight, C);
-  if (dbias == nullptr) return;
-  const int blocks = (OC + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static)
-  for (int blk = 0; blk < blocks; ++blk) {
-    const int o0 = blk * kColumnBlock, o1 = std::min(OC, o0 + kColumnBlock);
-    float acc[kColumnBlock] = {};
-    for (int n = 0; n < N; ++n) {
-      const float* row = dout + static_cast<std::ptrdiff_t>(n) * OC;
-      for (int o = o0; o < o1; ++o) acc[o - o0] += row[o];
+  const int row_tiles = tiles(N, kRowTile);
+  const int out_tiles = tiles(OC, kOutTile), in_tiles = tiles(C, kInTile);
+  const int weight_tiles = out_tiles * in_tiles;
+  const int bias_blocks = dbias != nullptr ? tiles(OC, kBiasBlock) : 0;
+#pragma omp parallel
+  {
+    // dinp += dout @ weight, by row tiles
+#pragma omp for schedule(static) nowait
+    for (int t = 0; t < row_tiles; ++t) {
+      const int n0 = t * kRowTile, rows = std::min(kRowTile, N - n0);
+      sgemm(false, false, rows, C, OC, 1.0f, dout + static_cast<std::ptrdiff_t>(n0) * OC, OC,
+            weight, C, 1.0f, dinp + static_cast<std::ptrdiff_t>(n0) * C, C);
     }
-    for (int o = o0; o < o1; ++o) dbias[o] += acc[o - o0];
+    // dweight += dout^T @ inp, by (output, input) feature tiles; each sums over all N rows
+#pragma omp for schedule(static) nowait
+    for (int t = 0; t < weight_tiles; ++t) {
+      const int o0 = (t / in_tiles) * kOutTile, c0 = (t % in_tiles) * kInTile;
+      const int orows = std::min(kOutTile, OC - o0), ccols = std::min(kInTile, C - c0);
+      sgemm(true, false, orows, ccols, N, 1.0f, dout + o0, OC, inp + c0, C, 1.0f,
+            dweight + static_cast<std::ptrdiff_t>(o0) * C + c0, C);
+    }
+    // dbias += column sums of dout, by blocks of columns (fixed summation order)
+#pragma omp for schedule(static)
+    for (int blk = 0; blk < bias_blocks; ++blk) {
+      const int o0 = blk * kBiasBlock, o1 = std::min(OC, o0 + kBiasBlock);
+      float acc[kBiasBlock] = {};
+      for (int n = 0; n < N; ++n) {
+        const float* row = dout + static_cast<std::ptrdiff_t>(n) * OC;
+        for (int o = o0; o < o1; ++o) acc[o - o0] += row[o];
+      }
+      for (int o = o0; o < o1; ++o) dbias[o] += acc[o - o0];
+    }
   }
 }
 

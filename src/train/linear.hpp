@@ -1,7 +1,7 @@
 // Fully connected layer, PyTorch's nn.Linear convention: weight is (OC, C), row-major.
 //   forward:  out = inp @ weight^T + bias
 //   backward: dinp += dout @ weight, dweight += dout^T @ inp, dbias += sum over rows of dout
-// The matrix products go through BLAS (OpenBLAS, threaded by it).
+// The matrix products go through BLAS (OpenBLAS), in fixed tiles spread over the OpenMP threads.
 #pragma once
 
 namespace longhaul::train {

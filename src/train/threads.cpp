@@ -1,6 +1,5 @@
 #include "train/threads.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <thread>
@@ -11,7 +10,6 @@ void set_thread_count(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
 }
 
 int thread_count() {

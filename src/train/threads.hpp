@@ -1,5 +1,5 @@
-// One knob for the trainer's parallelism: OpenMP runs the elementwise and reduction kernels,
-// OpenBLAS the matrix products; both get the same thread count.
+// One knob for the trainer's parallelism: the OpenMP thread count. Every kernel, the matrix
+// products included (single-threaded OpenBLAS calls on tiles, see blas.hpp), runs on that pool.
 #pragma once
 
 namespace longhaul::train {

@@ -1,0 +1,35 @@
+// Command line of longhaul-train: every flag, its default, and the parser.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "train/trainer.hpp"
+
+namespace longhaul::train::cli {
+
+struct Options {
+  TrainOptions train;             // model sizes, batch, seeds, AdamW, schedule, clipping
+  std::vector<std::string> data;  // files or directories; empty: Python's standard library
+  std::int64_t steps = 300;
+  int threads = 0;     // 0: one per hardware thread
+  int val_every = 50;  // steps between validation runs (and at the end)
+  int val_batches = 16;
+  int checkpoint_every = 0;           // 0: only at the end
+  std::string out_dir = "train-out";  // log.csv, loss.png, checkpoint.bin
+  std::string resume;                 // checkpoint to continue from
+  std::string plot_script = LH_PLOT_SCRIPT;
+  bool plot = true;
+  bool profile = false;  // per-layer time breakdown at the end
+  bool json = false;     // one JSON summary as the last line of stdout
+  int bench_warmup = 0;  // steps excluded from the tokens/s figure
+  bool help = false;
+};
+
+std::string usage();
+// Parses argv; the Status says which flag was wrong and why.
+Result<Options> parse(int argc, char** argv);
+
+}  // namespace longhaul::train::cli
