@@ -38,15 +38,15 @@ constexpr std::size_t payload_bytes(Codec c, std::size_t n) {
 // A signed integer that orders floats as their values do (-0 < +0; NaNs beyond the infinities).
 // Integer min/max reductions vectorize without any floating-point relaxation and do not depend
 // on the order elements are visited in, which float min/max with NaNs and signed zeros would.
-inline std::int32_t order_key(float x) {
+constexpr std::int32_t order_key(float x) {
   const auto s = std::bit_cast<std::int32_t>(x);
   return s ^ ((s >> 31) & 0x7FFFFFFF);
 }
 inline float key_to_float(std::int32_t k) {
   return std::bit_cast<float>(k ^ ((k >> 31) & 0x7FFFFFFF));
 }
-const std::int32_t kKeyPosInf = order_key(std::bit_cast<float>(0x7F800000u));
-const std::int32_t kKeyNegInf = order_key(std::bit_cast<float>(0xFF800000u));
+constexpr std::int32_t kKeyPosInf = order_key(std::bit_cast<float>(0x7F800000u));
+constexpr std::int32_t kKeyNegInf = order_key(std::bit_cast<float>(0xFF800000u));
 
 struct BlockParams {
   float lo;
