@@ -1,0 +1,244 @@
+// The master's membership state machine driven directly, with a recording outbox.
+#include "master/membership.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace longhaul::master {
+namespace {
+
+struct Recorder : Outbox {
+  std::vector<std::pair<PeerId, wire::ControlMessage>> sent;
+  std::vector<std::pair<PeerId, Status>> disconnected;
+  std::vector<uint64_t> rounds;
+
+  void send(PeerId to, const wire::ControlMessage& m) override { sent.emplace_back(to, m); }
+  void disconnect(PeerId who, const Status& why) override { disconnected.emplace_back(who, why); }
+  void round_started(uint64_t epoch) override { rounds.push_back(epoch); }
+
+  template <class T>
+  std::vector<std::pair<PeerId, T>> take() {
+    std::vector<std::pair<PeerId, T>> out;
+    for (auto it = sent.begin(); it != sent.end();) {
+      if (auto* m = std::get_if<T>(&it->second)) {
+        out.emplace_back(it->first, *m);
+        it = sent.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+};
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  Recorder out;
+  Membership m{out};
+
+  PeerId join(uint32_t group = 0) {
+    const PeerId id = m.allocate_id();
+    m.add_pending(id, group, "127.0.0.1", static_cast<uint16_t>(1000 + id));
+    return id;
+  }
+  // Answers the current proposal for everyone in it; returns the proposal's epoch.
+  uint64_t all_ready() {
+    auto proposals = out.take<wire::TopologyMsg>();
+    EXPECT_FALSE(proposals.empty());
+    if (proposals.empty()) return 0;
+    const uint64_t epoch = proposals.back().second.epoch;
+    for (auto& [id, p] : proposals)
+      if (p.epoch == epoch) {
+        EXPECT_TRUE(m.on_links_ready(id, epoch, {}).is_ok());
+      }
+    return epoch;
+  }
+  void all_update(const std::vector<PeerId>& ids) {
+    for (PeerId id : ids) ASSERT_TRUE(m.on_update_topology(id, m.epoch()).is_ok());
+  }
+};
+
+TEST_F(MembershipTest, FirstPeerIsAdmittedAtOnce) {
+  const PeerId a = join();
+  auto proposals = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(proposals.size(), 1u);
+  EXPECT_EQ(proposals[0].first, a);
+  ASSERT_TRUE(m.on_links_ready(a, proposals[0].second.epoch, {}).is_ok());
+  auto commits = out.take<wire::EpochCommitMsg>();
+  ASSERT_EQ(commits.size(), 1u);
+  EXPECT_EQ(m.epoch(), commits[0].second.epoch);
+  EXPECT_EQ(m.active_count(), 1u);
+  EXPECT_FALSE(m.reconfiguration_needed());
+}
+
+TEST_F(MembershipTest, JoinerWaitsUntilEveryActivePeerReachesUpdateTopology) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId b = join();
+  all_update({a});
+  all_ready();
+  ASSERT_EQ(m.active_count(), 2u);
+  out.sent.clear();
+  const PeerId c = join();
+  EXPECT_TRUE(out.take<wire::TopologyMsg>().empty());
+  // Both active peers are told a peer is pending.
+  auto flags = out.take<wire::PendingChangedMsg>();
+  EXPECT_EQ(flags.size(), 2u);
+  ASSERT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
+  EXPECT_TRUE(out.take<wire::TopologyMsg>().empty()) << "must wait for b too";
+  ASSERT_TRUE(m.on_update_topology(b, m.epoch()).is_ok());
+  auto proposals = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(proposals.size(), 3u);
+  const auto& ring = proposals[0].second.rings.at(0).order;
+  EXPECT_EQ(ring, (std::vector<PeerId>{a, b, c}));
+  for (auto& [id, p] : proposals) ASSERT_TRUE(m.on_links_ready(id, p.epoch, {}).is_ok());
+  EXPECT_EQ(out.take<wire::EpochCommitMsg>().size(), 3u);
+  EXPECT_EQ(m.active_count(), 3u);
+}
+
+TEST_F(MembershipTest, UpdateTopologyWithNothingToDoAnswersUnchanged) {
+  const PeerId a = join();
+  all_ready();
+  out.sent.clear();
+  ASSERT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
+  auto unchanged = out.take<wire::TopologyUnchangedMsg>();
+  ASSERT_EQ(unchanged.size(), 1u);
+  EXPECT_EQ(unchanged[0].second.epoch, m.epoch());
+}
+
+TEST_F(MembershipTest, LostActivePeerAbortsItsGroupAndTheNextRoundDropsIt) {
+  std::vector<PeerId> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(join(i == 3 ? 1 : 0));
+    if (i > 0) all_update(std::vector<PeerId>(ids.begin(), ids.end() - 1));
+    all_ready();
+  }
+  out.sent.clear();
+  m.drop_peer(ids[1], "connection lost");
+  auto aborts = out.take<wire::AbortMsg>();
+  ASSERT_EQ(aborts.size(), 2u) << "only group 0's survivors";
+  for (auto& [to, abort] : aborts) {
+    EXPECT_NE(to, ids[3]);
+    EXPECT_NE(abort.reason.find("connection lost"), std::string::npos);
+  }
+  EXPECT_TRUE(m.reconfiguration_needed());
+  all_update({ids[0], ids[2], ids[3]});
+  const uint64_t epoch = all_ready();
+  EXPECT_EQ(m.epoch(), epoch);
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{ids[0], ids[2]}));
+  EXPECT_EQ(m.rings().at(1), (std::vector<PeerId>{ids[3]}));
+}
+
+TEST_F(MembershipTest, PeerLostMidRoundRestartsTheRoundWithoutIt) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId b = join();
+  all_update({a});
+  auto first = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_TRUE(m.on_links_ready(a, first[0].second.epoch, {}).is_ok());
+  m.drop_peer(b, "killed");
+  auto second = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].first, a);
+  EXPECT_GT(second[0].second.epoch, first[0].second.epoch);
+  // A late answer to the replaced proposal is ignored.
+  EXPECT_TRUE(m.on_links_ready(a, first[0].second.epoch, {}).is_ok());
+  ASSERT_TRUE(m.on_links_ready(a, second[0].second.epoch, {}).is_ok());
+  EXPECT_EQ(m.epoch(), second[0].second.epoch);
+}
+
+TEST_F(MembershipTest, UnreachablePairIsKeptApartInTheNextRing) {
+  std::vector<PeerId> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(join());
+    if (i > 0) all_update(std::vector<PeerId>(ids.begin(), ids.end() - 1));
+    all_ready();
+  }
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{ids[0], ids[1], ids[2], ids[3]}));
+  out.sent.clear();
+  ASSERT_TRUE(m.on_peer_lost(ids[0], m.epoch(), ids[1], "reset").is_ok());
+  all_update(ids);
+  auto proposals = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(proposals.size(), 4u);
+  const auto ring = proposals[0].second.rings.at(0).order;
+  EXPECT_EQ(ring, (std::vector<PeerId>{ids[0], ids[2], ids[1], ids[3]}));
+  for (auto& [id, p] : proposals) ASSERT_TRUE(m.on_links_ready(id, p.epoch, {}).is_ok());
+  EXPECT_EQ(m.rings().at(0), ring);
+}
+
+TEST_F(MembershipTest, NoRingAvoidsTheUnreachableLinksSoAPeerIsEvictedWithTheReason) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId b = join();
+  all_update({a});
+  auto proposals = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(proposals.size(), 2u);
+  const uint64_t epoch = proposals[0].second.epoch;
+  ASSERT_TRUE(m.on_links_ready(a, epoch, {b}).is_ok());
+  ASSERT_TRUE(m.on_links_ready(b, epoch, {a}).is_ok());
+  ASSERT_EQ(out.disconnected.size(), 1u);
+  EXPECT_EQ(out.disconnected[0].first, b) << "the newest of the two goes";
+  EXPECT_NE(out.disconnected[0].second.message().find("cannot reach peers 1"), std::string::npos)
+      << out.disconnected[0].second.message();
+  auto retry = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(retry.size(), 1u);
+  ASSERT_TRUE(m.on_links_ready(a, retry[0].second.epoch, {}).is_ok());
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{a}));
+}
+
+TEST_F(MembershipTest, RoundTimeoutEvictsTheSilentParticipants) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId b = join();
+  all_update({a});
+  auto proposals = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(out.rounds.size(), 2u);
+  ASSERT_TRUE(m.on_links_ready(a, proposals[0].second.epoch, {}).is_ok());
+  m.on_round_timeout(out.rounds.back());
+  ASSERT_EQ(out.disconnected.size(), 1u);
+  EXPECT_EQ(out.disconnected[0].first, b);
+  EXPECT_EQ(out.disconnected[0].second.code(), LH_ERR_TIMEOUT);
+  all_ready();
+  EXPECT_EQ(m.active_count(), 1u);
+}
+
+TEST_F(MembershipTest, JoinerLeavingBeforeAdmissionReleasesTheWaiters) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId b = join();
+  all_update({a});
+  all_ready();
+  const PeerId c = join();
+  out.sent.clear();
+  ASSERT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
+  m.drop_peer(c, "gave up");
+  auto unchanged = out.take<wire::TopologyUnchangedMsg>();
+  ASSERT_EQ(unchanged.size(), 1u);
+  EXPECT_EQ(unchanged[0].first, a);
+  ASSERT_TRUE(m.on_update_topology(b, m.epoch()).is_ok());
+  EXPECT_EQ(out.take<wire::TopologyUnchangedMsg>().size(), 1u);
+}
+
+TEST_F(MembershipTest, ProtocolViolationsAreRefusedWithoutChangingState) {
+  const PeerId a = join();
+  const PeerId b = join();
+  EXPECT_EQ(m.on_update_topology(a, 0).code(), LH_ERR_PROTOCOL) << "not admitted yet";
+  all_ready();
+  EXPECT_EQ(m.on_update_topology(a, m.epoch() + 7).code(), LH_ERR_PROTOCOL) << "wrong epoch";
+  EXPECT_EQ(m.on_links_ready(a, 999, {}).code(), LH_ERR_PROTOCOL) << "never proposed";
+  const PeerId c = join();
+  ASSERT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
+  EXPECT_EQ(m.on_update_topology(a, m.epoch()).code(), LH_ERR_PROTOCOL) << "already waiting";
+  EXPECT_EQ(m.on_update_topology(b, m.epoch()).code(), LH_ERR_PROTOCOL) << "b is still pending";
+  auto proposals = out.take<wire::TopologyMsg>();
+  ASSERT_FALSE(proposals.empty());
+  const uint64_t epoch = proposals.back().second.epoch;
+  ASSERT_TRUE(m.on_links_ready(c, epoch, {}).is_ok());
+  EXPECT_EQ(m.on_links_ready(c, epoch, {}).code(), LH_ERR_PROTOCOL) << "answered twice";
+  EXPECT_EQ(m.members().size(), 3u);
+}
+
+}  // namespace
+}  // namespace longhaul::master
