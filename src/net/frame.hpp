@@ -34,7 +34,8 @@ enum class FrameType : uint8_t {
   kControl = 7,     // an opaque control message (wire-codec encoded by the layer above)
   kPing = 8,        // liveness probe; answered by kPong with the same op_id
   kPong = 9,
-  kCancel = 10,     // the sender abandoned op_id; its remaining segments will not come
+  kCancel = 10,     // every op whose id matches op_id on the bits set in `offset` (the mask) is
+                    // abandoned, now and later, at both ends
 };
 
 inline constexpr size_t kFrameHeaderBytes = 32;

@@ -60,6 +60,9 @@ struct Link::Pending {
 
 namespace {
 constexpr size_t kMaxRememberedCancels = 1 << 16;
+// Operation-wide cancels are few (one per failed collective); the newest are enough to discard
+// late bytes, because op ids are never reused.
+constexpr size_t kMaxRememberedPrefixes = 4096;
 }
 
 std::shared_ptr<Link> Link::create(std::vector<std::shared_ptr<Connection>> connections,
@@ -108,8 +111,12 @@ void Link::send(uint64_t op_id, std::span<const std::byte> data, Completion done
       pending.add(std::move(done), failure_);
       return;
     }
-    if (sends_.contains(op_id) || cancelled_.contains(op_id)) {
+    if (sends_.contains(op_id)) {
       pending.add(std::move(done), invalid_argument(fmt::format("op {} is already in use on this link", op_id)));
+      return;
+    }
+    if (is_cancelled(op_id)) {
+      pending.add(std::move(done), aborted_error(fmt::format("op {} was cancelled", op_id)));
       return;
     }
     auto op = std::make_shared<SendOp>();
@@ -134,7 +141,7 @@ void Link::recv(uint64_t op_id, std::span<std::byte> dst, Completion done) {
       pending.add(std::move(done), invalid_argument(fmt::format("op {} already has a receive posted", op_id)));
       return;
     }
-    if (cancelled_.contains(op_id)) {
+    if (is_cancelled(op_id)) {
       pending.add(std::move(done), aborted_error(fmt::format("op {} was cancelled", op_id)));
       return;
     }
@@ -185,34 +192,44 @@ void Link::send_control(std::vector<std::byte> message, Completion done) {
   wake_writer(0);
 }
 
-void Link::cancel(uint64_t op_id, Status why) {
+void Link::cancel_matching(uint64_t op_id, uint64_t mask, Status why) {
   {
     Pending pending;
     std::lock_guard lock(mu_);
     if (!failure_.is_ok()) return;  // every op has failed already
-    remember_cancelled(op_id);
-    if (auto it = sends_.find(op_id); it != sends_.end()) {
-      auto op = it->second;
-      if (op->status.is_ok()) op->status = why;
-      std::erase(send_queue_, op);
-      complete_send_if_done(op, pending);
-    }
-    if (auto it = recvs_.find(op_id); it != recvs_.end()) {
-      auto op = it->second;
-      if (op->status.is_ok()) op->status = why;
-      complete_recv_if_done(op, pending);
-    }
-    if (auto it = unexpected_.find(op_id); it != unexpected_.end()) {
-      for (auto& [offset, bytes] : it->second.segments) unexpected_bytes_ -= bytes.size();
-      unexpected_.erase(it);
-    }
+    cancel_locked(op_id, mask, why, pending);
     FrameHeader h;
     h.type = FrameType::kCancel;
     h.op_id = op_id;
+    h.offset = mask;
     queue_frame(0, h, {}, {});
   }
   wake_writer(0);
   wake_parked_readers();
+}
+
+void Link::cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pending& pending) {
+  remember_cancelled(op_id, mask);
+  auto matches = [&](uint64_t id) { return (id & mask) == (op_id & mask); };
+  for (auto& [id, op] : std::map(sends_)) {
+    if (!matches(id)) continue;
+    if (op->status.is_ok()) op->status = why;
+    std::erase(send_queue_, op);
+    complete_send_if_done(op, pending);
+  }
+  for (auto& [id, op] : std::map(recvs_)) {
+    if (!matches(id)) continue;
+    if (op->status.is_ok()) op->status = why;
+    complete_recv_if_done(op, pending);
+  }
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    if (!matches(it->first)) {
+      ++it;
+      continue;
+    }
+    for (auto& [offset, bytes] : it->second.segments) unexpected_bytes_ -= bytes.size();
+    it = unexpected_.erase(it);
+  }
 }
 
 void Link::close(Status why) { fail(std::move(why)); }
@@ -226,13 +243,25 @@ void Link::queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte
   frame_queues_[index].push_back(std::move(item));
 }
 
-void Link::remember_cancelled(uint64_t op_id) {
+void Link::remember_cancelled(uint64_t op_id, uint64_t mask) {
+  if (mask != ~uint64_t{0}) {
+    cancelled_prefixes_.emplace_back(op_id & mask, mask);
+    if (cancelled_prefixes_.size() > kMaxRememberedPrefixes) cancelled_prefixes_.pop_front();
+    return;
+  }
   if (!cancelled_.insert(op_id).second) return;
   cancelled_order_.push_back(op_id);
   if (cancelled_order_.size() > kMaxRememberedCancels) {
     cancelled_.erase(cancelled_order_.front());
     cancelled_order_.pop_front();
   }
+}
+
+bool Link::is_cancelled(uint64_t op_id) const {
+  if (cancelled_.contains(op_id)) return true;
+  for (const auto& [prefix, mask] : cancelled_prefixes_)
+    if ((op_id & mask) == prefix) return true;
+  return false;
 }
 
 void Link::complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending) {
@@ -396,19 +425,8 @@ asio::awaitable<void> Link::reader(size_t index) {
       case FrameType::kCancel: {
         Pending pending;
         std::lock_guard lock(mu_);
-        remember_cancelled(h.op_id);
-        const Status why = aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_));
-        if (auto it = sends_.find(h.op_id); it != sends_.end()) {
-          auto op = it->second;
-          if (op->status.is_ok()) op->status = why;
-          std::erase(send_queue_, op);
-          complete_send_if_done(op, pending);
-        }
-        if (auto it = recvs_.find(h.op_id); it != recvs_.end()) {
-          auto op = it->second;
-          if (op->status.is_ok()) op->status = why;
-          complete_recv_if_done(op, pending);
-        }
+        cancel_locked(h.op_id, h.offset, aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_)),
+                      pending);
         break;
       }
       case FrameType::kReject: {
@@ -440,7 +458,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
       Pending pending;
       std::lock_guard lock(mu_);
       if (!failure_.is_ok()) co_return failure_;
-      if (cancelled_.contains(h.op_id)) {
+      if (is_cancelled(h.op_id)) {
         drain = true;
       } else if (auto it = recvs_.find(h.op_id); it != recvs_.end()) {
         op = it->second;
@@ -498,7 +516,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
         late_op->any_segment = true;
       }
       complete_recv_if_done(late_op, pending);
-    } else if (!cancelled_.contains(h.op_id)) {
+    } else if (!is_cancelled(h.op_id)) {
       auto& u = unexpected_[h.op_id];
       if (u.segments.empty()) u.total = h.total;
       if (u.total != h.total)

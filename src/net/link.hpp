@@ -56,7 +56,11 @@ class Link : public std::enable_shared_from_this<Link> {
   void send_control(std::vector<std::byte> message, Completion done = {});
   // Ends op_id on this side with `why` (once its in-flight I/O has stopped touching the buffer),
   // tells the remote side, and discards segments of op_id that arrive later.
-  void cancel(uint64_t op_id, Status why);
+  void cancel(uint64_t op_id, Status why) { cancel_matching(op_id, ~uint64_t{0}, std::move(why)); }
+  // The same for every op whose id matches op_id on the bits of `mask`, including ops that are
+  // posted later on either side: a layer above that numbers the transfers of one operation under a
+  // common prefix ends all of them, present and future, at both ends with one call.
+  void cancel_matching(uint64_t op_id, uint64_t mask, Status why);
   // Fails every pending op with `why` and closes the connections.
   void close(Status why = closed_error("link closed locally"));
 
@@ -87,7 +91,9 @@ class Link : public std::enable_shared_from_this<Link> {
   // Take the op by value: callers may pass a reference into the map these erase from.
   void complete_recv_if_done(std::shared_ptr<RecvOp> op, Pending& pending);  // requires mu_
   void complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending);  // requires mu_
-  void remember_cancelled(uint64_t op_id);  // requires mu_
+  void remember_cancelled(uint64_t op_id, uint64_t mask = ~uint64_t{0});  // requires mu_
+  bool is_cancelled(uint64_t op_id) const;                                 // requires mu_
+  void cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pending& pending);  // requires mu_
 
   const TransportOptions options_;
   const std::string peer_;
@@ -110,8 +116,9 @@ class Link : public std::enable_shared_from_this<Link> {
   };
   std::map<uint64_t, Unexpected> unexpected_;
   uint64_t unexpected_bytes_ = 0;
-  std::set<uint64_t> cancelled_;
+  std::set<uint64_t> cancelled_;  // exact ids
   std::deque<uint64_t> cancelled_order_;
+  std::deque<std::pair<uint64_t, uint64_t>> cancelled_prefixes_;  // (id & mask, mask)
 };
 
 }  // namespace longhaul::net

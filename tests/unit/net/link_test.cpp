@@ -190,6 +190,28 @@ TEST(Link, CancelEndsTheOpOnBothSidesAndLateBytesAreDiscarded) {
   EXPECT_TRUE(next_dst == next);
 }
 
+TEST(Link, CancelMatchingEndsPresentAndFutureOpsOfAPrefixAtBothEnds) {
+  IoRuntime io(2);
+  auto pair = connect_pair(io, 2, {}, {});
+  ASSERT_TRUE(pair);
+  constexpr uint64_t kMask = ~uint64_t{0xFFFF};
+  std::vector<std::byte> a(1000), b(1000), c(1000);
+  Done waiting_remote, unrelated;
+  pair->server->recv(0x10002, a, waiting_remote.callback());  // same prefix as 0x10000
+  pair->server->recv(0x20001, b, unrelated.callback());
+  pair->client->cancel_matching(0x10000, kMask, aborted_error("operation failed"));
+  EXPECT_EQ(waiting_remote.wait(std::chrono::seconds(1)).code(), LH_ERR_ABORTED);
+  // Ops of the prefix posted later fail at once on both sides; other ops still work.
+  Done later_local, later_remote;
+  pair->client->send(0x10007, c, later_local.callback());
+  EXPECT_EQ(later_local.wait(std::chrono::seconds(1)).code(), LH_ERR_ABORTED);
+  pair->server->recv(0x10009, c, later_remote.callback());
+  EXPECT_EQ(later_remote.wait(std::chrono::seconds(1)).code(), LH_ERR_ABORTED);
+  Done sent;
+  pair->client->send(0x20001, a, sent.callback());
+  EXPECT_TRUE(unrelated.wait().is_ok());
+}
+
 TEST(Link, SizeMismatchFailsTheOpNotTheLink) {
   IoRuntime io(2);
   auto pair = connect_pair(io, 2, {}, {});

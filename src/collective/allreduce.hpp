@@ -1,0 +1,156 @@
+// All-reduce over a group's ring: chunked, pipelined, striped, optionally quantized, bit-exact.
+//
+// Two schedules move the same bytes per member:
+// - ring: reduce-scatter in N-1 ring steps, then all-gather in N-1 ring steps. Each segment runs
+//   its own chain of steps, so sending, receiving and reducing of different segments overlap.
+// - direct: reduce-scatter as an all-to-all (each member sends chunk c straight to its owner, who
+//   combines every contribution in a fixed order), then the owner sends the result to everyone.
+//   One step; a quantized contribution is encoded exactly once.
+//
+// Bit parity: every chunk is combined along one path and its owner's final bytes are what every
+// member, the owner included, ends with. With a codec the owner encodes the final chunk once and
+// every member decodes those same bytes.
+//
+// Failure: the first error (a link failing, a cancel, abort()) cancels every transfer the
+// operation has outstanding, on both ends of each link, and the operation completes with that
+// error once no transfer touches its buffers any more. The input is then intact (an in-place
+// operation restores it from a copy), the error-feedback residual is restored, and the output
+// holds unspecified values.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include <asio/thread_pool.hpp>
+
+#include "collective/partition.hpp"
+#include "collective/ring_view.hpp"
+#include "common/status.hpp"
+#include "quant/codec.hpp"
+#include "quant/dtype.hpp"
+
+namespace longhaul::collective {
+
+enum class Schedule : uint8_t { kAuto = 0, kRing = 1, kDirect = 2 };
+const char* schedule_name(Schedule s);
+
+struct AllReduceSpec {
+  const void* input = nullptr;  // count elements of dtype; may equal output (in place)
+  void* output = nullptr;
+  size_t count = 0;
+  quant::DType dtype = quant::DType::kF32;
+  quant::ReduceOp op = quant::ReduceOp::kSum;
+  // Codecs other than kNone need dtype f32.
+  quant::Codec codec = quant::Codec::kNone;
+  size_t block = quant::kDefaultBlock;
+  // Error feedback (codec != kNone): `count` floats carried from call to call; may be null.
+  float* residual = nullptr;
+  Schedule schedule = Schedule::kAuto;
+  // Pipeline granularity: the unencoded bytes of one segment.
+  size_t segment_bytes = 1u << 20;
+};
+
+struct AllReduceInfo {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  size_t world_size = 0;  // members the operation ran with
+  Schedule schedule = Schedule::kRing;
+};
+
+class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
+ public:
+  ~AllReduceOp();
+  // True once the operation has completed (successfully or not).
+  bool test() const;
+  // Blocks until completion; returns the outcome.
+  Status wait();
+  // The outcome, or LH_OK while still running.
+  Status status() const;
+  AllReduceInfo info() const;
+  // Fails the operation with `why` (no-op once complete).
+  void abort(Status why);
+
+ private:
+  friend class CollectiveEngine;
+  struct Transfer;
+  AllReduceOp(asio::thread_pool& pool, RingView view, AllReduceSpec spec, uint64_t seq, Schedule schedule);
+  Status prepare();
+  void start();
+  void start_ring();
+  void start_direct();
+  void ring_reduce_scatter_received(size_t step, size_t seg);
+  void ring_all_gather_received(size_t step, size_t seg);
+  void direct_contribution_received(size_t seg);
+  void direct_all_gather_received(size_t from, size_t seg);
+  void finish_owned_segment(size_t chunk, size_t seg, std::vector<std::byte>* encoded_final);
+
+  void send(size_t peer, Phase phase, size_t step, size_t seg, std::span<const std::byte> data);
+  void recv(size_t peer, Phase phase, size_t step, size_t seg, std::span<std::byte> dst, std::function<void()> then);
+  void run_task(std::function<void()> task);
+  void fail(Status why);
+  void maybe_finish();  // requires mu_
+  void check(Status s);  // fails the op on error
+
+  std::byte* work(size_t chunk, size_t seg) const;
+  std::span<std::byte> work_span(size_t chunk, size_t seg) const;
+  std::span<float> work_f32(size_t chunk, size_t seg) const;
+  size_t encoded_bytes(size_t chunk, size_t seg) const;
+
+  asio::thread_pool& pool_;
+  const RingView view_;
+  const AllReduceSpec spec_;
+  const uint64_t seq_;
+  const Schedule schedule_;
+  const size_t n_;
+  const size_t rank_;
+  const size_t elem_;
+  Partition part_;
+  std::vector<std::byte> input_backup_;  // in-place operations only
+  std::vector<float> residual_backup_;
+  // Buffers for bytes in flight: staging_[i] by (step or peer, segment); see the .cpp.
+  std::vector<std::vector<std::byte>> staging_;
+  std::vector<std::vector<std::byte>> outgoing_;
+  std::vector<std::vector<std::byte>> owned_final_;
+  std::vector<std::atomic<size_t>> contributions_;
+
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  size_t expected_ = 0;   // transfers that make a successful operation
+  size_t completed_ = 0;  // transfers whose follow-up work has finished
+  size_t in_flight_ = 0;  // transfers posted to a link and not completed
+  size_t tasks_ = 0;      // worker tasks queued or running
+  Status failure_;
+  bool done_ = false;
+  Status outcome_;
+  AllReduceInfo info_;
+};
+
+// Runs collectives: owns the worker pool that reduces, encodes and decodes, numbers operations
+// within each epoch, and can abort everything in flight (the master's abort push lands here).
+// Thread-safe.
+class CollectiveEngine {
+ public:
+  // workers == 0 sizes the pool to the machine.
+  explicit CollectiveEngine(unsigned workers = 0);
+  ~CollectiveEngine();
+
+  // Starts an all-reduce over `view`. Every member must start the group's collectives in the
+  // same order within an epoch. Invalid arguments are reported here, before anything is sent.
+  Result<std::shared_ptr<AllReduceOp>> allreduce(const RingView& view, const AllReduceSpec& spec);
+  // Fails every operation in flight with `why`.
+  void abort_all(const Status& why);
+
+ private:
+  asio::thread_pool pool_;
+  std::mutex mu_;
+  uint64_t epoch_ = ~0ull;
+  uint64_t next_seq_ = 0;
+  std::vector<std::weak_ptr<AllReduceOp>> in_flight_;
+};
+
+}  // namespace longhaul::collective

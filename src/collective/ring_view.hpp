@@ -1,0 +1,31 @@
+// What a collective needs from the peer mesh: the epoch, this peer's place in the group's ring,
+// and the data links to the other members. A snapshot: the shared_ptrs keep the links alive for as
+// long as an operation that took the view runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "net/link.hpp"
+
+namespace longhaul::collective {
+
+struct RingView {
+  uint64_t epoch = 0;
+  size_t rank = 0;  // position in the ring order
+  size_t size = 1;  // members of the group
+  // links[r] reaches the member at ring position r; null for this peer and for members it has no
+  // link to. The ring schedule needs left and right; the direct schedule needs every member.
+  std::vector<std::shared_ptr<net::Link>> links;
+
+  size_t left() const { return (rank + size - 1) % size; }
+  size_t right() const { return (rank + 1) % size; }
+  bool has_links_to_all() const {
+    for (size_t r = 0; r < size; ++r)
+      if (r != rank && (r >= links.size() || !links[r])) return false;
+    return true;
+  }
+};
+
+}  // namespace longhaul::collective

@@ -1,0 +1,338 @@
+#include "collective/allreduce.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "group_fixture.hpp"
+#include "quant/half.hpp"
+#include "quant/reduce.hpp"
+
+namespace longhaul::collective {
+namespace {
+
+using quant::Codec;
+using quant::DType;
+using quant::ReduceOp;
+using testing::LoopbackGroup;
+
+std::vector<std::byte> random_values(DType t, ReduceOp op, size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  // Products stay finite with factors near 1; the rest use the whole range of their type.
+  std::uniform_real_distribution<double> real(op == ReduceOp::kProd ? 0.5 : -100.0, op == ReduceOp::kProd ? 1.5 : 100.0);
+  std::vector<std::byte> v(count * quant::element_size(t));
+  for (size_t i = 0; i < count; ++i) {
+    std::byte* p = v.data() + i * quant::element_size(t);
+    switch (t) {
+      case DType::kF32: { float x = static_cast<float>(real(rng)); std::memcpy(p, &x, 4); break; }
+      case DType::kF64: { double x = real(rng); std::memcpy(p, &x, 8); break; }
+      case DType::kF16: { uint16_t x = quant::f32_to_f16(static_cast<float>(real(rng))); std::memcpy(p, &x, 2); break; }
+      case DType::kBF16: { uint16_t x = quant::f32_to_bf16(static_cast<float>(real(rng))); std::memcpy(p, &x, 2); break; }
+      default: { uint64_t x = rng(); std::memcpy(p, &x, quant::element_size(t)); break; }
+    }
+  }
+  return v;
+}
+
+// The result the schedule must produce, computed the way it combines: chunk c is combined along
+// the ring starting at member c (ring) or at its owner (direct), one element-wise step at a time.
+std::vector<std::byte> reference(const std::vector<std::vector<std::byte>>& inputs, DType t, ReduceOp op,
+                                 size_t count, Schedule schedule, size_t segment_bytes) {
+  const size_t n = inputs.size(), elem = quant::element_size(t);
+  Partition part(count, n, std::max<size_t>(1, segment_bytes / elem));
+  std::vector<std::byte> out(count * elem);
+  for (size_t c = 0; c < n; ++c) {
+    const Range chunk = part.chunk(c);
+    if (chunk.count == 0) continue;
+    // The ring leaves chunk c with member c-1; the direct schedule sends it to member c.
+    const size_t owner = schedule == Schedule::kRing ? (c + n - 1) % n : c;
+    // Ring: the partial starts at member c and each next member combines local op incoming.
+    // Direct: the owner's own values, then the others in ring order after the owner.
+    std::vector<size_t> order;
+    for (size_t i = 0; i < n; ++i) order.push_back(schedule == Schedule::kRing ? (c + i) % n : (owner + i) % n);
+    std::vector<std::byte> acc(inputs[order[0]].begin() + chunk.begin * elem,
+                               inputs[order[0]].begin() + (chunk.begin + chunk.count) * elem);
+    for (size_t i = 1; i < n; ++i) {
+      std::vector<std::byte> local(inputs[order[i]].begin() + chunk.begin * elem,
+                                   inputs[order[i]].begin() + (chunk.begin + chunk.count) * elem);
+      if (schedule == Schedule::kRing) {
+        EXPECT_TRUE(quant::reduce_into(local.data(), acc.data(), chunk.count, t, op).is_ok());
+        acc = local;
+      } else {
+        EXPECT_TRUE(quant::reduce_into(acc.data(), local.data(), chunk.count, t, op).is_ok());
+      }
+    }
+    if (op == ReduceOp::kAvg) {
+      EXPECT_TRUE(quant::finalize_avg(acc.data(), chunk.count, t, n).is_ok());
+    }
+    std::memcpy(out.data() + chunk.begin * elem, acc.data(), acc.size());
+  }
+  return out;
+}
+
+struct Members {
+  explicit Members(size_t n) {
+    for (size_t i = 0; i < n; ++i) engines.push_back(std::make_unique<CollectiveEngine>(1));
+  }
+  std::vector<std::unique_ptr<CollectiveEngine>> engines;
+};
+
+// Runs one all-reduce on every member (in place) and returns each member's output.
+std::vector<std::vector<std::byte>> run_allreduce(LoopbackGroup& group, Members& members,
+                                                  std::vector<std::vector<std::byte>> data, AllReduceSpec spec) {
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  for (size_t r = 0; r < group.size(); ++r) {
+    spec.input = data[r].data();
+    spec.output = data[r].data();
+    auto op = members.engines[r]->allreduce(group.view(r), spec);
+    EXPECT_TRUE(op.is_ok()) << op.status().to_string();
+    if (op) ops.push_back(*op);
+  }
+  for (auto& op : ops) {
+    Status s = op->wait();
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+  }
+  return data;
+}
+
+struct GroupCase {
+  size_t members;
+  Schedule schedule;
+};
+
+class EveryTypeAndOp : public ::testing::TestWithParam<GroupCase> {};
+
+TEST_P(EveryTypeAndOp, BitIdenticalOnEveryMemberAndEqualToTheReference) {
+  const auto [n, schedule] = GetParam();
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  const size_t segment_bytes = 4096;  // many segments per chunk: exercises the pipeline
+  uint64_t seed = 1;
+  for (DType t : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kU8, DType::kI32,
+                  DType::kU32, DType::kI64, DType::kU64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProd}) {
+      for (size_t count : {size_t{1}, size_t{n - 1}, size_t{1001}, size_t{20011}}) {
+        std::vector<std::vector<std::byte>> inputs;
+        for (size_t r = 0; r < n; ++r) inputs.push_back(random_values(t, op, count, seed++));
+        AllReduceSpec spec;
+        spec.count = count;
+        spec.dtype = t;
+        spec.op = op;
+        spec.schedule = schedule;
+        spec.segment_bytes = segment_bytes;
+        auto outputs = run_allreduce(group, members, inputs, spec);
+        const auto want = reference(inputs, t, op, count, schedule, segment_bytes);
+        for (size_t r = 0; r < n; ++r) {
+          ASSERT_TRUE(outputs[r] == outputs[0]) << "member " << r << " differs: " << quant::dtype_name(t) << " "
+                                                << quant::reduce_op_name(op) << " count " << count;
+          ASSERT_TRUE(outputs[r] == want) << quant::dtype_name(t) << " " << quant::reduce_op_name(op) << " count "
+                                          << count;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, EveryTypeAndOp,
+                         ::testing::Values(GroupCase{2, Schedule::kRing}, GroupCase{3, Schedule::kRing},
+                                           GroupCase{5, Schedule::kRing}, GroupCase{8, Schedule::kRing},
+                                           GroupCase{2, Schedule::kDirect}, GroupCase{3, Schedule::kDirect},
+                                           GroupCase{5, Schedule::kDirect}, GroupCase{8, Schedule::kDirect}),
+                         [](const ::testing::TestParamInfo<GroupCase>& param_info) {
+                           return std::string(schedule_name(param_info.param.schedule)) + "_n" +
+                                  std::to_string(param_info.param.members);
+                         });
+
+double relative_l2(const std::vector<float>& got, const std::vector<double>& exact) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - exact[i]) * (got[i] - exact[i]);
+    den += exact[i] * exact[i];
+  }
+  return std::sqrt(num / den);
+}
+
+class Quantized : public ::testing::TestWithParam<std::tuple<size_t, Schedule, Codec>> {};
+
+TEST_P(Quantized, BitIdenticalOnEveryMemberAndCloseToTheExactSum) {
+  const auto [n, schedule, codec] = GetParam();
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  const size_t count = 100003;
+  std::vector<std::vector<std::byte>> inputs;
+  std::vector<double> exact(count, 0.0);
+  std::mt19937 rng(static_cast<unsigned>(n * 7 + static_cast<size_t>(codec)));
+  std::normal_distribution<float> gauss;
+  for (size_t r = 0; r < n; ++r) {
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) {
+      x[i] = gauss(rng);
+      exact[i] += x[i];
+    }
+    inputs.emplace_back(reinterpret_cast<std::byte*>(x.data()), reinterpret_cast<std::byte*>(x.data() + count));
+  }
+  AllReduceSpec spec;
+  spec.count = count;
+  spec.codec = codec;
+  spec.schedule = schedule;
+  spec.segment_bytes = 64 << 10;
+  auto outputs = run_allreduce(group, members, inputs, spec);
+  for (size_t r = 1; r < n; ++r) ASSERT_TRUE(outputs[r] == outputs[0]) << "member " << r << " differs";
+  std::vector<float> got(count);
+  std::memcpy(got.data(), outputs[0].data(), count * 4);
+  const double err = relative_l2(got, exact);
+  const double bound = codec == Codec::kU4 ? 0.25 : codec == Codec::kU8 ? 0.02 : 0.005;
+  EXPECT_LT(err, bound) << quant::codec_name(codec) << " relative L2 error " << err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, Quantized,
+                         ::testing::Combine(::testing::Values(size_t{2}, size_t{3}, size_t{8}),
+                                            ::testing::Values(Schedule::kRing, Schedule::kDirect),
+                                            ::testing::Values(Codec::kFp16, Codec::kBf16, Codec::kU8, Codec::kU4)),
+                         [](const auto& param_info) {
+                           return std::string(schedule_name(std::get<1>(param_info.param))) + "_n" +
+                                  std::to_string(std::get<0>(param_info.param)) + "_" +
+                                  std::string(quant::codec_name(std::get<2>(param_info.param)));
+                         });
+
+TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
+  const size_t n = 4;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  constexpr size_t kOps = 20;
+  std::vector<std::vector<std::vector<float>>> data(kOps, std::vector<std::vector<float>>(n));
+  std::vector<std::vector<std::shared_ptr<AllReduceOp>>> ops(kOps);
+  for (size_t k = 0; k < kOps; ++k)
+    for (size_t r = 0; r < n; ++r) data[k][r].assign(1000 * (k + 1) + r * 0, static_cast<float>(r + k));
+  for (size_t k = 0; k < kOps; ++k)
+    for (size_t r = 0; r < n; ++r) {
+      AllReduceSpec spec;
+      spec.input = spec.output = data[k][r].data();
+      spec.count = data[k][r].size();
+      spec.segment_bytes = 8192;
+      auto op = members.engines[r]->allreduce(group.view(r), spec);
+      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+      ops[k].push_back(*op);
+    }
+  for (size_t k = 0; k < kOps; ++k)
+    for (size_t r = 0; r < n; ++r) {
+      ASSERT_TRUE(ops[k][r]->wait().is_ok());
+      const float want = static_cast<float>(6 + 4 * k);  // sum of r + k over r = 0..3
+      EXPECT_EQ(data[k][r].front(), want);
+      EXPECT_EQ(data[k][r].back(), want);
+      const auto info = ops[k][r]->info();
+      EXPECT_EQ(info.world_size, n);
+      // Ring: each member sends and receives 2(N-1)/N of the buffer.
+      EXPECT_NEAR(static_cast<double>(info.bytes_sent), 2.0 * 3 / 4 * static_cast<double>(data[k][r].size() * 4), 16.0);
+      EXPECT_EQ(info.bytes_sent, info.bytes_received);
+    }
+}
+
+TEST(AllReduce, AMemberDyingFailsEveryoneFastAndRestoresInPlaceInputs) {
+  const size_t n = 4;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  const size_t count = 8u << 20;  // 32 MiB of f32
+  std::vector<std::vector<float>> data(n), original(n);
+  for (size_t r = 0; r < n; ++r) {
+    data[r].resize(count);
+    for (size_t i = 0; i < count; ++i) data[r][i] = static_cast<float>(i % 1000) + static_cast<float>(r);
+    original[r] = data[r];
+  }
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  for (size_t r = 0; r < n; ++r) {
+    AllReduceSpec spec;
+    spec.input = spec.output = data[r].data();
+    spec.count = count;
+    spec.segment_bytes = 256 << 10;
+    ops.push_back(*members.engines[r]->allreduce(group.view(r), spec));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto t0 = std::chrono::steady_clock::now();
+  group.kill(2);
+  for (size_t r = 0; r < n; ++r) {
+    Status s = ops[r]->wait();
+    if (r == 2) continue;
+    EXPECT_FALSE(s.is_ok()) << "member " << r;
+    EXPECT_TRUE(s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED) << s.to_string();
+    EXPECT_TRUE(data[r] == original[r]) << "member " << r << " input not restored";
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
+TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
+  const size_t n = 3;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  const size_t count = 4u << 20;
+  std::vector<std::vector<float>> in(n, std::vector<float>(count, 1.0f)), out(n, std::vector<float>(count));
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  // Member 0 starts late, so the others are certainly mid-operation when it aborts.
+  for (size_t r = 1; r < n; ++r) {
+    AllReduceSpec spec;
+    spec.input = in[r].data();
+    spec.output = out[r].data();
+    spec.count = count;
+    ops.push_back(*members.engines[r]->allreduce(group.view(r), spec));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  members.engines[1]->abort_all(aborted_error("the master aborted the epoch"));
+  for (auto& op : ops) {
+    Status s = op->wait();
+    EXPECT_TRUE(s.code() == LH_ERR_ABORTED || s.code() == LH_ERR_PEER_LOST) << s.to_string();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  for (size_t r = 1; r < n; ++r) EXPECT_EQ(in[r], std::vector<float>(count, 1.0f));  // out of place: input untouched
+}
+
+TEST(AllReduce, InvalidRequestsAreTypedErrorsBeforeAnythingIsSent) {
+  net::IoRuntime io(1);
+  LoopbackGroup group(io, 2);
+  CollectiveEngine engine(1);
+  std::vector<double> d(10);
+  std::vector<float> f(10), residual(10);
+  AllReduceSpec spec;
+  spec.input = spec.output = d.data();
+  spec.count = d.size();
+  spec.dtype = DType::kF64;
+  spec.codec = Codec::kU8;
+  EXPECT_EQ(engine.allreduce(group.view(0), spec).status().code(), LH_ERR_UNSUPPORTED);
+  spec.input = spec.output = f.data();
+  spec.dtype = DType::kF32;
+  spec.codec = Codec::kNone;
+  spec.residual = residual.data();
+  EXPECT_EQ(engine.allreduce(group.view(0), spec).status().code(), LH_ERR_INVALID_ARGUMENT);
+  spec.residual = nullptr;
+  spec.output = f.data() + 3;  // overlaps the input partially
+  EXPECT_EQ(engine.allreduce(group.view(0), spec).status().code(), LH_ERR_INVALID_ARGUMENT);
+  spec.output = f.data();
+  spec.dtype = static_cast<DType>(42);
+  EXPECT_EQ(engine.allreduce(group.view(0), spec).status().code(), LH_ERR_INVALID_ARGUMENT);
+}
+
+TEST(AllReduce, ASingleMemberGroupIsTheIdentity) {
+  CollectiveEngine engine(1);
+  RingView solo;
+  std::vector<int32_t> in = {1, -2, 3}, out(3);
+  AllReduceSpec spec;
+  spec.input = in.data();
+  spec.output = out.data();
+  spec.count = 3;
+  spec.dtype = DType::kI32;
+  spec.op = ReduceOp::kAvg;
+  auto op = engine.allreduce(solo, spec);
+  ASSERT_TRUE(op.is_ok());
+  ASSERT_TRUE((*op)->wait().is_ok());
+  EXPECT_EQ(out, in);
+}
+
+}  // namespace
+}  // namespace longhaul::collective
