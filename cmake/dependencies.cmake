@@ -13,6 +13,11 @@ add_library(asio INTERFACE)
 target_include_directories(asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
 target_compile_definitions(asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
 target_link_libraries(asio INTERFACE Threads::Threads)
+# Asio 1.22 enables co_await for clang only with <experimental/coroutine>, which libstdc++ lacks;
+# clang 14 supports C++20 coroutines with <coroutine>, so say so.
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_definitions(asio INTERFACE ASIO_HAS_CO_AWAIT=1)
+endif()
 
 if(LONGHAUL_TESTS)
   find_package(GTest REQUIRED)

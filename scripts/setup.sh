@@ -7,7 +7,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libasio-dev libssl-dev libzstd-dev libxxhash-dev libfmt-dev libuv1-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev libomp-14-dev clang-format
   iperf3 iproute2 openssl procps
 )
 PIP_PACKAGES=(numpy matplotlib)
