@@ -1,16 +1,14 @@
 #include "net/connection.hpp"
 
-#include <openssl/ssl.h>
-
 #include <array>
 
+#include <fmt/format.h>
 #include <asio/buffer.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/read.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
-#include <fmt/format.h>
 
 namespace longhaul::net {
 namespace {
@@ -35,7 +33,8 @@ Connection::Connection(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::
       is_server_(is_server),
       limits_(limits),
       remote_(describe(plain_)) {
-  if (tls_context_) tls_stream_.emplace(plain_, *tls_context_);
+  if (tls_context_)
+    tls_ = std::make_unique<TlsStream>(plain_, tls_context_->native_handle(), closed_, remote_);
 }
 
 Connection::~Connection() {
@@ -44,29 +43,30 @@ Connection::~Connection() {
 }
 
 Status Connection::io_status(const asio::error_code& ec, const char* what) const {
-  if (closed_.load()) return closed_error(fmt::format("connection to {} closed", remote_));
-  if (ec == asio::error::eof || ec == asio::error::connection_reset ||
-      ec == asio::error::broken_pipe || ec == asio::error::connection_aborted ||
-      ec == asio::error::timed_out || ec.category() == asio::error::get_ssl_category())
-    return peer_lost(fmt::format("{} {}: {}", what, remote_, ec.message()));
-  return io_error(fmt::format("{} {}: {}", what, remote_, ec.message()));
+  return socket_status(ec, what, remote_, closed_.load());
 }
 
+// GCC 12 can destroy temporaries inside a co_await operand twice, so every awaited call below
+// takes named locals (or trivially destructible values) only.
+
 asio::awaitable<Status> Connection::tls_handshake() {
-  if (!tls_stream_) co_return Status::ok();
-  asio::error_code ec;
-  co_await tls_stream_->async_handshake(is_server_ ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
-                                        asio::redirect_error(kAwait, ec));
-  if (ec) co_return auth_error(fmt::format("TLS handshake with {} failed: {}", remote_, ec.message()));
-  co_return Status::ok();
+  if (!tls_) co_return Status::ok();
+  const bool server = is_server_;
+  Status s = co_await tls_->handshake(server);
+  co_return s;
 }
 
 asio::awaitable<Result<FrameHeader>> Connection::read_header() {
-  asio::error_code ec;
-  auto buf = asio::buffer(read_header_buf_);
-  if (tls_stream_) co_await asio::async_read(*tls_stream_, buf, asio::redirect_error(kAwait, ec));
-  else co_await asio::async_read(plain_, buf, asio::redirect_error(kAwait, ec));
-  if (ec) co_return io_status(ec, "reading from");
+  if (tls_) {
+    const std::span<std::byte> dst(read_header_buf_.data(), read_header_buf_.size());
+    Status s = co_await tls_->read_exact(dst);
+    if (!s) co_return s;
+  } else {
+    asio::error_code ec;
+    const asio::mutable_buffer buf(read_header_buf_.data(), read_header_buf_.size());
+    co_await asio::async_read(plain_, buf, asio::redirect_error(kAwait, ec));
+    if (ec) co_return io_status(ec, "reading from");
+  }
   FrameHeader h;
   Status s = decode_header(read_header_buf_, limits_, &h);
   if (!s) co_return s.with_context(fmt::format("from {}", remote_));
@@ -75,10 +75,13 @@ asio::awaitable<Result<FrameHeader>> Connection::read_header() {
 
 asio::awaitable<Status> Connection::read_payload(std::span<std::byte> dst) {
   if (dst.empty()) co_return Status::ok();
+  if (tls_) {
+    Status s = co_await tls_->read_exact(dst);
+    co_return s;
+  }
   asio::error_code ec;
-  auto buf = asio::buffer(dst.data(), dst.size());
-  if (tls_stream_) co_await asio::async_read(*tls_stream_, buf, asio::redirect_error(kAwait, ec));
-  else co_await asio::async_read(plain_, buf, asio::redirect_error(kAwait, ec));
+  const asio::mutable_buffer buf(dst.data(), dst.size());
+  co_await asio::async_read(plain_, buf, asio::redirect_error(kAwait, ec));
   if (ec) co_return io_status(ec, "reading from");
   co_return Status::ok();
 }
@@ -87,7 +90,8 @@ asio::awaitable<Status> Connection::skip_payload(uint64_t n) {
   if (skip_buf_.empty()) skip_buf_.resize(64 << 10);
   while (n > 0) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, skip_buf_.size()));
-    Status s = co_await read_payload(std::span(skip_buf_.data(), chunk));
+    const std::span<std::byte> dst(skip_buf_.data(), chunk);
+    Status s = co_await read_payload(dst);
     if (!s) co_return s;
     n -= chunk;
   }
@@ -95,25 +99,26 @@ asio::awaitable<Status> Connection::skip_payload(uint64_t n) {
 }
 
 asio::awaitable<Status> Connection::write_frame(const FrameHeader& header,
-                                               std::span<const std::byte> payload) {
+                                                std::span<const std::byte> payload) {
   write_header_buf_ = encode_header(header);
-  std::array<asio::const_buffer, 2> bufs = {asio::buffer(write_header_buf_),
-                                            asio::buffer(payload.data(), payload.size())};
+  const std::array<asio::const_buffer, 2> bufs = {
+      asio::const_buffer(write_header_buf_.data(), write_header_buf_.size()),
+      asio::const_buffer(payload.data(), payload.size())};
+  if (tls_) {
+    const std::span<const asio::const_buffer> pieces(bufs);
+    Status s = co_await tls_->write_all(pieces);
+    co_return s;
+  }
   asio::error_code ec;
-  if (tls_stream_) co_await asio::async_write(*tls_stream_, bufs, asio::redirect_error(kAwait, ec));
-  else co_await asio::async_write(plain_, bufs, asio::redirect_error(kAwait, ec));
+  co_await asio::async_write(plain_, bufs, asio::redirect_error(kAwait, ec));
   if (ec) co_return io_status(ec, "writing to");
   co_return Status::ok();
 }
 
 std::vector<std::byte> Connection::channel_binding() {
-  if (!tls_stream_) return {};
+  if (!tls_) return {};
   static constexpr char kLabel[] = "EXPORTER-longhaul-handshake";
-  std::vector<std::byte> out(32);
-  if (SSL_export_keying_material(tls_stream_->native_handle(), reinterpret_cast<unsigned char*>(out.data()),
-                                 out.size(), kLabel, sizeof(kLabel) - 1, nullptr, 0, 0) != 1)
-    out.clear();
-  return out;
+  return tls_->export_keying_material(kLabel, sizeof(kLabel) - 1, 32);
 }
 
 void Connection::close() {

@@ -8,18 +8,18 @@
 
 #include <atomic>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <asio/awaitable.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/ssl/stream.hpp>
+#include <asio/ssl/context.hpp>
 #include <asio/strand.hpp>
 
 #include "common/status.hpp"
 #include "net/frame.hpp"
+#include "net/tls_stream.hpp"
 
 namespace longhaul::net {
 
@@ -38,7 +38,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection& operator=(const Connection&) = delete;
 
   const Strand& strand() const { return strand_; }
-  bool is_tls() const { return tls_stream_.has_value(); }
+  bool is_tls() const { return tls_ != nullptr; }
   const std::string& remote() const { return remote_; }
   const FrameLimits& limits() const { return limits_; }
 
@@ -51,7 +51,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<Status> skip_payload(uint64_t n);
   // Writes a header and its payload (header.length must equal payload.size()) as one gathered
   // write; completes once the kernel has every byte.
-  asio::awaitable<Status> write_frame(const FrameHeader& header, std::span<const std::byte> payload);
+  asio::awaitable<Status> write_frame(const FrameHeader& header,
+                                      std::span<const std::byte> payload);
 
   // TLS exported keying material (RFC 5705) binding the handshake MACs to this channel; empty for
   // plaintext.
@@ -65,7 +66,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Strand strand_;
   asio::ip::tcp::socket plain_;
-  std::optional<asio::ssl::stream<asio::ip::tcp::socket&>> tls_stream_;
   std::shared_ptr<asio::ssl::context> tls_context_;
   bool is_server_;
   FrameLimits limits_;
@@ -74,6 +74,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   EncodedHeader write_header_buf_{};
   std::vector<std::byte> skip_buf_;
   std::atomic<bool> closed_{false};
+  // Non-null for TLS; refers to plain_, closed_ and remote_, so it is declared after them.
+  std::unique_ptr<TlsStream> tls_;
 };
 
 }  // namespace longhaul::net

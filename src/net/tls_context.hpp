@@ -1,4 +1,5 @@
-// TLS 1.3 contexts for listeners and connectors (OpenSSL through asio::ssl).
+// TLS 1.3 contexts for listeners and connectors (OpenSSL; the handle is wrapped in an
+// asio::ssl::context, and each connection runs its own TlsStream on it).
 #pragma once
 
 #include <memory>
