@@ -10,7 +10,6 @@
 #include "train/gelu.hpp"
 #include "train/layernorm.hpp"
 #include "train/linear.hpp"
-#include "train/residual.hpp"
 #include "train/softmax_cross_entropy.hpp"
 
 namespace longhaul::train {
@@ -96,7 +95,6 @@ Result<float> Gpt::forward(const int* inputs, const int* targets, int B, int T) 
   if (have_targets_) targets_.assign(targets, targets + N);
 
   const int C = config_.channels, NH = config_.heads, V = config_.vocab;
-  const long NC = static_cast<long>(N) * C;
   const std::ptrdiff_t att_size = static_cast<std::ptrdiff_t>(B) * NH * T * T;
   const ParamViews p = param_views();
   Activations& a = acts_;
@@ -105,6 +103,13 @@ Result<float> Gpt::forward(const int* inputs, const int* targets, int B, int T) 
   {
     ScopedPhase t(prof, Phase::kEmbedding, false);
     embedding_forward(a.encoded.data(), inputs_.data(), p.wte, p.wpe, B, T, C);
+  }
+  // Layer 0's first LayerNorm reads the embeddings; every later LayerNorm is fused with the
+  // residual add that produces its input (residual_layernorm_forward).
+  {
+    ScopedPhase t(prof, Phase::kLayerNorm, false);
+    layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), a.encoded.data(), p.ln1_w,
+                      p.ln1_b, N, C);
   }
   const float* residual = a.encoded.data();
   for (int l = 0; l < config_.layers; ++l) {
@@ -122,11 +127,6 @@ Result<float> Gpt::forward(const int* inputs, const int* targets, int B, int T) 
     float* fcproj = a.fcproj.data() + lN * C;
     float* residual3 = a.residual3.data() + lN * C;
     {
-      ScopedPhase t(prof, Phase::kLayerNorm, false);
-      layernorm_forward(ln1, a.ln1_mean.data() + lN, a.ln1_rstd.data() + lN, residual, p.ln1_w + lC,
-                        p.ln1_b + lC, N, C);
-    }
-    {
       ScopedPhase t(prof, Phase::kQkvLinear, false);
       linear_forward(qkv, ln1, p.qkv_w + lC * 3 * C, p.qkv_b + lC * 3, N, C, 3 * C);
     }
@@ -139,36 +139,29 @@ Result<float> Gpt::forward(const int* inputs, const int* targets, int B, int T) 
       linear_forward(attproj, atty, p.attproj_w + lC * C, p.attproj_b + lC, N, C, C);
     }
     {
-      ScopedPhase t(prof, Phase::kResidual, false);
-      residual_forward(residual2, residual, attproj, NC);
-    }
-    {
       ScopedPhase t(prof, Phase::kLayerNorm, false);
-      layernorm_forward(ln2, a.ln2_mean.data() + lN, a.ln2_rstd.data() + lN, residual2,
-                        p.ln2_w + lC, p.ln2_b + lC, N, C);
+      residual_layernorm_forward(residual2, ln2, a.ln2_mean.data() + lN, a.ln2_rstd.data() + lN,
+                                 residual, attproj, p.ln2_w + lC, p.ln2_b + lC, N, C);
     }
     {
-      ScopedPhase t(prof, Phase::kFcLinear, false);
-      linear_forward(fch, ln2, p.fc_w + lC * 4 * C, p.fc_b + lC * 4, N, C, 4 * C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kGelu, false);
-      gelu_forward(fch_gelu, fch, NC * 4);
+      ScopedPhase t(prof, Phase::kFcLinear, false);  // GELU fused into the tiles
+      linear_gelu_forward(fch, fch_gelu, ln2, p.fc_w + lC * 4 * C, p.fc_b + lC * 4, N, C, 4 * C);
     }
     {
       ScopedPhase t(prof, Phase::kFcProjLinear, false);
       linear_forward(fcproj, fch_gelu, p.fcproj_w + lC * 4 * C, p.fcproj_b + lC, N, 4 * C, C);
     }
     {
-      ScopedPhase t(prof, Phase::kResidual, false);
-      residual_forward(residual3, residual2, fcproj, NC);
+      ScopedPhase t(prof, Phase::kLayerNorm, false);
+      const bool last = l + 1 == config_.layers;
+      const std::ptrdiff_t next = (lN + N) * C;  // the next layer's ln1 rows
+      residual_layernorm_forward(residual3, last ? a.lnf.data() : a.ln1.data() + next,
+                                 last ? a.lnf_mean.data() : a.ln1_mean.data() + lN + N,
+                                 last ? a.lnf_rstd.data() : a.ln1_rstd.data() + lN + N, residual2,
+                                 fcproj, last ? p.lnf_w : p.ln1_w + lC + C,
+                                 last ? p.lnf_b : p.ln1_b + lC + C, N, C);
     }
     residual = residual3;
-  }
-  {
-    ScopedPhase t(prof, Phase::kLayerNorm, false);
-    layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), residual, p.lnf_w,
-                      p.lnf_b, N, C);
   }
   {
     ScopedPhase t(prof, Phase::kHead, false);

@@ -9,6 +9,14 @@ namespace longhaul::train {
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C);
 
+// Fused residual add + layer norm: residual = a + b, then out = layernorm(residual). Every
+// block of the model ends in a residual add whose result the next LayerNorm reads at once; doing
+// both per row while it is in cache saves a pass over memory (and a thread barrier).
+// a, b, residual, out: (N, C); the rest as layernorm_forward.
+void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
+                                const float* a, const float* b, const float* weight,
+                                const float* bias, int N, int C);
+
 // dout, inp: (N, C); mean, rstd from the forward pass. dinp (N, C), dweight and dbias (C) are
 // accumulated (+=), never overwritten.
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "train/blas.hpp"
+#include "train/gelu.hpp"
 
 namespace longhaul::train {
 
@@ -20,8 +21,9 @@ int tiles(int n, int tile) {
 }
 }  // namespace
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
-                    int C, int OC) {
+namespace {
+void forward_tiles(float* out, float* out_gelu, const float* inp, const float* weight,
+                   const float* bias, int N, int C, int OC) {
   const int row_tiles = tiles(N, kRowTile);
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < row_tiles; ++t) {
@@ -36,7 +38,22 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
     }
     sgemm(false, true, rows, OC, C, 1.0f, inp + static_cast<std::ptrdiff_t>(n0) * C, C, weight, C,
           beta, o, OC);
+    if (out_gelu != nullptr) {
+      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(n0) * OC;
+      gelu_forward_serial(out_gelu + at, o, static_cast<long>(rows) * OC);
+    }
   }
+}
+}  // namespace
+
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                    int C, int OC) {
+  forward_tiles(out, nullptr, inp, weight, bias, N, C, OC);
+}
+
+void linear_gelu_forward(float* out, float* out_gelu, const float* inp, const float* weight,
+                         const float* bias, int N, int C, int OC) {
+  forward_tiles(out, out_gelu, inp, weight, bias, N, C, OC);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

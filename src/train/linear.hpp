@@ -10,6 +10,11 @@ namespace longhaul::train {
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC);
 
+// linear_forward followed by GELU (gelu.hpp) on each tile while it is in cache: out receives
+// the pre-activation (the backward pass needs it), out_gelu the activation; both (N, OC).
+void linear_gelu_forward(float* out, float* out_gelu, const float* inp, const float* weight,
+                         const float* bias, int N, int C, int OC);
+
 // dout: (N, OC); inp: (N, C). Accumulates (+=) into dinp (N, C), dweight (OC, C) and, when not
 // nullptr, dbias (OC).
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

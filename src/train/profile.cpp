@@ -20,8 +20,6 @@ std::string_view phase_name(Phase phase) {
       return "gelu";
     case Phase::kFcProjLinear:
       return "fcproj_linear";
-    case Phase::kResidual:
-      return "residual";
     case Phase::kHead:
       return "head";
     case Phase::kLoss:

@@ -11,14 +11,13 @@ namespace longhaul::train {
 
 enum class Phase {
   kEmbedding,
-  kLayerNorm,
+  kLayerNorm,  // with the residual adds fused in
   kQkvLinear,
   kAttention,
   kAttProjLinear,
   kFcLinear,
-  kGelu,
+  kGelu,  // backward only: the forward is fused into the fc tiles
   kFcProjLinear,
-  kResidual,
   kHead,       // the tied output projection (logits = lnf @ wte^T)
   kLoss,       // fused softmax + cross-entropy
   kClip,       // global gradient-norm clipping
