@@ -32,6 +32,7 @@ model
   --layers N (5) --channels N (128) --heads N (4) --context N (128)
 training
   --steps N (300)       total optimizer steps (also the cosine schedule's length)
+  --stop-at N           stop after step N as if interrupted (checkpoint saved; --resume it)
   --batch N (16)        sequences of --context bytes per step
   --lr X (3e-3) --min-lr X (3e-4) --warmup N (50)
   --weight-decay X (0.1) --beta1 X (0.9) --beta2 X (0.95) --clip X (1.0, 0: off)
@@ -67,6 +68,7 @@ Result<Options> parse(int argc, char** argv) {
       {"--heads", num(&t.model.heads)},
       {"--context", num(&t.model.context)},
       {"--steps", num(&o.steps)},
+      {"--stop-at", num(&o.stop_at)},
       {"--batch", num(&t.batch)},
       {"--lr", num(&lr)},
       {"--min-lr", num(&min_lr)},
@@ -123,7 +125,8 @@ Result<Options> parse(int argc, char** argv) {
   if (o.steps < 1) return invalid_argument("--steps must be positive");
   if (o.val_every < 1 || o.val_batches < 1)
     return invalid_argument("--val-every and --val-batches must be positive");
-  if (o.checkpoint_every < 0 || o.bench_warmup < 0) return invalid_argument("negative count");
+  if (o.checkpoint_every < 0 || o.bench_warmup < 0 || o.stop_at < 0)
+    return invalid_argument("negative count");
   if (lr <= 0 || min_lr < 0) return invalid_argument("--lr must be positive and --min-lr >= 0");
   LH_RETURN_IF_ERROR(t.model.validate());
   return o;

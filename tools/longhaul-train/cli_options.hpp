@@ -14,8 +14,9 @@ struct Options {
   TrainOptions train;             // model sizes, batch, seeds, AdamW, schedule, clipping
   std::vector<std::string> data;  // files or directories; empty: Python's standard library
   std::int64_t steps = 300;
-  int threads = 0;     // 0: one per hardware thread
-  int val_every = 50;  // steps between validation runs (and at the end)
+  std::int64_t stop_at = 0;  // > 0: stop after this step, as if interrupted (resume later)
+  int threads = 0;           // 0: one per hardware thread
+  int val_every = 50;        // steps between validation runs (and at the end)
   int val_batches = 16;
   int checkpoint_every = 0;           // 0: only at the end
   std::string out_dir = "train-out";  // log.csv, loss.png, checkpoint.bin

@@ -143,7 +143,8 @@ int run(const cli::Options& o) {
   std::int64_t measured_steps = 0, run_steps = 0;
   float last_loss = 0.0f;
   std::optional<float> last_val;
-  while (trainer.step_count() < o.steps) {
+  const std::int64_t last_step = o.stop_at > 0 && o.stop_at < o.steps ? o.stop_at : o.steps;
+  while (trainer.step_count() < last_step) {
     const bool measure = run_steps >= o.bench_warmup;
     trainer.model().set_profile(measure ? &profile : nullptr);
     const auto t0 = std::chrono::steady_clock::now();
