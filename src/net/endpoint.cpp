@@ -96,6 +96,7 @@ void Listener::close() {
   for (auto& [id, p] : pending)
     for (auto& c : p.connections)
       if (c) c->close();
+  { std::lock_guard wait_for_handler(handler_mu_); }
   asio::post(acceptor_.get_executor(), [this, keep = weak_from_this()] {
     auto self = keep.lock();
     asio::error_code ec;
@@ -190,7 +191,13 @@ void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConne
     pending_.erase(it);
     handler = on_link_;
   }
-  if (handler) handler(std::move(link), role);
+  std::lock_guard handler_lock(handler_mu_);
+  bool closed;
+  {
+    std::lock_guard lock(mu_);
+    closed = closed_;
+  }
+  if (handler && !closed) handler(std::move(link), role);
   else link->close();
 }
 

@@ -37,6 +37,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
                                                   const TransportOptions& options);
   ~Listener();
   void start(AcceptHandler on_link);
+  // Stops accepting and drops half-assembled links. When it returns no accept handler is running
+  // or will run (it may be called from inside the handler).
   void close();
 
   uint16_t port() const { return port_; }
@@ -63,6 +65,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   uint16_t port_ = 0;
   std::atomic<uint64_t> refused_{0};
   std::mutex mu_;
+  std::recursive_mutex handler_mu_;  // held while the accept handler runs; close() waits on it
   AcceptHandler on_link_;
   std::map<uint64_t, PendingLink> pending_;
   bool closed_ = false;

@@ -29,8 +29,8 @@ class Refusals : public ::testing::Test {
     });
   }
   void TearDown() override {
+    if (listener_) listener_->close();  // after this no accept handler runs
     for (auto& l : accepted_) l->close();
-    if (listener_) listener_->close();
   }
   // The listener still admits a well-behaved client after whatever the test did.
   void expect_still_accepting(const TransportOptions& good) {

@@ -72,11 +72,13 @@ TEST(PeerDeath, SenderKilledMidTransferFailsTheReceiverWithinOneSecond) {
   EXPECT_LT(elapsed, std::chrono::seconds(1)) << elapsed.count() << " ms";
 }
 
-TEST(PeerDeath, PeerClosingMidTransferFailsTheOpWithinOneSecond) {
+// The time measured here includes the remote process handling SIGTERM and closing its links; the
+// 1 s bound from the close itself is Link.LocalCloseFailsPendingOpsAtBothEnds.
+TEST(PeerDeath, PeerShuttingDownMidTransferFailsTheOpPromptly) {
   Status failure;
   auto elapsed = time_to_failure(/*we_send=*/false, SIGTERM, &failure);
   EXPECT_EQ(failure.code(), LH_ERR_PEER_LOST) << failure.to_string();
-  EXPECT_LT(elapsed, std::chrono::seconds(1)) << elapsed.count() << " ms";
+  EXPECT_LT(elapsed, std::chrono::seconds(2)) << elapsed.count() << " ms";
 }
 
 }  // namespace
