@@ -27,10 +27,12 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
   const float* g = grads.data();
   float* m = m_.data();
   float* v = v_.data();
+  // One parallel region for all tensors (a barrier per tensor costs more than the work).
+#pragma omp parallel
   for (const TensorSpec& s : layout_) {
     const long begin = static_cast<long>(s.offset), end = static_cast<long>(s.offset + s.size);
     const float tensor_decay = s.decay ? decay : 1.0f;
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static) nowait
     for (long i = begin; i < end; ++i) {
       const float pi = p[i] * tensor_decay;
       const float mi = m[i] + one_minus_beta1 * (g[i] - m[i]);

@@ -62,9 +62,9 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     const HeadSlices s = head_slices(bh, T, C, NH);
     const float* a = att + s.att;
     float* d = scratch + s.att;
-    // datt = dout v^T; dv += att^T dout
+    // datt = dout v^T; dv = att^T dout
     sgemm(false, true, T, T, hs, 1.0f, dout + s.out, C, qkv + s.v, 3 * C, 0.0f, d, T);
-    sgemm(true, false, T, hs, T, 1.0f, a, T, dout + s.out, C, 1.0f, dqkv + s.v, 3 * C);
+    sgemm(true, false, T, hs, T, 1.0f, a, T, dout + s.out, C, 0.0f, dqkv + s.v, 3 * C);
     // softmax backward in place: dscores = att * (datt - sum(att * datt)), zero above diagonal
     for (int t = 0; t < T; ++t) {
       const float* p = a + static_cast<std::ptrdiff_t>(t) * T;
@@ -74,9 +74,9 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
       for (int u = 0; u <= t; ++u) dr[u] = p[u] * (dr[u] - dot);
       for (int u = t + 1; u < T; ++u) dr[u] = 0.0f;
     }
-    // dq += scale dscores k; dk += scale dscores^T q
-    sgemm(false, false, T, hs, T, scale, d, T, qkv + s.k, 3 * C, 1.0f, dqkv + s.q, 3 * C);
-    sgemm(true, false, T, hs, T, scale, d, T, qkv + s.q, 3 * C, 1.0f, dqkv + s.k, 3 * C);
+    // dq = scale dscores k; dk = scale dscores^T q
+    sgemm(false, false, T, hs, T, scale, d, T, qkv + s.k, 3 * C, 0.0f, dqkv + s.q, 3 * C);
+    sgemm(true, false, T, hs, T, scale, d, T, qkv + s.q, 3 * C, 0.0f, dqkv + s.k, 3 * C);
   }
 }
 

@@ -12,7 +12,7 @@ namespace longhaul::train {
 // out: (B, T, C). att: (B, NH, T, T) receives the probabilities (kept for the backward pass).
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
 
-// dout: (B, T, C); qkv and att from the forward pass. dqkv (B, T, 3C) is accumulated (+=).
+// dout: (B, T, C); qkv and att from the forward pass. dqkv (B, T, 3C) is written.
 // scratch: (B, NH, T, T) floats, overwritten.
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                         const float* att, int B, int T, int C, int NH);

@@ -8,7 +8,7 @@ namespace longhaul::train {
 void gelu_forward(float* out, const float* inp, long N);
 // The same in the calling thread only (for kernels that fuse it into their own tiles).
 void gelu_forward_serial(float* out, const float* inp, long N);
-// Accumulates (+=) dinp from dout and the forward input.
+// Writes dinp = gelu'(inp) * dout (the pre-activation has one consumer).
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N);
 
 }  // namespace longhaul::train

@@ -200,7 +200,6 @@ Status Gpt::backward() {
   }
   {
     ScopedPhase t(prof, Phase::kHead, true);
-    zero(d.ln);
     linear_backward(d.ln.data(), g.wte, nullptr, d.logits.data(), a.lnf.data(), p.wte, N, C, V);
   }
   const float* last_residual = a.residual3.data() + static_cast<std::ptrdiff_t>(L - 1) * NC;
@@ -226,18 +225,15 @@ Status Gpt::backward() {
     // residual3 = residual2 + fcproj: both receive d.residual as it stands.
     {
       ScopedPhase t(prof, Phase::kFcProjLinear, true);
-      zero(d.fch_gelu);
       linear_backward(d.fch_gelu.data(), g.fcproj_w + lC * 4 * C, g.fcproj_b + lC,
                       d.residual.data(), fch_gelu, p.fcproj_w + lC * 4 * C, N, 4 * C, C);
     }
     {
       ScopedPhase t(prof, Phase::kGelu, true);
-      zero(d.fch);
       gelu_backward(d.fch.data(), fch, d.fch_gelu.data(), NC * 4);
     }
     {
       ScopedPhase t(prof, Phase::kFcLinear, true);
-      zero(d.ln);
       linear_backward(d.ln.data(), g.fc_w + lC * 4 * C, g.fc_b + lC * 4, d.fch.data(), ln2,
                       p.fc_w + lC * 4 * C, N, C, 4 * C);
     }
@@ -249,18 +245,15 @@ Status Gpt::backward() {
     // residual2 = residual + attproj
     {
       ScopedPhase t(prof, Phase::kAttProjLinear, true);
-      zero(d.atty);
       linear_backward(d.atty.data(), g.attproj_w + lC * C, g.attproj_b + lC, d.residual.data(),
                       atty, p.attproj_w + lC * C, N, C, C);
     }
     {
       ScopedPhase t(prof, Phase::kAttention, true);
-      zero(d.qkv);
       attention_backward(d.qkv.data(), d.att.data(), d.atty.data(), qkv, att, B, T, C, NH);
     }
     {
       ScopedPhase t(prof, Phase::kQkvLinear, true);
-      zero(d.ln);
       linear_backward(d.ln.data(), g.qkv_w + lC * 3 * C, g.qkv_b + lC * 3, d.qkv.data(), ln1,
                       p.qkv_w + lC * 3 * C, N, C, 3 * C);
     }

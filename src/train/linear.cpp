@@ -64,12 +64,12 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   const int bias_blocks = dbias != nullptr ? tiles(OC, kBiasBlock) : 0;
 #pragma omp parallel
   {
-    // dinp += dout @ weight, by row tiles
+    // dinp = dout @ weight, by row tiles
 #pragma omp for schedule(static) nowait
     for (int t = 0; t < row_tiles; ++t) {
       const int n0 = t * kRowTile, rows = std::min(kRowTile, N - n0);
       sgemm(false, false, rows, C, OC, 1.0f, dout + static_cast<std::ptrdiff_t>(n0) * OC, OC,
-            weight, C, 1.0f, dinp + static_cast<std::ptrdiff_t>(n0) * C, C);
+            weight, C, 0.0f, dinp + static_cast<std::ptrdiff_t>(n0) * C, C);
     }
     // dweight += dout^T @ inp, by (output, input) feature tiles; each sums over all N rows
 #pragma omp for schedule(static) nowait
