@@ -62,27 +62,27 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   const int out_tiles = tiles(OC, kOutTile), in_tiles = tiles(C, kInTile);
   const int weight_tiles = out_tiles * in_tiles;
   const int bias_blocks = dbias != nullptr ? tiles(OC, kBiasBlock) : 0;
-#pragma omp parallel
-  {
-    // dinp = dout @ weight, by row tiles
-#pragma omp for schedule(static) nowait
-    for (int t = 0; t < row_tiles; ++t) {
-      const int n0 = t * kRowTile, rows = std::min(kRowTile, N - n0);
-      sgemm(false, false, rows, C, OC, 1.0f, dout + static_cast<std::ptrdiff_t>(n0) * OC, OC,
-            weight, C, 0.0f, dinp + static_cast<std::ptrdiff_t>(n0) * C, C);
-    }
-    // dweight += dout^T @ inp, by (output, input) feature tiles; each sums over all N rows
-#pragma omp for schedule(static) nowait
-    for (int t = 0; t < weight_tiles; ++t) {
-      const int o0 = (t / in_tiles) * kOutTile, c0 = (t % in_tiles) * kInTile;
+  // The three kinds of work are independent tasks of unequal size in one dynamically scheduled
+  // loop (largest first), so threads never idle while another works through a big tile. Which
+  // thread runs a tile does not change what it computes.
+  const int tasks = weight_tiles + row_tiles + bias_blocks;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int task = 0; task < tasks; ++task) {
+    if (task < weight_tiles) {
+      // dweight += dout^T @ inp for one (output, input) feature tile, summed over all N rows
+      const int o0 = (task / in_tiles) * kOutTile, c0 = (task % in_tiles) * kInTile;
       const int orows = std::min(kOutTile, OC - o0), ccols = std::min(kInTile, C - c0);
       sgemm(true, false, orows, ccols, N, 1.0f, dout + o0, OC, inp + c0, C, 1.0f,
             dweight + static_cast<std::ptrdiff_t>(o0) * C + c0, C);
-    }
-    // dbias += column sums of dout, by blocks of columns (fixed summation order)
-#pragma omp for schedule(static)
-    for (int blk = 0; blk < bias_blocks; ++blk) {
-      const int o0 = blk * kBiasBlock, o1 = std::min(OC, o0 + kBiasBlock);
+    } else if (task < weight_tiles + row_tiles) {
+      // dinp = dout @ weight for one row tile
+      const int n0 = (task - weight_tiles) * kRowTile, rows = std::min(kRowTile, N - n0);
+      sgemm(false, false, rows, C, OC, 1.0f, dout + static_cast<std::ptrdiff_t>(n0) * OC, OC,
+            weight, C, 0.0f, dinp + static_cast<std::ptrdiff_t>(n0) * C, C);
+    } else {
+      // dbias += column sums of dout for one block of columns (fixed summation order)
+      const int o0 = (task - weight_tiles - row_tiles) * kBiasBlock;
+      const int o1 = std::min(OC, o0 + kBiasBlock);
       float acc[kBiasBlock] = {};
       for (int n = 0; n < N; ++n) {
         const float* row = dout + static_cast<std::ptrdiff_t>(n) * OC;

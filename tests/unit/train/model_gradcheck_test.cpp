@@ -100,7 +100,7 @@ TEST(trainModel, ResultsDoNotDependOnTheThreadCount) {
     ASSERT_TRUE(made.is_ok());
     init_parameters(made->params().data(), config, 5);
     TinyBatch b;
-    b.B = 3;
+    b.B = 20;  // 320 rows: more than one GEMM row tile
     b.T = 16;
     Rng rng(3);
     for (int i = 0; i < b.B * b.T; ++i) {
