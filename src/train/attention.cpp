@@ -37,13 +37,9 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
     // causal softmax, row by row; the masked part is set to exactly zero
     for (int t = 0; t < T; ++t) {
       float* row = a + static_cast<std::ptrdiff_t>(t) * T;
-      float maxv = row[0];
-      for (int u = 1; u <= t; ++u) maxv = row[u] > maxv ? row[u] : maxv;
-      float sum = 0.0f;
-      for (int u = 0; u <= t; ++u) {
-        row[u] = exp_approx(row[u] - maxv);
-        sum += row[u];
-      }
+      const float maxv = lane_max(row, t + 1);
+      for (int u = 0; u <= t; ++u) row[u] = exp_approx(row[u] - maxv);
+      const float sum = lane_sum(t + 1, [row](int u) { return row[u]; });
       const float inv = 1.0f / sum;
       for (int u = 0; u <= t; ++u) row[u] *= inv;
       for (int u = t + 1; u < T; ++u) row[u] = 0.0f;
@@ -69,8 +65,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     for (int t = 0; t < T; ++t) {
       const float* p = a + static_cast<std::ptrdiff_t>(t) * T;
       float* dr = d + static_cast<std::ptrdiff_t>(t) * T;
-      float dot = 0.0f;
-      for (int u = 0; u <= t; ++u) dot += p[u] * dr[u];
+      const float dot = lane_sum(t + 1, [p, dr](int u) { return p[u] * dr[u]; });
       for (int u = 0; u <= t; ++u) dr[u] = p[u] * (dr[u] - dot);
       for (int u = t + 1; u < T; ++u) dr[u] = 0.0f;
     }

@@ -35,3 +35,41 @@ inline float tanh_approx(float u) {
 }
 
 }  // namespace longhaul::train
+
+namespace longhaul::train {
+
+// Reductions the compiler can vectorise without -ffast-math: kLanes interleaved partial results
+// (lane j takes elements j, j + kLanes, ...) combined in a fixed order at the end. A plain
+// `sum += x[i]` loop is a chain of dependent scalar adds, because reassociating it would change
+// the result; here the order is written in the source, so it is the same on any vector width
+// and any machine. term(i) is the i-th value (a lambda, inlined).
+inline constexpr int kLanes = 16;
+
+template <class Term>
+inline float lane_sum(int n, Term term) {
+  float acc[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] += term(i + j);
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] += term(i + j);
+  float total = 0.0f;
+  for (int j = 0; j < kLanes; ++j) total += acc[j];
+  return total;
+}
+
+// max of x[0..n), n >= 1.
+inline float lane_max(const float* x, int n) {
+  float acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) acc[j] = x[0];
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  float m = acc[0];
+  for (int j = 1; j < kLanes; ++j) m = acc[j] > m ? acc[j] : m;
+  return m;
+}
+
+}  // namespace longhaul::train

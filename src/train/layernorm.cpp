@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "train/fast_math.hpp"
+
 namespace longhaul::train {
 
 namespace {
@@ -16,14 +18,8 @@ constexpr int kColumnBlock = 16;
 namespace {
 void normalize_row(float* y, float* mean, float* rstd, const float* x, const float* weight,
                    const float* bias, int C) {
-  float sum = 0.0f;
-  for (int c = 0; c < C; ++c) sum += x[c];
-  const float m = sum / static_cast<float>(C);
-  float var = 0.0f;
-  for (int c = 0; c < C; ++c) {
-    const float d = x[c] - m;
-    var += d * d;
-  }
+  const float m = lane_sum(C, [x](int c) { return x[c]; }) / static_cast<float>(C);
+  const float var = lane_sum(C, [x, m](int c) { return (x[c] - m) * (x[c] - m); });
   const float s = 1.0f / std::sqrt(var / static_cast<float>(C) + kEps);
   for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
   *mean = m;

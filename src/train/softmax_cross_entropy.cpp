@@ -13,13 +13,9 @@ float softmax_cross_entropy_forward(float* probs, float* losses, const float* lo
   for (int n = 0; n < N; ++n) {
     const float* z = logits + static_cast<std::ptrdiff_t>(n) * V;
     float* p = probs + static_cast<std::ptrdiff_t>(n) * V;
-    float maxv = z[0];
-    for (int v = 1; v < V; ++v) maxv = z[v] > maxv ? z[v] : maxv;
-    float sum = 0.0f;
-    for (int v = 0; v < V; ++v) {
-      p[v] = exp_approx(z[v] - maxv);
-      sum += p[v];
-    }
+    const float maxv = lane_max(z, V);
+    for (int v = 0; v < V; ++v) p[v] = exp_approx(z[v] - maxv);
+    const float sum = lane_sum(V, [p](int v) { return p[v]; });
     const float inv = 1.0f / sum;
     for (int v = 0; v < V; ++v) p[v] *= inv;
     // log-sum-exp form: exact where probs[target] would underflow
