@@ -12,7 +12,8 @@ using longhaul::capi::str;
 namespace {
 
 lh_status null_argument(const char* function) {
-  return longhaul::capi::fail(longhaul::invalid_argument(fmt::format("{}: NULL argument", function)));
+  return longhaul::capi::fail(
+      longhaul::invalid_argument(fmt::format("{}: NULL argument", function)));
 }
 
 }  // namespace
@@ -35,9 +36,11 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     if (!o->master_address || !*o->master_address)
       return lh::capi::fail(lh::invalid_argument("master_address is required"));
     if (o->connections_per_link == 0 || o->connections_per_link > lh::net::kMaxConnectionsPerLink)
-      return lh::capi::fail(lh::invalid_argument(fmt::format("connections_per_link must be 1..{}, got {}",
-                                                             lh::net::kMaxConnectionsPerLink, o->connections_per_link)));
-    if (o->handshake_timeout_ms == 0) return lh::capi::fail(lh::invalid_argument("handshake_timeout_ms must be positive"));
+      return lh::capi::fail(lh::invalid_argument(
+          fmt::format("connections_per_link must be 1..{}, got {}", lh::net::kMaxConnectionsPerLink,
+                      o->connections_per_link)));
+    if (o->handshake_timeout_ms == 0)
+      return lh::capi::fail(lh::invalid_argument("handshake_timeout_ms must be positive"));
     lh::peer::CommunicatorOptions options;
     options.master_address = o->master_address;
     options.group = o->peer_group;
@@ -84,15 +87,30 @@ extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, i
   auto& session = c->impl->session();
   const auto view = session.view();
   switch (attribute) {
-    case LH_ATTR_WORLD_SIZE: *value = static_cast<int64_t>(view.world_size); return LH_OK;
-    case LH_ATTR_GROUP_WORLD_SIZE: *value = static_cast<int64_t>(view.group_world_size); return LH_OK;
-    case LH_ATTR_RANK: *value = static_cast<int64_t>(view.rank); return LH_OK;
-    case LH_ATTR_EPOCH: *value = static_cast<int64_t>(view.epoch); return LH_OK;
-    case LH_ATTR_GROUP_COUNT: *value = static_cast<int64_t>(view.group_count); return LH_OK;
-    case LH_ATTR_PEER_ID: *value = static_cast<int64_t>(view.peer_id); return LH_OK;
-    case LH_ATTR_ABORT_COUNT: *value = static_cast<int64_t>(session.aborts_seen()); return LH_OK;
+    case LH_ATTR_WORLD_SIZE:
+      *value = static_cast<int64_t>(view.world_size);
+      return LH_OK;
+    case LH_ATTR_GROUP_WORLD_SIZE:
+      *value = static_cast<int64_t>(view.group_world_size);
+      return LH_OK;
+    case LH_ATTR_RANK:
+      *value = static_cast<int64_t>(view.rank);
+      return LH_OK;
+    case LH_ATTR_EPOCH:
+      *value = static_cast<int64_t>(view.epoch);
+      return LH_OK;
+    case LH_ATTR_GROUP_COUNT:
+      *value = static_cast<int64_t>(view.group_count);
+      return LH_OK;
+    case LH_ATTR_PEER_ID:
+      *value = static_cast<int64_t>(view.peer_id);
+      return LH_OK;
+    case LH_ATTR_ABORT_COUNT:
+      *value = static_cast<int64_t>(session.aborts_seen());
+      return LH_OK;
   }
-  return finish(c, longhaul::invalid_argument(fmt::format("unknown attribute {}", static_cast<int>(attribute))));
+  return finish(c, longhaul::invalid_argument(
+                       fmt::format("unknown attribute {}", static_cast<int>(attribute))));
 }
 
 extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity, size_t* count) {
@@ -104,7 +122,8 @@ extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity
   return LH_OK;
 }
 
-extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback callback, void* user_data) {
+extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback callback,
+                                                void* user_data) {
   if (!c) return null_argument("lh_comm_set_abort_callback");
   if (!callback) {
     c->impl->session().set_abort_handler({});
@@ -121,7 +140,9 @@ extern "C" lh_status lh_comm_leave(lh_comm* c, const char* reason) {
   return finish(c, c->impl->session().leave(str(reason)));
 }
 
-extern "C" void lh_comm_destroy(lh_comm* c) { delete c; }
+extern "C" void lh_comm_destroy(lh_comm* c) {
+  delete c;
+}
 
 extern "C" const char* lh_comm_last_error(const lh_comm* c) {
   if (!c) return "lh_comm_last_error: communicator is NULL";

@@ -38,6 +38,8 @@ lh_status finish(Handle* h, const Status& s) {
   return fail(s);
 }
 // "" for NULL.
-inline std::string str(const char* s) { return s ? s : ""; }
+inline std::string str(const char* s) {
+  return s ? s : "";
+}
 
 }  // namespace longhaul::capi

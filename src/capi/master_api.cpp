@@ -26,15 +26,20 @@ extern "C" lh_status lh_master_create(const lh_master_options* o, lh_master** ou
   if (!o) return lh::capi::fail(lh::invalid_argument("lh_master_create: options is NULL"));
   try {
     lh::master::MasterOptions options;
-    if (Status s = lh::net::parse_host_port(str(o->listen_address), &options.listen_host, &options.listen_port); !s)
+    if (Status s = lh::net::parse_host_port(str(o->listen_address), &options.listen_host,
+                                            &options.listen_port);
+        !s)
       return lh::capi::fail(s.with_context("listen address"));
     options.transport.secret = str(o->secret);
-    const bool cert = o->tls_cert_file && *o->tls_cert_file, key = o->tls_key_file && *o->tls_key_file;
-    if (cert != key) return lh::capi::fail(lh::invalid_argument("TLS needs both a certificate and a key file"));
+    const bool cert = o->tls_cert_file && *o->tls_cert_file,
+               key = o->tls_key_file && *o->tls_key_file;
+    if (cert != key)
+      return lh::capi::fail(lh::invalid_argument("TLS needs both a certificate and a key file"));
     options.transport.tls.enabled = cert;
     options.transport.tls.cert_file = str(o->tls_cert_file);
     options.transport.tls.key_file = str(o->tls_key_file);
-    if (o->handshake_timeout_ms == 0) return lh::capi::fail(lh::invalid_argument("handshake_timeout_ms must be positive"));
+    if (o->handshake_timeout_ms == 0)
+      return lh::capi::fail(lh::invalid_argument("handshake_timeout_ms must be positive"));
     options.transport.handshake_timeout = std::chrono::milliseconds(o->handshake_timeout_ms);
     options.heartbeat_interval = std::chrono::milliseconds(o->heartbeat_interval_ms);
     options.heartbeat_misses = o->heartbeat_misses;
@@ -58,7 +63,8 @@ extern "C" lh_status lh_master_run(lh_master* m) {
 }
 
 extern "C" lh_status lh_master_port(const lh_master* m, uint16_t* port) {
-  if (!m || !port) return longhaul::capi::fail(longhaul::invalid_argument("lh_master_port: NULL argument"));
+  if (!m || !port)
+    return longhaul::capi::fail(longhaul::invalid_argument("lh_master_port: NULL argument"));
   *port = m->impl->port();
   return LH_OK;
 }
@@ -70,7 +76,9 @@ extern "C" lh_status lh_master_stop(lh_master* m) {
   return LH_OK;
 }
 
-extern "C" void lh_master_destroy(lh_master* m) { delete m; }
+extern "C" void lh_master_destroy(lh_master* m) {
+  delete m;
+}
 
 extern "C" const char* lh_master_last_error(const lh_master* m) {
   if (!m) return "lh_master_last_error: master is NULL";

@@ -12,7 +12,8 @@ namespace longhaul::master {
 class Master {
  public:
   // Binds the listen address. io_threads == 0 picks 2.
-  static Result<std::unique_ptr<Master>> create(const MasterOptions& options, unsigned io_threads = 0);
+  static Result<std::unique_ptr<Master>> create(const MasterOptions& options,
+                                                unsigned io_threads = 0);
   // Stops the master if it runs and joins the I/O threads.
   ~Master();
   Master(const Master&) = delete;

@@ -15,7 +15,8 @@ void Membership::add_pending(PeerId id, uint32_t group, std::string host, uint16
   m.group = group;
   m.host = std::move(host);
   m.port = port;
-  log::info("master", "peer {} joined group {} (data address {}:{}); waiting for admission", id, group, m.host, port);
+  log::info("master", "peer {} joined group {} (data address {}:{}); waiting for admission", id,
+            group, m.host, port);
   members_.emplace(id, std::move(m));
   maybe_start_round();
   sync_pending_flags();
@@ -28,8 +29,9 @@ bool Membership::reconfiguration_needed() const {
 }
 
 size_t Membership::active_count() const {
-  return static_cast<size_t>(std::count_if(members_.begin(), members_.end(),
-                                           [](const auto& kv) { return kv.second.state == State::kActive; }));
+  return static_cast<size_t>(std::count_if(members_.begin(), members_.end(), [](const auto& kv) {
+    return kv.second.state == State::kActive;
+  }));
 }
 
 Status Membership::on_update_topology(PeerId id, uint64_t epoch) {
@@ -39,7 +41,8 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch) {
   if (m.state != State::kActive) return protocol_error("UPDATE_TOPOLOGY before being admitted");
   if (m.waiting) return protocol_error("UPDATE_TOPOLOGY while one is already in progress");
   if (epoch != committed_epoch_)
-    return protocol_error(fmt::format("UPDATE_TOPOLOGY for epoch {} but the epoch is {}", epoch, committed_epoch_));
+    return protocol_error(
+        fmt::format("UPDATE_TOPOLOGY for epoch {} but the epoch is {}", epoch, committed_epoch_));
   if (!reconfiguration_needed()) {
     out_.send(id, wire::TopologyUnchangedMsg{committed_epoch_});
     return Status::ok();
@@ -49,7 +52,8 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch) {
   return Status::ok();
 }
 
-Status Membership::on_links_ready(PeerId id, uint64_t epoch, const std::vector<PeerId>& unreachable) {
+Status Membership::on_links_ready(PeerId id, uint64_t epoch,
+                                  const std::vector<PeerId>& unreachable) {
   if (!round_ || epoch != round_->epoch) {
     // An answer to a proposal that a newer one replaced; the peer will answer that one too.
     if (epoch <= last_epoch_) return Status::ok();
@@ -57,10 +61,12 @@ Status Membership::on_links_ready(PeerId id, uint64_t epoch, const std::vector<P
   }
   if (!round_->participants.contains(id))
     return protocol_error(fmt::format("LINKS_READY for epoch {} from a peer not in it", epoch));
-  if (!round_->ready.insert(id).second) return protocol_error(fmt::format("second LINKS_READY for epoch {}", epoch));
+  if (!round_->ready.insert(id).second)
+    return protocol_error(fmt::format("second LINKS_READY for epoch {}", epoch));
   for (PeerId other : unreachable) {
     if (other == id || !round_->participants.contains(other)) continue;
-    log::warn("master", "epoch {}: peer {} cannot reach peer {}; the next ring keeps them apart", epoch, id, other);
+    log::warn("master", "epoch {}: peer {} cannot reach peer {}; the next ring keeps them apart",
+              epoch, id, other);
     banned_.insert(make_peer_pair(id, other));
     round_->new_unreachable = true;
   }
@@ -75,16 +81,21 @@ Status Membership::on_links_ready(PeerId id, uint64_t epoch, const std::vector<P
   return Status::ok();
 }
 
-Status Membership::on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost, const std::string& reason) {
-  if (epoch != committed_epoch_ || round_) return Status::ok();  // about links a newer proposal replaces
+Status Membership::on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost,
+                                const std::string& reason) {
+  if (epoch != committed_epoch_ || round_)
+    return Status::ok();  // about links a newer proposal replaces
   auto rep = members_.find(reporter);
   auto it = members_.find(lost);
-  if (rep == members_.end() || rep->second.state != State::kActive) return protocol_error("REPORT_PEER_LOST before being admitted");
+  if (rep == members_.end() || rep->second.state != State::kActive)
+    return protocol_error("REPORT_PEER_LOST before being admitted");
   if (it == members_.end() || lost == reporter) return Status::ok();  // already gone
-  log::warn("master", "epoch {}: peer {} lost its link to peer {}: {}", epoch, reporter, lost, reason);
+  log::warn("master", "epoch {}: peer {} lost its link to peer {}: {}", epoch, reporter, lost,
+            reason);
   banned_.insert(make_peer_pair(reporter, lost));
   ring_broken_ = true;
-  abort_group(rep->second.group, fmt::format("peer {} lost its link to peer {}: {}", reporter, lost, reason));
+  abort_group(rep->second.group,
+              fmt::format("peer {} lost its link to peer {}: {}", reporter, lost, reason));
   maybe_start_round();
   sync_pending_flags();
   return Status::ok();
@@ -135,7 +146,8 @@ void Membership::evict(PeerId id, const Status& why) {
 
 void Membership::abort_group(uint32_t group, const std::string& reason) {
   for (const auto& [id, m] : members_)
-    if (m.state == State::kActive && m.group == group) out_.send(id, wire::AbortMsg{committed_epoch_, group, reason});
+    if (m.state == State::kActive && m.group == group)
+      out_.send(id, wire::AbortMsg{committed_epoch_, group, reason});
 }
 
 void Membership::maybe_start_round() {
@@ -178,14 +190,16 @@ void Membership::start_round() {
       for (PeerId id : ids) {
         std::vector<PeerId> cut;
         for (const auto& p : banned_) {
-          if (p.first == id && std::count(ids.begin(), ids.end(), p.second)) cut.push_back(p.second);
+          if (p.first == id && std::count(ids.begin(), ids.end(), p.second))
+            cut.push_back(p.second);
           if (p.second == id && std::count(ids.begin(), ids.end(), p.first)) cut.push_back(p.first);
         }
         if (cut.size() >= worst && !cut.empty()) {
           worst = cut.size();
           victim = id;
-          victim_reason = fmt::format("no ring of group {} avoids its unreachable links (cannot reach peers {})",
-                                      group, fmt::join(cut, ", "));
+          victim_reason = fmt::format(
+              "no ring of group {} avoids its unreachable links (cannot reach peers {})", group,
+              fmt::join(cut, ", "));
         }
       }
       break;
@@ -225,8 +239,10 @@ void Membership::commit() {
     m.waiting = false;
   }
   std::string rings;
-  for (const auto& [group, order] : rings_) rings += fmt::format(" group {}: [{}]", group, fmt::join(order, " "));
-  log::info("master", "epoch {}: {} peers in {} group(s);{}", committed_epoch_, participants.size(), rings_.size(), rings);
+  for (const auto& [group, order] : rings_)
+    rings += fmt::format(" group {}: [{}]", group, fmt::join(order, " "));
+  log::info("master", "epoch {}: {} peers in {} group(s);{}", committed_epoch_, participants.size(),
+            rings_.size(), rings);
   const bool pending = reconfiguration_needed();
   for (PeerId id : participants) {
     members_.at(id).pending_sent = pending;

@@ -54,8 +54,8 @@ class Membership {
     std::string host;
     uint16_t port = 0;
     State state = State::kPending;
-    bool waiting = false;        // active and blocked in update_topology
-    bool pending_sent = false;   // the last peers-pending flag this peer was told
+    bool waiting = false;       // active and blocked in update_topology
+    bool pending_sent = false;  // the last peers-pending flag this peer was told
   };
 
   explicit Membership(Outbox& outbox) : out_(outbox) {}
@@ -113,9 +113,9 @@ class Membership {
   std::optional<Round> round_;
   PeerId last_id_ = 0;
   uint64_t committed_epoch_ = 0;
-  uint64_t last_epoch_ = 0;    // last epoch number proposed
-  uint64_t op_sequence_ = 0;   // advanced by the collective layer (issue 4)
-  bool ring_broken_ = false;   // an active member or a link was lost since the last commit
+  uint64_t last_epoch_ = 0;   // last epoch number proposed
+  uint64_t op_sequence_ = 0;  // advanced by the collective layer (issue 4)
+  bool ring_broken_ = false;  // an active member or a link was lost since the last commit
 };
 
 }  // namespace longhaul::master

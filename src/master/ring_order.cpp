@@ -34,7 +34,8 @@ struct Search {
 
 }  // namespace
 
-std::optional<std::vector<PeerId>> solve_ring(std::vector<PeerId> members, const std::set<PeerPair>& banned,
+std::optional<std::vector<PeerId>> solve_ring(std::vector<PeerId> members,
+                                              const std::set<PeerPair>& banned,
                                               uint64_t step_limit) {
   std::sort(members.begin(), members.end());
   if (members.size() <= 1) return members;
@@ -42,7 +43,8 @@ std::optional<std::vector<PeerId>> solve_ring(std::vector<PeerId> members, const
     if (banned.contains(make_peer_pair(members[0], members[1]))) return std::nullopt;
     return members;
   }
-  Search search{members, banned, step_limit, {members[0]}, std::vector<bool>(members.size(), false)};
+  Search search{
+      members, banned, step_limit, {members[0]}, std::vector<bool>(members.size(), false)};
   search.used[0] = true;
   if (!search.extend()) return std::nullopt;
   return search.path;

@@ -17,13 +17,16 @@ namespace longhaul::master {
 using PeerId = uint64_t;
 // An unordered pair of peers, stored as (smaller id, larger id).
 using PeerPair = std::pair<PeerId, PeerId>;
-inline PeerPair make_peer_pair(PeerId a, PeerId b) { return a < b ? PeerPair{a, b} : PeerPair{b, a}; }
+inline PeerPair make_peer_pair(PeerId a, PeerId b) {
+  return a < b ? PeerPair{a, b} : PeerPair{b, a};
+}
 
 // A ring over `members` (any order; duplicates are not allowed) in which no two neighbours form a
 // pair in `banned`, or nullopt if none exists (or none was found within `step_limit` search
 // steps, so the search is bounded even for large adversarial inputs). A ring of one peer has no
 // neighbours; a ring of two has the single pair as both neighbours.
-std::optional<std::vector<PeerId>> solve_ring(std::vector<PeerId> members, const std::set<PeerPair>& banned,
+std::optional<std::vector<PeerId>> solve_ring(std::vector<PeerId> members,
+                                              const std::set<PeerPair>& banned,
                                               uint64_t step_limit = 1'000'000);
 
 }  // namespace longhaul::master

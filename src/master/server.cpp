@@ -1,17 +1,19 @@
 #include "master/server.hpp"
 
+#include <fmt/format.h>
 #include <asio/bind_executor.hpp>
 #include <asio/post.hpp>
-#include <fmt/format.h>
 
 #include "common/log.hpp"
 
 namespace longhaul::master {
 
-Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io, const MasterOptions& options) {
+Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io,
+                                                           const MasterOptions& options) {
   if (options.heartbeat_interval.count() <= 0 || options.heartbeat_misses == 0)
     return invalid_argument("heartbeat interval and misses must be positive");
-  if (options.topology_timeout.count() <= 0) return invalid_argument("topology timeout must be positive");
+  if (options.topology_timeout.count() <= 0)
+    return invalid_argument("topology timeout must be positive");
   net::TransportOptions transport = options.transport;
   transport.role = net::Role::kMaster;
   auto listener = net::Listener::create(io, options.listen_host, options.listen_port, transport);
@@ -19,7 +21,8 @@ Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io, c
   return std::shared_ptr<MasterServer>(new MasterServer(io, options, std::move(*listener)));
 }
 
-MasterServer::MasterServer(net::IoRuntime& io, const MasterOptions& options, std::shared_ptr<net::Listener> listener)
+MasterServer::MasterServer(net::IoRuntime& io, const MasterOptions& options,
+                           std::shared_ptr<net::Listener> listener)
     : io_(io),
       options_(options),
       listener_(std::move(listener)),
@@ -28,7 +31,9 @@ MasterServer::MasterServer(net::IoRuntime& io, const MasterOptions& options, std
       heartbeat_timer_(strand_),
       round_timer_(strand_) {}
 
-MasterServer::~MasterServer() { listener_->close(); }
+MasterServer::~MasterServer() {
+  listener_->close();
+}
 
 void MasterServer::start() {
   asio::post(strand_, [self = shared_from_this()] {
@@ -36,12 +41,15 @@ void MasterServer::start() {
     self->started_ = true;
     std::weak_ptr<MasterServer> weak = self;
     self->listener_->start([weak](std::shared_ptr<net::Link> link, net::Role role) {
-      if (auto s = weak.lock()) s->on_link(std::move(link), role);
-      else link->close();
+      if (auto s = weak.lock())
+        s->on_link(std::move(link), role);
+      else
+        link->close();
     });
     self->arm_heartbeat();
-    log::info("master", "listening on port {} (heartbeat every {} ms, dead after {} misses)", self->port_,
-              self->options_.heartbeat_interval.count(), self->options_.heartbeat_misses);
+    log::info("master", "listening on port {} (heartbeat every {} ms, dead after {} misses)",
+              self->port_, self->options_.heartbeat_interval.count(),
+              self->options_.heartbeat_misses);
   });
 }
 
@@ -54,7 +62,8 @@ void MasterServer::stop() {
       self->listener_->close();
       self->heartbeat_timer_.cancel();
       self->round_timer_.cancel();
-      for (auto& [conn, session] : self->sessions_) session.link->close(closed_error("the master is shutting down"));
+      for (auto& [conn, session] : self->sessions_)
+        session.link->close(closed_error("the master is shutting down"));
       self->sessions_.clear();
       self->by_peer_.clear();
       log::info("master", "stopped");
@@ -86,8 +95,11 @@ void MasterServer::on_link(std::shared_ptr<net::Link> link, net::Role role) {
       return;
     }
     if (role != net::Role::kPeer || link->connection_count() != 1) {
-      log::warn("master", "refused {} link from {} with {} connections: only peers with one control connection "
-                "may connect to the master", net::role_name(role), link->peer(), link->connection_count());
+      log::warn(
+          "master",
+          "refused {} link from {} with {} connections: only peers with one control connection "
+          "may connect to the master",
+          net::role_name(role), link->peer(), link->connection_count());
       link->close(protocol_error("only peers may connect to the master"));
       return;
     }
@@ -95,7 +107,8 @@ void MasterServer::on_link(std::shared_ptr<net::Link> link, net::Role role) {
     Session& session = self->sessions_[conn];
     session.link = link;
     session.last_heard = Clock::now();
-    session.register_deadline = std::make_unique<asio::steady_timer>(self->strand_, self->options_.transport.handshake_timeout);
+    session.register_deadline = std::make_unique<asio::steady_timer>(
+        self->strand_, self->options_.transport.handshake_timeout);
     std::weak_ptr<MasterServer> weak = self;
     session.register_deadline->async_wait([weak, conn](asio::error_code ec) {
       auto s = weak.lock();
@@ -107,10 +120,12 @@ void MasterServer::on_link(std::shared_ptr<net::Link> link, net::Role role) {
     link->start(
         [weak, conn](std::vector<std::byte> bytes) {
           if (auto s = weak.lock())
-            asio::post(s->strand_, [s, conn, bytes = std::move(bytes)] { s->on_message(conn, bytes); });
+            asio::post(s->strand_,
+                       [s, conn, bytes = std::move(bytes)] { s->on_message(conn, bytes); });
         },
         [weak, conn](const Status& why) {
-          if (auto s = weak.lock()) asio::post(s->strand_, [s, conn, why] { s->on_link_failed(conn, why); });
+          if (auto s = weak.lock())
+            asio::post(s->strand_, [s, conn, why] { s->on_link_failed(conn, why); });
         });
   });
 }
@@ -129,13 +144,16 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
   const auto type = wire::control_type(message);
   if (session.peer == 0) {
     auto* reg = std::get_if<wire::RegisterMsg>(&message);
-    if (!reg) return protocol_error(fmt::format("expected REGISTER first, got {}", wire::control_type_name(type)));
+    if (!reg)
+      return protocol_error(
+          fmt::format("expected REGISTER first, got {}", wire::control_type_name(type)));
     if (reg->advertised_port == 0) return protocol_error("REGISTER with data port 0");
     std::string host = reg->advertised_host;
     if (host.empty()) {
       uint16_t ignored = 0;
       if (Status p = net::parse_host_port(session.link->peer(), &host, &ignored); !p)
-        return internal_error(fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
+        return internal_error(
+            fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
     }
     session.register_deadline.reset();
     const PeerId id = membership_.allocate_id();
@@ -165,10 +183,13 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
           // Closing once BYE is written; the peer closes on BYE too.
           link->send_control(wire::encode_control(wire::ByeMsg{}),
                              [link](Status) { link->close(closed_error("peer left")); });
-          membership_.drop_peer(id, m.reason.empty() ? "left gracefully" : fmt::format("left gracefully ({})", m.reason));
+          membership_.drop_peer(id, m.reason.empty()
+                                        ? "left gracefully"
+                                        : fmt::format("left gracefully ({})", m.reason));
           return Status::ok();
         } else {
-          return protocol_error(fmt::format("unexpected {} from a peer", wire::control_type_name(type)));
+          return protocol_error(
+              fmt::format("unexpected {} from a peer", wire::control_type_name(type)));
         }
       },
       message);
@@ -180,8 +201,10 @@ void MasterServer::on_link_failed(uint64_t conn, const Status& why) {
   const PeerId id = it->second.peer;
   if (id) by_peer_.erase(id);
   sessions_.erase(it);
-  if (id) membership_.drop_peer(id, fmt::format("connection lost ({})", why.to_string()));
-  else log::info("master", "unregistered connection closed: {}", why.to_string());
+  if (id)
+    membership_.drop_peer(id, fmt::format("connection lost ({})", why.to_string()));
+  else
+    log::info("master", "unregistered connection closed: {}", why.to_string());
 }
 
 void MasterServer::drop_connection(uint64_t conn, const Status& why) {
@@ -191,9 +214,10 @@ void MasterServer::drop_connection(uint64_t conn, const Status& why) {
   const PeerId id = it->second.peer;
   if (id) by_peer_.erase(id);
   sessions_.erase(it);
-  log::warn("master", "dropping connection from {}{}: {}", link->peer(), id ? fmt::format(" (peer {})", id) : "",
-            why.to_string());
-  link->send_control(wire::encode_control(wire::RemovedMsg{why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
+  log::warn("master", "dropping connection from {}{}: {}", link->peer(),
+            id ? fmt::format(" (peer {})", id) : "", why.to_string());
+  link->send_control(wire::encode_control(wire::RemovedMsg{
+                         why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
                      [link, why](Status) { link->close(why); });
   if (id) membership_.drop_peer(id, fmt::format("dropped: {}", why.to_string()));
 }
@@ -215,12 +239,16 @@ void MasterServer::heartbeat_tick() {
   std::vector<std::pair<PeerId, std::chrono::milliseconds>> silent;
   for (auto& [conn, session] : sessions_) {
     if (session.peer == 0) continue;
-    const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - session.last_heard);
-    if (quiet > limit) silent.emplace_back(session.peer, quiet);
-    else session.link->send_control(beat);
+    const auto quiet =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - session.last_heard);
+    if (quiet > limit)
+      silent.emplace_back(session.peer, quiet);
+    else
+      session.link->send_control(beat);
   }
   for (const auto& [id, quiet] : silent) {
-    Status why = peer_lost(fmt::format("missed {} heartbeats (silent for {} ms)", options_.heartbeat_misses, quiet.count()));
+    Status why = peer_lost(fmt::format("missed {} heartbeats (silent for {} ms)",
+                                       options_.heartbeat_misses, quiet.count()));
     membership_.drop_peer(id, why.message());
     disconnect(id, why);
   }
@@ -239,7 +267,8 @@ void MasterServer::disconnect(PeerId who, const Status& why) {
   auto link = sessions_.at(conn).link;
   by_peer_.erase(it);
   sessions_.erase(conn);
-  link->send_control(wire::encode_control(wire::RemovedMsg{why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
+  link->send_control(wire::encode_control(wire::RemovedMsg{
+                         why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
                      [link, why](Status) { link->close(why); });
 }
 

@@ -50,7 +50,8 @@ struct MasterSnapshot {
 class MasterServer : public std::enable_shared_from_this<MasterServer>, private Outbox {
  public:
   // Binds the listen address; does not accept yet.
-  static Result<std::shared_ptr<MasterServer>> create(net::IoRuntime& io, const MasterOptions& options);
+  static Result<std::shared_ptr<MasterServer>> create(net::IoRuntime& io,
+                                                      const MasterOptions& options);
   ~MasterServer() override;
 
   // Starts accepting peers. Thread-safe; calling it twice is a no-op.
@@ -71,7 +72,8 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   };
   using Clock = std::chrono::steady_clock;
 
-  MasterServer(net::IoRuntime& io, const MasterOptions& options, std::shared_ptr<net::Listener> listener);
+  MasterServer(net::IoRuntime& io, const MasterOptions& options,
+               std::shared_ptr<net::Listener> listener);
 
   void on_link(std::shared_ptr<net::Link> link, net::Role role);
   void on_message(uint64_t conn, const std::vector<std::byte>& bytes);

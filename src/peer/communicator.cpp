@@ -2,7 +2,8 @@
 
 namespace longhaul::peer {
 
-Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOptions& options, unsigned io_threads) {
+Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOptions& options,
+                                                           unsigned io_threads) {
   std::unique_ptr<Communicator> c(new Communicator());
   c->io_ = std::make_unique<net::IoRuntime>(io_threads ? io_threads : 2);
   auto session = PeerSession::create(*c->io_, options);

@@ -12,7 +12,8 @@ namespace longhaul::peer {
 class Communicator {
  public:
   // io_threads == 0 picks 2.
-  static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options, unsigned io_threads = 0);
+  static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options,
+                                                      unsigned io_threads = 0);
   // Closes the session (without a graceful leave) and joins the I/O threads.
   ~Communicator();
   Communicator(const Communicator&) = delete;

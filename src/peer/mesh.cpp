@@ -1,18 +1,22 @@
 #include "peer/mesh.hpp"
 
-#include <asio/post.hpp>
 #include <fmt/format.h>
+#include <asio/post.hpp>
 
 #include "common/log.hpp"
 
 namespace longhaul::peer {
 
-Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options) {
+Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand,
+                                           const CommunicatorOptions& options) {
   std::string host;
   uint16_t port = 0;
-  LH_RETURN_IF_ERROR(net::parse_host_port(options.listen_address, &host, &port).with_context("listen address"));
-  if (options.transport.tls.enabled && (options.transport.tls.cert_file.empty() || options.transport.tls.key_file.empty()))
-    return invalid_argument("with TLS on, a peer needs a certificate and key for its data-link listener");
+  LH_RETURN_IF_ERROR(
+      net::parse_host_port(options.listen_address, &host, &port).with_context("listen address"));
+  if (options.transport.tls.enabled &&
+      (options.transport.tls.cert_file.empty() || options.transport.tls.key_file.empty()))
+    return invalid_argument(
+        "with TLS on, a peer needs a certificate and key for its data-link listener");
   net::TransportOptions transport = options.transport;
   transport.role = net::Role::kPeer;
   auto listener = net::Listener::create(io, host, port, transport);
@@ -20,8 +24,13 @@ Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand, co
   return std::shared_ptr<Mesh>(new Mesh(io, std::move(strand), options, std::move(*listener)));
 }
 
-Mesh::Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options, std::shared_ptr<net::Listener> listener)
-    : io_(io), strand_(std::move(strand)), options_(options), listener_(std::move(listener)), deadline_(strand_) {}
+Mesh::Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options,
+           std::shared_ptr<net::Listener> listener)
+    : io_(io),
+      strand_(std::move(strand)),
+      options_(options),
+      listener_(std::move(listener)),
+      deadline_(strand_) {}
 
 void Mesh::start(ReadyHandler on_ready, LostHandler on_lost) {
   on_ready_ = std::move(on_ready);
@@ -43,7 +52,9 @@ void Mesh::start_link(const std::shared_ptr<net::Link>& link) {
       [weak, weak_link](std::vector<std::byte> bytes) {
         auto self = weak.lock();
         auto l = weak_link.lock();
-        if (self && l) asio::post(self->strand_, [self, l, bytes = std::move(bytes)] { self->on_link_control(l, bytes); });
+        if (self && l)
+          asio::post(self->strand_,
+                     [self, l, bytes = std::move(bytes)] { self->on_link_control(l, bytes); });
       },
       [weak, weak_link](const Status& why) {
         auto self = weak.lock();
@@ -107,18 +118,20 @@ void Mesh::propose(const Topology& topology) {
       const wire::MemberInfo* m = topology.member(n);
       net::TransportOptions transport = options_.transport;
       transport.role = net::Role::kPeer;
-      net::async_connect_link(io_, m->host, m->port, options_.connections_per_link, transport,
-                              [weak = weak_from_this(), epoch, n](Result<std::shared_ptr<net::Link>> r) {
-                                auto self = weak.lock();
-                                if (!self) {
-                                  if (r) (*r)->close();
-                                  return;
-                                }
-                                asio::post(self->strand_, [self, epoch, n, r = std::move(r)]() mutable {
-                                  self->on_connected(epoch, n, std::move(r));
-                                });
-                              });
-    } else if (auto e = early_hellos_.find(n); e != early_hellos_.end() && e->second.first == epoch) {
+      net::async_connect_link(
+          io_, m->host, m->port, options_.connections_per_link, transport,
+          [weak = weak_from_this(), epoch, n](Result<std::shared_ptr<net::Link>> r) {
+            auto self = weak.lock();
+            if (!self) {
+              if (r) (*r)->close();
+              return;
+            }
+            asio::post(self->strand_, [self, epoch, n, r = std::move(r)]() mutable {
+              self->on_connected(epoch, n, std::move(r));
+            });
+          });
+    } else if (auto e = early_hellos_.find(n);
+               e != early_hellos_.end() && e->second.first == epoch) {
       auto link = e->second.second;
       early_hellos_.erase(e);
       accept_hello(n, link);
@@ -134,7 +147,8 @@ void Mesh::propose(const Topology& topology) {
 }
 
 void Mesh::send_hello(PeerId to) {
-  links_.at(to)->send_control(wire::encode_control(wire::PeerHelloMsg{proposal_->topology.epoch, proposal_->topology.self}));
+  links_.at(to)->send_control(wire::encode_control(
+      wire::PeerHelloMsg{proposal_->topology.epoch, proposal_->topology.self}));
 }
 
 void Mesh::on_connected(uint64_t epoch, PeerId to, Result<std::shared_ptr<net::Link>> result) {
@@ -143,7 +157,8 @@ void Mesh::on_connected(uint64_t epoch, PeerId to, Result<std::shared_ptr<net::L
     return;
   }
   if (!result) {
-    log::warn("peer", "epoch {}: cannot link to neighbour {}: {}", epoch, to, result.status().to_string());
+    log::warn("peer", "epoch {}: cannot link to neighbour {}: {}", epoch, to,
+              result.status().to_string());
     mark(to, false);
     return;
   }
@@ -154,32 +169,39 @@ void Mesh::on_connected(uint64_t epoch, PeerId to, Result<std::shared_ptr<net::L
 
 void Mesh::accept_hello(PeerId from, const std::shared_ptr<net::Link>& link) {
   auto it = links_.find(from);
-  if (it != links_.end() && it->second != link) it->second->close(closed_error("replaced by a newer link"));
+  if (it != links_.end() && it->second != link)
+    it->second->close(closed_error("replaced by a newer link"));
   links_[from] = link;
-  link->send_control(wire::encode_control(wire::PeerHelloAckMsg{proposal_->topology.epoch, proposal_->topology.self}));
+  link->send_control(wire::encode_control(
+      wire::PeerHelloAckMsg{proposal_->topology.epoch, proposal_->topology.self}));
   mark(from, true);
 }
 
-void Mesh::on_link_control(const std::shared_ptr<net::Link>& link, const std::vector<std::byte>& bytes) {
+void Mesh::on_link_control(const std::shared_ptr<net::Link>& link,
+                           const std::vector<std::byte>& bytes) {
   if (closed_) return;
   auto message = wire::decode_control(bytes);
   Status violation;
   if (!message) {
     violation = message.status();
   } else if (auto* hello = std::get_if<wire::PeerHelloMsg>(&*message)) {
-    const uint64_t current = proposal_ ? proposal_->topology.epoch : (committed_ ? committed_->epoch : 0);
+    const uint64_t current =
+        proposal_ ? proposal_->topology.epoch : (committed_ ? committed_->epoch : 0);
     const PeerId self = proposal_ ? proposal_->topology.self : (committed_ ? committed_->self : 0);
     if (hello->epoch < current) return;  // a hello for a superseded proposal; a newer one follows
     anonymous_.erase(link.get());
     if (!proposal_ || hello->epoch > current) {
       auto& slot = early_hellos_[hello->peer_id];
-      if (slot.second && slot.second != link) slot.second->close(closed_error("replaced by a newer link"));
+      if (slot.second && slot.second != link)
+        slot.second->close(closed_error("replaced by a newer link"));
       slot = {hello->epoch, link};
       return;
     }
     if (hello->peer_id >= self || !proposal_->neighbours.contains(hello->peer_id)) {
-      violation = protocol_error(fmt::format("PEER_HELLO from peer {} which is not a neighbour that connects to "
-                                             "peer {} in epoch {}", hello->peer_id, self, current));
+      violation = protocol_error(
+          fmt::format("PEER_HELLO from peer {} which is not a neighbour that connects to "
+                      "peer {} in epoch {}",
+                      hello->peer_id, self, current));
     } else {
       accept_hello(hello->peer_id, link);
       return;
@@ -188,13 +210,15 @@ void Mesh::on_link_control(const std::shared_ptr<net::Link>& link, const std::ve
     if (!proposal_ || ack->epoch != proposal_->topology.epoch) return;  // stale
     auto it = links_.find(ack->peer_id);
     if (it == links_.end() || it->second != link) {
-      violation = protocol_error(fmt::format("PEER_HELLO_ACK from peer {} on a link not opened to it", ack->peer_id));
+      violation = protocol_error(
+          fmt::format("PEER_HELLO_ACK from peer {} on a link not opened to it", ack->peer_id));
     } else {
       mark(ack->peer_id, true);
       return;
     }
   } else {
-    violation = protocol_error(fmt::format("unexpected {} on a data link", wire::control_type_name(wire::control_type(*message))));
+    violation = protocol_error(fmt::format("unexpected {} on a data link",
+                                           wire::control_type_name(wire::control_type(*message))));
   }
   log::warn("peer", "closing data link from {}: {}", link->peer(), violation.to_string());
   link->close(violation);
@@ -218,7 +242,8 @@ void Mesh::on_link_failed(const std::shared_ptr<net::Link>& link, const Status& 
   if (!n || closed_) return;
   links_.erase(*n);
   if (proposal_ && !proposal_->answered) {
-    log::warn("peer", "epoch {}: link to neighbour {} failed while linking: {}", proposal_->topology.epoch, *n, why.to_string());
+    log::warn("peer", "epoch {}: link to neighbour {} failed while linking: {}",
+              proposal_->topology.epoch, *n, why.to_string());
     proposal_->ready.erase(*n);
     mark(*n, false);
   } else if (proposal_) {

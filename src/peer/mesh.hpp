@@ -37,7 +37,8 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   using LostHandler = std::function<void(uint64_t epoch, PeerId neighbour, Status why)>;
 
   // Binds the listener (options.listen_address) but accepts nothing until start().
-  static Result<std::shared_ptr<Mesh>> create(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options);
+  static Result<std::shared_ptr<Mesh>> create(net::IoRuntime& io, Strand strand,
+                                              const CommunicatorOptions& options);
   void start(ReadyHandler on_ready, LostHandler on_lost);
   uint16_t port() const { return listener_->port(); }
 
@@ -59,7 +60,8 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
     std::set<PeerId> failed;
     bool answered = false;
   };
-  Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options, std::shared_ptr<net::Listener> listener);
+  Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options,
+       std::shared_ptr<net::Listener> listener);
 
   void on_inbound(std::shared_ptr<net::Link> link);
   void start_link(const std::shared_ptr<net::Link>& link);

@@ -1,7 +1,7 @@
 #include "peer/session.hpp"
 
-#include <asio/post.hpp>
 #include <fmt/format.h>
+#include <asio/post.hpp>
 
 #include "common/log.hpp"
 
@@ -28,14 +28,17 @@ Status parse_advertised(const std::string& text, std::string* host, uint16_t* po
 
 }  // namespace
 
-Result<std::shared_ptr<PeerSession>> PeerSession::create(net::IoRuntime& io, const CommunicatorOptions& options) {
+Result<std::shared_ptr<PeerSession>> PeerSession::create(net::IoRuntime& io,
+                                                         const CommunicatorOptions& options) {
   std::string master_host;
   uint16_t master_port = 0;
-  LH_RETURN_IF_ERROR(net::parse_host_port(options.master_address, &master_host, &master_port).with_context("master address"));
+  LH_RETURN_IF_ERROR(net::parse_host_port(options.master_address, &master_host, &master_port)
+                         .with_context("master address"));
   if (master_port == 0) return invalid_argument("master address: port 0 cannot be connected to");
-  if (options.connections_per_link == 0 || options.connections_per_link > net::kMaxConnectionsPerLink)
-    return invalid_argument(fmt::format("connections per link must be 1..{}, got {}", net::kMaxConnectionsPerLink,
-                                        options.connections_per_link));
+  if (options.connections_per_link == 0 ||
+      options.connections_per_link > net::kMaxConnectionsPerLink)
+    return invalid_argument(fmt::format("connections per link must be 1..{}, got {}",
+                                        net::kMaxConnectionsPerLink, options.connections_per_link));
   std::string host;
   uint16_t port = 0;
   LH_RETURN_IF_ERROR(parse_advertised(options.advertised_address, &host, &port));
@@ -44,8 +47,8 @@ Result<std::shared_ptr<PeerSession>> PeerSession::create(net::IoRuntime& io, con
   Strand strand = asio::make_strand(io.context());
   auto mesh = Mesh::create(io, strand, options);
   if (!mesh) return mesh.status();
-  return std::shared_ptr<PeerSession>(
-      new PeerSession(io, options, std::move(strand), std::move(*mesh), std::move(master_host), master_port));
+  return std::shared_ptr<PeerSession>(new PeerSession(
+      io, options, std::move(strand), std::move(*mesh), std::move(master_host), master_port));
 }
 
 PeerSession::PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
@@ -75,14 +78,16 @@ Status PeerSession::failure() const {
   return failure_;
 }
 
-Status PeerSession::run_call(std::function<void()> start, std::optional<std::chrono::milliseconds> timeout,
-                             const char* what) {
-  if (io_.in_runtime_thread()) return internal_error(fmt::format("{} would block an I/O thread", what));
+Status PeerSession::run_call(std::function<void()> start,
+                             std::optional<std::chrono::milliseconds> timeout, const char* what) {
+  if (io_.in_runtime_thread())
+    return internal_error(fmt::format("{} would block an I/O thread", what));
   auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
   asio::post(strand_, [self = shared_from_this(), promise, start = std::move(start), what] {
     if (self->call_) {
-      promise->set_value(invalid_argument(fmt::format("{} called while another blocking call is in progress", what)));
+      promise->set_value(invalid_argument(
+          fmt::format("{} called while another blocking call is in progress", what)));
       return;
     }
     self->call_ = promise;
@@ -91,7 +96,8 @@ Status PeerSession::run_call(std::function<void()> start, std::optional<std::chr
   if (timeout && future.wait_for(*timeout) == std::future_status::timeout) {
     asio::post(strand_, [self = shared_from_this(), promise, timeout, what] {
       if (self->call_ == promise)
-        self->fail(timeout_error(fmt::format("{} did not complete within {} ms", what, timeout->count())));
+        self->fail(
+            timeout_error(fmt::format("{} did not complete within {} ms", what, timeout->count())));
     });
   }
   return future.get();
@@ -108,7 +114,9 @@ Status PeerSession::connect() {
   return run_call(
       [this] {
         if (state_ != State::kIdle) {
-          complete_call(state_ == State::kFailed ? failure() : invalid_argument("connect may be called only once"));
+          complete_call(state_ == State::kFailed
+                            ? failure()
+                            : invalid_argument("connect may be called only once"));
           return;
         }
         state_ = State::kRegistering;
@@ -116,13 +124,17 @@ Status PeerSession::connect() {
         mesh_->start(
             [weak](uint64_t epoch, std::vector<PeerId> unreachable) {
               auto self = weak.lock();
-              if (!self || self->state_ != State::kLinking || !self->proposal_ || self->proposal_->epoch != epoch) return;
+              if (!self || self->state_ != State::kLinking || !self->proposal_ ||
+                  self->proposal_->epoch != epoch)
+                return;
               self->send(wire::LinksReadyMsg{epoch, std::move(unreachable)});
             },
             [weak](uint64_t epoch, PeerId neighbour, Status why) {
               auto self = weak.lock();
-              if (!self || (self->state_ != State::kActive && self->state_ != State::kUpdating)) return;
-              self->send(wire::ReportPeerLostMsg{epoch, neighbour, why.message().substr(0, wire::kMaxReasonBytes)});
+              if (!self || (self->state_ != State::kActive && self->state_ != State::kUpdating))
+                return;
+              self->send(wire::ReportPeerLostMsg{epoch, neighbour,
+                                                 why.message().substr(0, wire::kMaxReasonBytes)});
             });
         net::TransportOptions transport = options_.transport;
         transport.role = net::Role::kPeer;
@@ -145,7 +157,8 @@ Status PeerSession::update_topology() {
   return run_call(
       [this] {
         if (state_ == State::kFailed) return complete_call(failure());
-        if (state_ != State::kActive) return complete_call(invalid_argument("update_topology needs a connected communicator"));
+        if (state_ != State::kActive)
+          return complete_call(invalid_argument("update_topology needs a connected communicator"));
         state_ = State::kUpdating;
         send(wire::UpdateTopologyMsg{epoch_});
       },
@@ -183,7 +196,8 @@ void PeerSession::close() {
   auto future = done.get_future();
   const bool blocking = !io_.in_runtime_thread();
   asio::post(strand_, [self = shared_from_this(), &done, blocking] {
-    if (self->state_ != State::kFailed && self->state_ != State::kLeft) self->fail(closed_error("communicator closed"));
+    if (self->state_ != State::kFailed && self->state_ != State::kLeft)
+      self->fail(closed_error("communicator closed"));
     self->shutdown_network();
     if (blocking) done.set_value();
   });
@@ -196,7 +210,8 @@ void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
     return;
   }
   if (!result) {
-    fail(result.status().with_context(fmt::format("cannot join the master at {}", options_.master_address)));
+    fail(result.status().with_context(
+        fmt::format("cannot join the master at {}", options_.master_address)));
     return;
   }
   master_ = std::move(*result);
@@ -204,7 +219,8 @@ void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
   master_->start(
       [weak](std::vector<std::byte> bytes) {
         if (auto self = weak.lock())
-          asio::post(self->strand_, [self, bytes = std::move(bytes)] { self->on_master_message(bytes); });
+          asio::post(self->strand_,
+                     [self, bytes = std::move(bytes)] { self->on_master_message(bytes); });
       },
       [weak](const Status& why) {
         auto self = weak.lock();
@@ -216,7 +232,8 @@ void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
             self->complete_call(Status::ok());
             return;
           }
-          self->fail(peer_lost(fmt::format("lost the connection to the master: {}", why.message())));
+          self->fail(
+              peer_lost(fmt::format("lost the connection to the master: {}", why.message())));
         });
       });
   last_heard_ = Clock::now();
@@ -237,7 +254,8 @@ void PeerSession::on_master_message(const std::vector<std::byte>& bytes) {
 Status PeerSession::handle(wire::ControlMessage message) {
   const auto type = wire::control_type(message);
   auto unexpected = [&] {
-    return protocol_error(fmt::format("unexpected {} in state {}", wire::control_type_name(type), static_cast<int>(state_)));
+    return protocol_error(fmt::format("unexpected {} in state {}", wire::control_type_name(type),
+                                      static_cast<int>(state_)));
   };
   if (auto* m = std::get_if<wire::WelcomeMsg>(&message)) {
     if (state_ != State::kRegistering) return unexpected();
@@ -257,15 +275,19 @@ Status PeerSession::handle(wire::ControlMessage message) {
     } else if (state_ != State::kUpdating) {
       return unexpected();
     }
-    if (m->epoch != epoch_) return protocol_error(fmt::format("TOPOLOGY_UNCHANGED for epoch {} in epoch {}", m->epoch, epoch_));
+    if (m->epoch != epoch_)
+      return protocol_error(
+          fmt::format("TOPOLOGY_UNCHANGED for epoch {} in epoch {}", m->epoch, epoch_));
     state_ = State::kActive;
     complete_call(Status::ok());
     return Status::ok();
   }
   if (auto* m = std::get_if<wire::TopologyMsg>(&message)) {
-    if (state_ != State::kJoining && state_ != State::kUpdating && state_ != State::kLinking) return unexpected();
+    if (state_ != State::kJoining && state_ != State::kUpdating && state_ != State::kLinking)
+      return unexpected();
     const uint64_t floor = proposal_ ? proposal_->epoch : epoch_;
-    if (m->epoch <= floor) return protocol_error(fmt::format("TOPOLOGY for epoch {} after epoch {}", m->epoch, floor));
+    if (m->epoch <= floor)
+      return protocol_error(fmt::format("TOPOLOGY for epoch {} after epoch {}", m->epoch, floor));
     auto topology = Topology::from_message(*m, id_, options_.group);
     if (!topology) return topology.status();
     proposal_ = std::move(*topology);
@@ -274,7 +296,8 @@ Status PeerSession::handle(wire::ControlMessage message) {
     return Status::ok();
   }
   if (auto* m = std::get_if<wire::EpochCommitMsg>(&message)) {
-    if (state_ != State::kLinking || !proposal_ || proposal_->epoch != m->epoch) return unexpected();
+    if (state_ != State::kLinking || !proposal_ || proposal_->epoch != m->epoch)
+      return unexpected();
     epoch_ = m->epoch;
     mesh_->commit(epoch_);
     publish_view(*proposal_);
@@ -326,7 +349,8 @@ void PeerSession::fail(Status why) {
     failure_ = why;
     handler = on_abort_;
   }
-  if (why.code() != LH_ERR_CLOSED) log::warn("peer", "peer {}: session ended: {}", id_, why.to_string());
+  if (why.code() != LH_ERR_CLOSED)
+    log::warn("peer", "peer {}: session ended: {}", id_, why.to_string());
   shutdown_network();
   complete_call(why);
   if (handler && why.code() != LH_ERR_CLOSED) handler(epoch_, why);  // not for a local close
@@ -343,10 +367,11 @@ void PeerSession::arm_heartbeat() {
   heartbeat_timer_.async_wait([weak = weak_from_this()](asio::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->state_ == State::kFailed || self->state_ == State::kLeft) return;
-    const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - self->last_heard_);
+    const auto quiet =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - self->last_heard_);
     if (quiet > self->heartbeat_interval_ * self->heartbeat_misses_) {
-      self->fail(peer_lost(fmt::format("the master was silent for {} ms ({} heartbeats missed)", quiet.count(),
-                                       self->heartbeat_misses_)));
+      self->fail(peer_lost(fmt::format("the master was silent for {} ms ({} heartbeats missed)",
+                                       quiet.count(), self->heartbeat_misses_)));
       return;
     }
     self->send(wire::HeartbeatMsg{});

@@ -47,7 +47,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   using AbortHandler = std::function<void(uint64_t epoch, const Status& why)>;
 
   // Validates the options and binds the data listener. `io` must outlive the session.
-  static Result<std::shared_ptr<PeerSession>> create(net::IoRuntime& io, const CommunicatorOptions& options);
+  static Result<std::shared_ptr<PeerSession>> create(net::IoRuntime& io,
+                                                     const CommunicatorOptions& options);
   ~PeerSession();
 
   void set_abort_handler(AbortHandler handler);
@@ -72,12 +73,22 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   Status failure() const;
 
  private:
-  enum class State { kIdle, kRegistering, kJoining, kActive, kUpdating, kLinking, kLeaving, kLeft, kFailed };
+  enum class State {
+    kIdle,
+    kRegistering,
+    kJoining,
+    kActive,
+    kUpdating,
+    kLinking,
+    kLeaving,
+    kLeft,
+    kFailed
+  };
   using Strand = asio::strand<asio::io_context::executor_type>;
   using Clock = std::chrono::steady_clock;
 
-  PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand, std::shared_ptr<Mesh> mesh,
-              std::string master_host, uint16_t master_port);
+  PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
+              std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port);
 
   // Posts `start` to the strand and waits for the call it begins to complete.
   Status run_call(std::function<void()> start, std::optional<std::chrono::milliseconds> timeout,

@@ -14,8 +14,10 @@ Result<Topology> Topology::from_message(const wire::TopologyMsg& m, PeerId self,
   t.members = m.members;
   for (const auto& ring : m.rings) t.rings[ring.group] = ring.order;
   auto it = t.rings.find(group);
-  if (it == t.rings.end() || std::find(it->second.begin(), it->second.end(), self) == it->second.end())
-    return protocol_error(fmt::format("epoch {} does not place peer {} in the ring of group {}", m.epoch, self, group));
+  if (it == t.rings.end() ||
+      std::find(it->second.begin(), it->second.end(), self) == it->second.end())
+    return protocol_error(fmt::format("epoch {} does not place peer {} in the ring of group {}",
+                                      m.epoch, self, group));
   return t;
 }
 

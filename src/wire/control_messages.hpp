@@ -117,9 +117,9 @@ struct PeerHelloAckMsg {
 
 // Alternative i holds the message whose ControlType value is i + 1.
 using ControlMessage =
-    std::variant<RegisterMsg, WelcomeMsg, HeartbeatMsg, UpdateTopologyMsg, TopologyUnchangedMsg, TopologyMsg,
-                 LinksReadyMsg, EpochCommitMsg, AbortMsg, PendingChangedMsg, ReportPeerLostMsg, LeaveMsg, ByeMsg,
-                 RemovedMsg, PeerHelloMsg, PeerHelloAckMsg>;
+    std::variant<RegisterMsg, WelcomeMsg, HeartbeatMsg, UpdateTopologyMsg, TopologyUnchangedMsg,
+                 TopologyMsg, LinksReadyMsg, EpochCommitMsg, AbortMsg, PendingChangedMsg,
+                 ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

@@ -13,7 +13,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.rfind(p, 0) == 0;
+}
 
 TEST(Churn, JoinLateJoinLeaveAndKillEndInOneEpochAndRing) {
   Cluster cluster;
@@ -55,7 +57,8 @@ TEST(Churn, JoinLateJoinLeaveAndKillEndInOneEpochAndRing) {
   victim_a->kill(SIGKILL);
   EXPECT_TRUE(victim_a->wait_exit(10s).has_value());
   for (size_t i = 0; i < peers.size(); ++i) {
-    EXPECT_TRUE(peers[i]->wait_line([](const std::string& l) { return starts_with(l, "UPDATE "); }, 30s, seen[i]))
+    EXPECT_TRUE(peers[i]->wait_line([](const std::string& l) { return starts_with(l, "UPDATE "); },
+                                    30s, seen[i]))
         << "survivor " << i << " never entered update_topology";
   }
   // They wait for the paused victim: nobody moves on while it lives.
@@ -79,7 +82,8 @@ TEST(Churn, JoinLateJoinLeaveAndKillEndInOneEpochAndRing) {
 TEST(Churn, GroupsGetTheirOwnRings) {
   Cluster cluster;
   std::vector<Child*> peers;
-  for (int i = 0; i < 5; ++i) peers.push_back(&cluster.add_peer({"--group", std::to_string(i % 2), "--connections", "2"}));
+  for (int i = 0; i < 5; ++i)
+    peers.push_back(&cluster.add_peer({"--group", std::to_string(i % 2), "--connections", "2"}));
   ASSERT_TRUE(cluster.wait_agreement(peers, 5));
   for (size_t i = 0; i < peers.size(); ++i) {
     auto e = parse_epoch_line(peers[i]->last_line("EPOCH "));
@@ -104,8 +108,10 @@ TEST(Churn, MasterSigtermEndsPeersWithPeerLost) {
   EXPECT_NE(cluster.master().stderr_text().find("shutting down"), std::string::npos);
   // The idle peer learns it at once (closed socket), not at its next call.
   EXPECT_TRUE(peer.wait_line(
-      [](const std::string& l) { return l.rfind("ABORT", 0) == 0 && l.find("LH_ERR_PEER_LOST") != std::string::npos &&
-                                        l.find("master") != std::string::npos; },
+      [](const std::string& l) {
+        return l.rfind("ABORT", 0) == 0 && l.find("LH_ERR_PEER_LOST") != std::string::npos &&
+               l.find("master") != std::string::npos;
+      },
       5s))
       << "the peer did not notice the master going away";
 }

@@ -16,7 +16,8 @@ std::optional<EpochLine> parse_epoch_line(const std::string& line) {
   in >> word >> e.epoch;
   if (word != "EPOCH") return std::nullopt;
   std::string k1, k2, k3, k4, k5, k6;
-  in >> k1 >> e.world >> k2 >> e.groups >> k3 >> e.group_world >> k4 >> e.rank >> k5 >> e.aborts >> k6 >> ring;
+  in >> k1 >> e.world >> k2 >> e.groups >> k3 >> e.group_world >> k4 >> e.rank >> k5 >> e.aborts >>
+      k6 >> ring;
   if (!in || k6 != "RING") return std::nullopt;
   std::istringstream ids(ring);
   std::string id;
@@ -26,8 +27,8 @@ std::optional<EpochLine> parse_epoch_line(const std::string& line) {
 
 Cluster::Cluster(std::vector<std::string> master_args) {
   const std::string port_file = dir_.path() + "/master.port";
-  std::vector<std::string> argv = {LONGHAUL_MASTER_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                   "--log-level", "info"};
+  std::vector<std::string> argv = {LONGHAUL_MASTER_BIN, "--listen",    "127.0.0.1:0", "--port-file",
+                                   port_file,           "--log-level", "info"};
   argv.insert(argv.end(), master_args.begin(), master_args.end());
   master_ = std::make_unique<Child>(argv, dir_.path() + "/master.log");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -46,7 +47,8 @@ Cluster::Cluster(std::vector<std::string> master_args) {
 Cluster::~Cluster() {
   // Peers first (each killed by its own pid and reaped), then the master.
   peers_.clear();
-  if (::testing::Test::HasFailure()) std::cerr << "---- master log ----\n" << master_->stderr_text() << "\n";
+  if (::testing::Test::HasFailure())
+    std::cerr << "---- master log ----\n" << master_->stderr_text() << "\n";
   master_.reset();
 }
 
@@ -59,8 +61,9 @@ Child& Cluster::add_peer(std::vector<std::string> args) {
 }
 
 uint64_t Cluster::peer_id(Child& peer, std::chrono::milliseconds timeout) {
-  auto line = peer.wait_line([](const std::string& l) { return l.rfind("ID ", 0) == 0 || l.rfind("ERROR", 0) == 0; },
-                             timeout);
+  auto line = peer.wait_line(
+      [](const std::string& l) { return l.rfind("ID ", 0) == 0 || l.rfind("ERROR", 0) == 0; },
+      timeout);
   if (!line || line->rfind("ID ", 0) != 0) return 0;
   return std::stoull(line->substr(3));
 }
@@ -88,9 +91,9 @@ uint64_t Cluster::peer_id(Child& peer, std::chrono::milliseconds timeout) {
       std::map<std::vector<uint64_t>, std::set<uint64_t>> rings;  // ring -> ids reporting it
       for (auto& [p, e] : last) {
         if (e.epoch != first.epoch || e.world != world) {
-          why = "peers disagree: epoch " + std::to_string(e.epoch) + " world " + std::to_string(e.world) +
-                " vs epoch " + std::to_string(first.epoch) + " world " + std::to_string(first.world) +
-                " (want world " + std::to_string(world) + ")";
+          why = "peers disagree: epoch " + std::to_string(e.epoch) + " world " +
+                std::to_string(e.world) + " vs epoch " + std::to_string(first.epoch) + " world " +
+                std::to_string(first.world) + " (want world " + std::to_string(world) + ")";
           break;
         }
         rings[e.ring].insert(ids[p]);
@@ -98,7 +101,8 @@ uint64_t Cluster::peer_id(Child& peer, std::chrono::milliseconds timeout) {
       if (why.empty()) {
         for (auto& [ring, reporters] : rings) {
           const std::set<uint64_t> members(ring.begin(), ring.end());
-          if (members != reporters || members.size() != ring.size()) why = "a ring does not match its group's peers";
+          if (members != reporters || members.size() != ring.size())
+            why = "a ring does not match its group's peers";
         }
       }
       if (why.empty()) return ::testing::AssertionSuccess();
@@ -107,8 +111,9 @@ uint64_t Cluster::peer_id(Child& peer, std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::string detail;
-  for (Child* p : peers) detail += "\n  pid " + std::to_string(p->pid()) + ": " + p->last_line("ID ") + " | " +
-                                   p->last_line("EPOCH ") + " | " + p->last_line("ERROR");
+  for (Child* p : peers)
+    detail += "\n  pid " + std::to_string(p->pid()) + ": " + p->last_line("ID ") + " | " +
+              p->last_line("EPOCH ") + " | " + p->last_line("ERROR");
   return ::testing::AssertionFailure() << why << detail;
 }
 

@@ -39,8 +39,9 @@ class Cluster {
 
   // Waits until every peer in `peers` reports the same epoch with `world` peers, the same ring per
   // group, and each group's ring holds exactly that group's peers of `peers`.
-  ::testing::AssertionResult wait_agreement(const std::vector<Child*>& peers, int64_t world,
-                                            std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  ::testing::AssertionResult wait_agreement(
+      const std::vector<Child*>& peers, int64_t world,
+      std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
  private:
   TempDir dir_;

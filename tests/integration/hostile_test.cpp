@@ -155,18 +155,19 @@ std::vector<std::vector<std::byte>> hostile_control_messages(std::mt19937_64& rn
       PeerHelloAckMsg{1, 1},
   };
   std::vector<std::vector<std::byte>> out;
-  out.push_back({});                                            // empty message
-  out.push_back({std::byte{0}});                                // tag 0
-  out.push_back({std::byte{200}, std::byte{1}});                // unknown tag
+  out.push_back({});                              // empty message
+  out.push_back({std::byte{0}});                  // tag 0
+  out.push_back({std::byte{200}, std::byte{1}});  // unknown tag
   for (const auto& m : valid) {
     auto bytes = encode_control(m);
-    out.push_back(bytes);                                       // valid but not for the master
-    for (int cut = 0; cut < 3 && bytes.size() > 1; ++cut)       // truncated
-      out.emplace_back(bytes.begin(), bytes.begin() + static_cast<long>(1 + rng() % (bytes.size() - 1)));
-    auto longer = bytes;                                        // trailing garbage
+    out.push_back(bytes);                                  // valid but not for the master
+    for (int cut = 0; cut < 3 && bytes.size() > 1; ++cut)  // truncated
+      out.emplace_back(bytes.begin(),
+                       bytes.begin() + static_cast<long>(1 + rng() % (bytes.size() - 1)));
+    auto longer = bytes;  // trailing garbage
     longer.push_back(std::byte{0x5A});
     out.push_back(longer);
-    auto flipped = bytes;                                       // a corrupted byte after the tag
+    auto flipped = bytes;  // a corrupted byte after the tag
     if (flipped.size() > 1) flipped[1 + rng() % (flipped.size() - 1)] ^= std::byte{0xFF};
     out.push_back(flipped);
   }
@@ -182,7 +183,7 @@ std::vector<std::vector<std::byte>> hostile_control_messages(std::mt19937_64& rn
     t.u32(0x7FFFFFFF);
     out.push_back(t.take());
   }
-  for (int i = 0; i < 40; ++i) {                                // random tag + random body
+  for (int i = 0; i < 40; ++i) {  // random tag + random body
     auto bytes = random_bytes(rng, rng() % 64);
     bytes.insert(bytes.begin(), static_cast<std::byte>(1 + rng() % 16));
     out.push_back(bytes);
@@ -202,7 +203,9 @@ TEST(MasterFuzz, SurvivesRandomTruncatedAndHostileMessagesAndStillAdmitsPeers) {
   for (int i = 0; i < 60; ++i) {
     RawClient client(cluster.port());
     switch (i % 4) {
-      case 0: client.write(random_bytes(rng, rng() % 4096)); break;
+      case 0:
+        client.write(random_bytes(rng, rng() % 4096));
+        break;
       case 1: {  // a HELLO header promising more payload than is sent
         net::FrameHeader h;
         h.type = net::FrameType::kHello;
@@ -243,7 +246,8 @@ TEST(MasterFuzz, SurvivesRandomTruncatedAndHostileMessagesAndStillAdmitsPeers) {
   }
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   for (auto& link : links) {
-    while (link->failure().is_ok() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    while (link->failure().is_ok() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
     if (!link->failure().is_ok()) ++dropped;
   }
   // Every message above is refused (malformed, one only the master sends, anything before

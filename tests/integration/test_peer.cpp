@@ -5,9 +5,8 @@
 //   ID <peer id>
 //   EPOCH <e> WORLD <n> GROUPS <g> GROUP_WORLD <m> RANK <r> ABORTS <a> RING <id,id,...>
 //   UPDATE <e>          (entering update_topology from epoch e)
-//   ABORT <epoch> <status> <reason>   (from the abort callback: a pushed abort or the session's end)
-//   PAUSED / RESUMED / LEFT
-//   ERROR <status> <message>   (then exits with status 3)
+//   ABORT <epoch> <status> <reason>   (from the abort callback: a pushed abort or the session's
+//   end) PAUSED / RESUMED / LEFT ERROR <status> <message>   (then exits with status 3)
 // and obeys commands on stdin, one per line: pause (stop calling update_topology), resume, leave
 // (graceful leave, then exit 0), exit (destroy without leaving, exit 0). End of input means exit.
 #include <atomic>
@@ -54,7 +53,8 @@ bool next_command(std::string* out) {
 }
 
 void on_abort(void*, uint64_t epoch, lh_status status, const char* reason) {
-  std::printf("ABORT %llu %s %s\n", static_cast<unsigned long long>(epoch), lh_status_string(status), reason);
+  std::printf("ABORT %llu %s %s\n", static_cast<unsigned long long>(epoch),
+              lh_status_string(status), reason);
   std::fflush(stdout);
 }
 
@@ -72,9 +72,11 @@ void print_epoch(lh_comm* c) {
   std::string ids;
   for (size_t i = 0; i < n; ++i) ids += (i ? "," : "") + std::to_string(ring[i]);
   std::printf("EPOCH %lld WORLD %lld GROUPS %lld GROUP_WORLD %lld RANK %lld ABORTS %lld RING %s\n",
-              static_cast<long long>(attr(c, LH_ATTR_EPOCH)), static_cast<long long>(attr(c, LH_ATTR_WORLD_SIZE)),
+              static_cast<long long>(attr(c, LH_ATTR_EPOCH)),
+              static_cast<long long>(attr(c, LH_ATTR_WORLD_SIZE)),
               static_cast<long long>(attr(c, LH_ATTR_GROUP_COUNT)),
-              static_cast<long long>(attr(c, LH_ATTR_GROUP_WORLD_SIZE)), static_cast<long long>(attr(c, LH_ATTR_RANK)),
+              static_cast<long long>(attr(c, LH_ATTR_GROUP_WORLD_SIZE)),
+              static_cast<long long>(attr(c, LH_ATTR_RANK)),
               static_cast<long long>(attr(c, LH_ATTR_ABORT_COUNT)), ids.c_str());
   std::fflush(stdout);
 }
@@ -89,16 +91,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* value = argv[i + 1];
-    if (flag == "--master") options.master_address = value;
-    else if (flag == "--group") options.peer_group = static_cast<uint32_t>(std::atoi(value));
-    else if (flag == "--secret") options.secret = value;
-    else if (flag == "--connections") options.connections_per_link = static_cast<uint32_t>(std::atoi(value));
-    else if (flag == "--connect-timeout-ms") options.connect_timeout_ms = static_cast<uint32_t>(std::atoi(value));
-    else if (flag == "--link-timeout-ms") options.link_timeout_ms = static_cast<uint32_t>(std::atoi(value));
-    else if (flag == "--advertise") options.advertised_address = value;
-    else if (flag == "--tls-cert") { options.use_tls = 1; options.tls_cert_file = value; }
-    else if (flag == "--tls-key") { options.use_tls = 1; options.tls_key_file = value; }
-    else {
+    if (flag == "--master")
+      options.master_address = value;
+    else if (flag == "--group")
+      options.peer_group = static_cast<uint32_t>(std::atoi(value));
+    else if (flag == "--secret")
+      options.secret = value;
+    else if (flag == "--connections")
+      options.connections_per_link = static_cast<uint32_t>(std::atoi(value));
+    else if (flag == "--connect-timeout-ms")
+      options.connect_timeout_ms = static_cast<uint32_t>(std::atoi(value));
+    else if (flag == "--link-timeout-ms")
+      options.link_timeout_ms = static_cast<uint32_t>(std::atoi(value));
+    else if (flag == "--advertise")
+      options.advertised_address = value;
+    else if (flag == "--tls-cert") {
+      options.use_tls = 1;
+      options.tls_cert_file = value;
+    } else if (flag == "--tls-key") {
+      options.use_tls = 1;
+      options.tls_key_file = value;
+    } else {
       std::fprintf(stderr, "test_peer: unknown flag %s\n", flag.c_str());
       return 2;
     }

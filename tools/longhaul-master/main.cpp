@@ -32,7 +32,8 @@ leave (or die) at any time; the master notices, tells the survivors, and re-form
 Usage: longhaul-master [options]
 
 Network:
-  --listen HOST:PORT        Address to accept peers on (default )" << kDefaultListen << R"().
+  --listen HOST:PORT        Address to accept peers on (default )"
+            << kDefaultListen << R"().
                             Port 0 picks a free port; IPv6 as [addr]:port.
   --port-file PATH          After binding, write the port number to PATH (for scripts and tests).
   --io-threads N            Network threads (default 2).
@@ -68,7 +69,8 @@ Status parse_uint(std::string_view flag, std::string_view text, uint64_t max, ui
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v == 0 || v > max)
-    return longhaul::invalid_argument(fmt::format("{} needs a whole number in 1..{}, got '{}'", flag, max, text));
+    return longhaul::invalid_argument(
+        fmt::format("{} needs a whole number in 1..{}, got '{}'", flag, max, text));
   *out = v;
   return Status::ok();
 }
@@ -80,7 +82,8 @@ Status read_secret(const std::string& path, std::string* secret) {
   ss << in.rdbuf();
   *secret = ss.str();
   while (!secret->empty() && (secret->back() == '\n' || secret->back() == '\r')) secret->pop_back();
-  if (secret->empty()) return longhaul::invalid_argument(fmt::format("the secret file '{}' is empty", path));
+  if (secret->empty())
+    return longhaul::invalid_argument(fmt::format("the secret file '{}' is empty", path));
   return Status::ok();
 }
 
@@ -93,7 +96,9 @@ Status write_port_file(const std::string& path, uint16_t port) {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);  // atomic: readers never see a half-written file
-  if (ec) return longhaul::io_error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+  if (ec)
+    return longhaul::io_error(
+        fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
   return Status::ok();
 }
 
@@ -122,12 +127,18 @@ Status parse_flags(int argc, char** argv, Flags* f) {
       return longhaul::invalid_argument(fmt::format("{} needs a value (see --help)", arg));
     }
     uint64_t n = 0;
-    if (arg == "--listen") listen = value;
-    else if (arg == "--port-file") f->port_file = value;
-    else if (arg == "--secret-file") secret_file = value;
-    else if (arg == "--tls-cert") f->options.transport.tls.cert_file = value;
-    else if (arg == "--tls-key") f->options.transport.tls.key_file = value;
-    else if (arg == "--log-level") level = value;
+    if (arg == "--listen")
+      listen = value;
+    else if (arg == "--port-file")
+      f->port_file = value;
+    else if (arg == "--secret-file")
+      secret_file = value;
+    else if (arg == "--tls-cert")
+      f->options.transport.tls.cert_file = value;
+    else if (arg == "--tls-key")
+      f->options.transport.tls.key_file = value;
+    else if (arg == "--log-level")
+      level = value;
     else if (arg == "--heartbeat-interval-ms") {
       LH_RETURN_IF_ERROR(parse_uint(arg, value, 3'600'000, &n));
       f->options.heartbeat_interval = std::chrono::milliseconds(n);
@@ -146,15 +157,18 @@ Status parse_flags(int argc, char** argv, Flags* f) {
   }
   longhaul::log::Level l;
   if (!longhaul::log::parse_level(level, &l))
-    return longhaul::invalid_argument(fmt::format("--log-level must be debug, info, warn, error or off, got '{}'", level));
+    return longhaul::invalid_argument(
+        fmt::format("--log-level must be debug, info, warn, error or off, got '{}'", level));
   longhaul::log::set_level(l);
-  LH_RETURN_IF_ERROR(longhaul::net::parse_host_port(listen, &f->options.listen_host, &f->options.listen_port)
-                         .with_context("--listen"));
+  LH_RETURN_IF_ERROR(
+      longhaul::net::parse_host_port(listen, &f->options.listen_host, &f->options.listen_port)
+          .with_context("--listen"));
   auto& tls = f->options.transport.tls;
   if (tls.cert_file.empty() != tls.key_file.empty())
     return longhaul::invalid_argument("--tls-cert and --tls-key must be given together");
   tls.enabled = !tls.cert_file.empty();
-  if (!secret_file.empty()) LH_RETURN_IF_ERROR(read_secret(secret_file, &f->options.transport.secret));
+  if (!secret_file.empty())
+    LH_RETURN_IF_ERROR(read_secret(secret_file, &f->options.transport.secret));
   return Status::ok();
 }
 
@@ -192,7 +206,8 @@ int main(int argc, char** argv) {
     }
   }
   if (flags.options.transport.secret.empty())
-    longhaul::log::warn("master", "no --secret-file: anyone who can reach port {} may join", (*master)->port());
+    longhaul::log::warn("master", "no --secret-file: anyone who can reach port {} may join",
+                        (*master)->port());
   int sig = 0;
   sigwait(&stop_signals, &sig);
   longhaul::log::info("master", "received {}; shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");

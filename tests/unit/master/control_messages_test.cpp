@@ -35,7 +35,8 @@ TEST(ControlMessages, EveryMessageRoundTrips) {
   for (const auto& m : samples()) {
     const auto bytes = encode_control(m);
     auto back = decode_control(bytes);
-    ASSERT_TRUE(back.is_ok()) << control_type_name(control_type(m)) << ": " << back.status().to_string();
+    ASSERT_TRUE(back.is_ok()) << control_type_name(control_type(m)) << ": "
+                              << back.status().to_string();
     EXPECT_EQ(back->index(), m.index());
     EXPECT_EQ(encode_control(*back), bytes) << control_type_name(control_type(m));
   }
@@ -61,7 +62,8 @@ TEST(ControlMessages, InconsistentTopologiesAreRefused) {
   auto refused = [](const TopologyMsg& t) { return !decode_control(encode_control(t)).is_ok(); };
   EXPECT_TRUE(refused({1, {{1, 0, "a", 1}, {1, 0, "a", 1}}, {{0, {1}}}})) << "duplicate member";
   EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {2}}}})) << "ring names a stranger";
-  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}, {2, 0, "b", 1}}, {{0, {1}}}})) << "member missing from its ring";
+  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}, {2, 0, "b", 1}}, {{0, {1}}}}))
+      << "member missing from its ring";
   EXPECT_TRUE(refused({1, {{1, 1, "a", 1}}, {{0, {1}}}})) << "member in another group's ring";
   EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {1, 1}}}})) << "placed twice";
   EXPECT_TRUE(refused({1, {{0, 0, "a", 1}}, {{0, {0}}}})) << "peer id 0";
@@ -103,7 +105,8 @@ TEST(ControlMessages, RandomInputNeverCrashes) {
     auto r = decode_control(bytes);
     if (r) {
       ++accepted;
-      EXPECT_EQ(encode_control(*r), bytes) << "an accepted message must re-encode to the same bytes";
+      EXPECT_EQ(encode_control(*r), bytes)
+          << "an accepted message must re-encode to the same bytes";
     }
   }
   EXPECT_GT(accepted, 0u);  // heartbeats and byes are one byte; some random inputs are valid

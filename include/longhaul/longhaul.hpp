@@ -1,0 +1,225 @@
+// longhaul.hpp: a header-only C++20 API over the C ABI of longhaul.h.
+//
+// RAII owners for the handles (move-only), option structs with the C defaults, and exceptions:
+// every failing call throws longhaul::Error, which carries the lh_status and the library's message.
+// Thread safety is that of the C functions underneath (see longhaul.h): the const queries of
+// Communicator are thread-safe, the rest must not run concurrently on one object.
+//
+//   longhaul::Master master({.listen_address = "127.0.0.1:0"});
+//   master.run();
+//   longhaul::Communicator comm({.master_address = "127.0.0.1:" + std::to_string(master.port())});
+//   comm.connect();
+//   for (;;) { if (comm.peers_pending()) comm.update_topology(); ... }
+#ifndef LONGHAUL_LONGHAUL_HPP_
+#define LONGHAUL_LONGHAUL_HPP_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "longhaul/longhaul.h"
+
+namespace longhaul {
+
+// A failed longhaul call: what() is "LH_ERR_...: message", status() the code.
+class Error : public std::runtime_error {
+ public:
+  Error(lh_status status, const std::string& message)
+      : std::runtime_error(std::string(lh_status_string(status)) + ": " + message),
+        status_(status) {}
+  lh_status status() const noexcept { return status_; }
+
+ private:
+  lh_status status_;
+};
+
+namespace detail {
+inline void check(lh_status s, const char* message) {
+  if (s != LH_OK) throw Error(s, message ? message : "");
+}
+inline const char* c_str_or_null(const std::string& s) {
+  return s.empty() ? nullptr : s.c_str();
+}
+}  // namespace detail
+
+inline std::string version() {
+  return lh_version();
+}
+// "debug", "info", "warn", "error" or "off".
+inline void set_log_level(const std::string& level) {
+  detail::check(lh_set_log_level(level.c_str()), lh_last_error());
+}
+
+// Mirrors lh_master_options; the defaults are the C defaults.
+struct MasterOptions {
+  std::string listen_address = "0.0.0.0:0";
+  std::string secret;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  uint32_t heartbeat_interval_ms = 1000;
+  uint32_t heartbeat_misses = 3;
+  uint32_t topology_timeout_ms = 30000;
+  uint32_t handshake_timeout_ms = 5000;
+  uint32_t io_threads = 0;
+};
+
+class Master {
+ public:
+  explicit Master(const MasterOptions& options = {}) {
+    lh_master_options o;
+    lh_master_options_init(&o);
+    o.listen_address = options.listen_address.c_str();
+    o.secret = detail::c_str_or_null(options.secret);
+    o.tls_cert_file = detail::c_str_or_null(options.tls_cert_file);
+    o.tls_key_file = detail::c_str_or_null(options.tls_key_file);
+    o.heartbeat_interval_ms = options.heartbeat_interval_ms;
+    o.heartbeat_misses = options.heartbeat_misses;
+    o.topology_timeout_ms = options.topology_timeout_ms;
+    o.handshake_timeout_ms = options.handshake_timeout_ms;
+    o.io_threads = options.io_threads;
+    lh_master* raw = nullptr;
+    detail::check(lh_master_create(&o, &raw), lh_last_error());
+    handle_.reset(raw);
+  }
+
+  // Starts serving peers in the background.
+  void run() { detail::check(lh_master_run(get()), lh_master_last_error(get())); }
+  void stop() { detail::check(lh_master_stop(get()), lh_master_last_error(get())); }
+  uint16_t port() const {
+    uint16_t p = 0;
+    detail::check(lh_master_port(handle_.get(), &p), lh_master_last_error(handle_.get()));
+    return p;
+  }
+  lh_master* get() const { return handle_.get(); }
+
+ private:
+  struct Deleter {
+    void operator()(lh_master* m) const { lh_master_destroy(m); }
+  };
+  std::unique_ptr<lh_master, Deleter> handle_;
+};
+
+// Mirrors lh_comm_options; the defaults are the C defaults.
+struct CommunicatorOptions {
+  std::string master_address;
+  uint32_t peer_group = 0;
+  uint32_t connections_per_link = 1;
+  std::string secret;
+  bool use_tls = false;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  std::string listen_address = "0.0.0.0:0";
+  std::string advertised_address;
+  uint32_t connect_timeout_ms = 30000;
+  uint32_t link_timeout_ms = 10000;
+  uint32_t handshake_timeout_ms = 5000;
+  uint32_t io_threads = 0;
+};
+
+class Communicator {
+ public:
+  // Called on a library thread when the master aborts the group's in-flight operations, and when
+  // the communicator fails; must not block. See lh_abort_callback.
+  using AbortHandler =
+      std::function<void(uint64_t epoch, lh_status status, const std::string& reason)>;
+
+  explicit Communicator(const CommunicatorOptions& options) {
+    lh_comm_options o;
+    lh_comm_options_init(&o);
+    o.master_address = options.master_address.c_str();
+    o.peer_group = options.peer_group;
+    o.connections_per_link = options.connections_per_link;
+    o.secret = detail::c_str_or_null(options.secret);
+    o.use_tls = options.use_tls ? 1 : 0;
+    o.tls_cert_file = detail::c_str_or_null(options.tls_cert_file);
+    o.tls_key_file = detail::c_str_or_null(options.tls_key_file);
+    o.tls_ca_file = detail::c_str_or_null(options.tls_ca_file);
+    o.listen_address = options.listen_address.c_str();
+    o.advertised_address = detail::c_str_or_null(options.advertised_address);
+    o.connect_timeout_ms = options.connect_timeout_ms;
+    o.link_timeout_ms = options.link_timeout_ms;
+    o.handshake_timeout_ms = options.handshake_timeout_ms;
+    o.io_threads = options.io_threads;
+    lh_comm* raw = nullptr;
+    detail::check(lh_comm_create(&o, &raw), lh_last_error());
+    handle_.reset(raw);
+  }
+
+  // Set before connect(). The handler lives as long as the communicator.
+  void on_abort(AbortHandler handler) {
+    abort_handler_ = std::make_unique<AbortHandler>(std::move(handler));
+    check(lh_comm_set_abort_callback(get(), &Communicator::abort_trampoline, abort_handler_.get()));
+  }
+
+  // Blocks until admitted (see lh_comm_connect).
+  void connect() { check(lh_comm_connect(get())); }
+  // Blocks until the next epoch, or returns at once if nothing changes (see
+  // lh_comm_update_topology).
+  void update_topology() { check(lh_comm_update_topology(get())); }
+  // Thread-safe; no network round trip.
+  bool peers_pending() const {
+    int pending = 0;
+    check(lh_comm_are_peers_pending(get(), &pending));
+    return pending != 0;
+  }
+  void leave(const std::string& reason = {}) {
+    check(lh_comm_leave(get(), detail::c_str_or_null(reason)));
+  }
+
+  int64_t attribute(lh_attribute a) const {
+    int64_t v = 0;
+    check(lh_comm_get_attribute(get(), a, &v));
+    return v;
+  }
+  int64_t world_size() const { return attribute(LH_ATTR_WORLD_SIZE); }
+  int64_t group_world_size() const { return attribute(LH_ATTR_GROUP_WORLD_SIZE); }
+  int64_t rank() const { return attribute(LH_ATTR_RANK); }
+  uint64_t epoch() const { return static_cast<uint64_t>(attribute(LH_ATTR_EPOCH)); }
+  int64_t group_count() const { return attribute(LH_ATTR_GROUP_COUNT); }
+  uint64_t peer_id() const { return static_cast<uint64_t>(attribute(LH_ATTR_PEER_ID)); }
+
+  // This group's ring, as peer ids in ring order.
+  std::vector<uint64_t> ring() const {
+    std::vector<uint64_t> ids(8);
+    for (;;) {
+      size_t n = 0;
+      check(lh_comm_get_ring(get(), ids.data(), ids.size(), &n));
+      if (n <= ids.size()) {
+        ids.resize(n);
+        return ids;
+      }
+      ids.resize(n);
+    }
+  }
+  // Copies the ring into `out` (no allocation); returns how many ids the ring has.
+  size_t ring(std::span<uint64_t> out) const {
+    size_t n = 0;
+    check(lh_comm_get_ring(get(), out.data(), out.size(), &n));
+    return n;
+  }
+
+  lh_comm* get() const { return handle_.get(); }
+
+ private:
+  struct Deleter {
+    void operator()(lh_comm* c) const { lh_comm_destroy(c); }
+  };
+  void check(lh_status s) const { detail::check(s, lh_comm_last_error(handle_.get())); }
+  static void abort_trampoline(void* user, uint64_t epoch, lh_status status, const char* reason) {
+    (*static_cast<AbortHandler*>(user))(epoch, status, reason ? reason : "");
+  }
+
+  // Declared before the handle so it outlives it (the handle's destructor may still call it).
+  std::unique_ptr<AbortHandler> abort_handler_;
+  std::unique_ptr<lh_comm, Deleter> handle_;
+};
+
+}  // namespace longhaul
+
+#endif  // LONGHAUL_LONGHAUL_HPP_
