@@ -184,8 +184,8 @@ lh_status lh_comm_connect(lh_comm* comm);
 lh_status lh_comm_update_topology(lh_comm* comm);
 
 /* *pending = 1 if lh_comm_update_topology has work to do (a peer waits to join, or a peer or link
- * was lost since this epoch began), else 0. Costs no network round trip: the master pushes the
- * flag. Thread-safe. */
+ * was lost since this epoch began, or this communicator has failed and update_topology will
+ * report why), else 0. Costs no network round trip: the master pushes the flag. Thread-safe. */
 lh_status lh_comm_are_peers_pending(lh_comm* comm, int* pending);
 
 typedef enum lh_attribute {

@@ -343,6 +343,7 @@ void PeerSession::send(const wire::ControlMessage& m) {
 void PeerSession::fail(Status why) {
   if (state_ == State::kFailed || state_ == State::kLeft) return;
   state_ = State::kFailed;
+  failed_.store(true);
   AbortHandler handler;
   {
     std::lock_guard lock(mu_);

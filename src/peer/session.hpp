@@ -65,7 +65,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Closes everything without telling the master (it notices the closed socket). Idempotent.
   void close();
 
-  bool peers_pending() const { return pending_.load(); }
+  // Whether update_topology has work to do; also true once the session has failed, so that a loop
+  // that calls update_topology only when this is set learns of the failure from that call.
+  bool peers_pending() const { return pending_.load() || failed_.load(); }
   TopologyView view() const;
   RingLinks ring_links() const { return mesh_->ring_links(); }
   uint64_t aborts_seen() const { return aborts_.load(); }
@@ -123,6 +125,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   std::shared_ptr<std::promise<Status>> call_;
 
   std::atomic<bool> pending_{false};
+  std::atomic<bool> failed_{false};
   std::atomic<uint64_t> aborts_{0};
   mutable std::mutex mu_;  // guards the fields below
   TopologyView view_;
