@@ -42,7 +42,8 @@ TEST(Failure, PeerNobodyCanReachIsEvictedWithTheReason) {
   ASSERT_TRUE(cluster.wait_agreement(peers, 3));
   // It advertises a port where nothing listens (a broken NAT forward): the peers that must
   // connect to it fail, it waits for connections that never come.
-  Child& unreachable = cluster.add_peer({"--advertise", "127.0.0.1:1", "--link-timeout-ms", "1500"});
+  Child& unreachable =
+      cluster.add_peer({"--advertise", "127.0.0.1:1", "--link-timeout-ms", "1500"});
   EXPECT_EQ(unreachable.wait_exit(60s), 3);
   const std::string error = unreachable.last_line("ERROR");
   EXPECT_NE(error.find("removed by the master"), std::string::npos) << error;
@@ -54,14 +55,16 @@ TEST(Failure, PeerNobodyCanReachIsEvictedWithTheReason) {
 TEST(Failure, EverythingWorksOverTls) {
   TempDir certs;
   const std::string cert = certs.path() + "/cert.pem", key = certs.path() + "/key.pem";
-  const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-                          "-subj /CN=localhost -keyout " + key + " -out " + cert + " >/dev/null 2>&1";
+  const std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+      "-subj /CN=localhost -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string secret = certs.path() + "/secret";
   std::ofstream(secret) << "tls cluster secret\n";
   Cluster cluster({"--tls-cert", cert, "--tls-key", key, "--secret-file", secret});
-  const std::vector<std::string> args = {"--tls-cert", cert, "--tls-key", key, "--secret", "tls cluster secret",
-                                         "--connections", "2"};
+  const std::vector<std::string> args = {
+      "--tls-cert", cert, "--tls-key", key, "--secret", "tls cluster secret", "--connections", "2"};
   std::vector<Child*> peers;
   for (int i = 0; i < 4; ++i) peers.push_back(&cluster.add_peer(args));
   ASSERT_TRUE(cluster.wait_agreement(peers, 4));
@@ -70,7 +73,8 @@ TEST(Failure, EverythingWorksOverTls) {
   peers.pop_back();
   ASSERT_TRUE(cluster.wait_agreement(peers, 3));
   // A plaintext peer cannot talk to a TLS master.
-  Child& plain = cluster.add_peer({"--secret", "tls cluster secret", "--connect-timeout-ms", "5000"});
+  Child& plain =
+      cluster.add_peer({"--secret", "tls cluster secret", "--connect-timeout-ms", "5000"});
   EXPECT_EQ(plain.wait_exit(30s), 3);
   EXPECT_FALSE(plain.last_line("ERROR").empty());
 }
