@@ -157,6 +157,8 @@ Status PeerSession::update_topology() {
   return run_call(
       [this] {
         if (state_ == State::kFailed) return complete_call(failure());
+        if (state_ == State::kLeft)
+          return complete_call(closed_error("the communicator has left the run"));
         if (state_ != State::kActive)
           return complete_call(invalid_argument("update_topology needs a connected communicator"));
         state_ = State::kUpdating;

@@ -24,7 +24,7 @@ constexpr const char* kDefaultListen = "0.0.0.0:48484";
 void print_help() {
   std::cout << R"(longhaul-master: coordinates the peers of a longhaul training run.
 
-Peers (processes using the longhaul library, e.g. longhaul-peer) connect to the master, which tells
+Peers (training processes using the longhaul library) connect to the master, which tells
 them who is in the run, in which ring order they reduce, and when the membership changes. The
 master carries no training data; one small process is enough for the whole run. Peers may join and
 leave (or die) at any time; the master notices, tells the survivors, and re-forms the ring.
