@@ -33,6 +33,9 @@ OPT_STEP_ATOL = 1e-8
 PARAM_ATOL_MOST = 1e-6
 PARAM_MOST_FRACTION = 0.999
 PARAM_ATOL_ALL = 2e-5
+# The key bias (qkv_b[:, C:2C]) has an exactly zero true gradient (softmax is unchanged by adding
+# the same q.b to every score of a row), so both sides' "gradients" there are float noise that
+# Adam turns into updates of either sign: it is held to PARAM_ATOL_ALL only.
 SCALAR_RTOL = 1e-5       # per-step loss and global grad norm
 
 
@@ -117,7 +120,11 @@ def main():
         check(f"step {s} grad norm", d <= SCALAR_RTOL, f"ours {ours:.6g} torch {norm:.6g} rel {d:.3g}")
     for n in names:
         diff = np.abs(final[n] - getattr(model, n).detach().numpy())
-        within = float((diff <= PARAM_ATOL_MOST).mean())
+        strict = np.ones(diff.shape, dtype=bool)
+        if n == "qkv_b":
+            C = cfg["channels"]
+            strict[:, C:2 * C] = False
+        within = float((diff[strict] <= PARAM_ATOL_MOST).mean())
         moved = np.abs(final[n] - init[n]).max()
         check(f"param {n} after {cfg['steps']} steps",
               within >= PARAM_MOST_FRACTION and diff.max() <= PARAM_ATOL_ALL,
