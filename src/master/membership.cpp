@@ -1,6 +1,7 @@
 #include "master/membership.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -184,9 +185,11 @@ void Membership::start_round() {
         rings[group] = std::move(*ring);
         continue;
       }
-      // No ring keeps every unreachable pair apart: evict the peer with the most unreachable
-      // neighbours (the newest one on a tie).
-      size_t worst = 0;
+      // No ring keeps every unreachable pair apart: evict one peer of an unreachable pair. A
+      // peer not yet admitted goes before an admitted one (a newcomer with a broken address must
+      // not push out the members that worked so far); then the one with the most unreachable
+      // neighbours; then the newest.
+      std::tuple<bool, size_t, PeerId> worst{false, 0, 0};
       for (PeerId id : ids) {
         std::vector<PeerId> cut;
         for (const auto& p : banned_) {
@@ -194,13 +197,15 @@ void Membership::start_round() {
             cut.push_back(p.second);
           if (p.second == id && std::count(ids.begin(), ids.end(), p.first)) cut.push_back(p.first);
         }
-        if (cut.size() >= worst && !cut.empty()) {
-          worst = cut.size();
-          victim = id;
-          victim_reason = fmt::format(
-              "no ring of group {} avoids its unreachable links (cannot reach peers {})", group,
-              fmt::join(cut, ", "));
-        }
+        if (cut.empty()) continue;
+        const std::tuple<bool, size_t, PeerId> score{members_.at(id).state == State::kPending,
+                                                     cut.size(), id};
+        if (score < worst) continue;
+        worst = score;
+        victim = id;
+        victim_reason = fmt::format(
+            "no ring of group {} avoids its unreachable links (cannot reach peers {})", group,
+            fmt::join(cut, ", "));
       }
       break;
     }

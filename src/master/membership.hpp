@@ -14,7 +14,8 @@
 // each sets up links to its ring neighbours and answers LINKS_READY; when all have answered and
 // none reported an unreachable neighbour, the master commits (EPOCH_COMMIT) and everyone enters the
 // epoch together. A reported unreachable pair is kept apart in a fresh proposal; if no ring keeps
-// it apart, the peer with the most unreachable neighbours is evicted with that reason. A
+// it apart, a peer of an unreachable pair is evicted with that reason (one not yet admitted
+// first, then the one with the most unreachable neighbours, then the newest). A
 // participant lost mid-round restarts the round without it.
 #pragma once
 

@@ -188,6 +188,26 @@ TEST_F(MembershipTest, NoRingAvoidsTheUnreachableLinksSoAPeerIsEvictedWithTheRea
   EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{a}));
 }
 
+TEST_F(MembershipTest, UnreachableNewcomersAreEvictedBeforeTheMemberThatReportsThem) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId x = join();
+  const PeerId y = join();
+  all_update({a});
+  auto proposals = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(proposals.size(), 3u);
+  const uint64_t epoch = proposals[0].second.epoch;
+  // a reaches neither newcomer (it has the most unreachable links, but it was admitted before).
+  ASSERT_TRUE(m.on_links_ready(a, epoch, {x, y}).is_ok());
+  ASSERT_TRUE(m.on_links_ready(x, epoch, {}).is_ok());
+  ASSERT_TRUE(m.on_links_ready(y, epoch, {}).is_ok());
+  ASSERT_EQ(out.disconnected.size(), 2u);
+  EXPECT_EQ(out.disconnected[0].first, y);
+  EXPECT_EQ(out.disconnected[1].first, x);
+  all_ready();
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{a}));
+}
+
 TEST_F(MembershipTest, RoundTimeoutEvictsTheSilentParticipants) {
   const PeerId a = join();
   all_ready();
