@@ -60,12 +60,18 @@ asio::awaitable<Result<FrameHeader>> Connection::read_header() {
   if (tls_) {
     const std::span<std::byte> dst(read_header_buf_.data(), read_header_buf_.size());
     Status s = co_await tls_->read_exact(dst);
-    if (!s) co_return s;
+    if (!s) {
+      closed_between_frames_ = tls_->clean_eof();
+      co_return s;
+    }
   } else {
     asio::error_code ec;
     const asio::mutable_buffer buf(read_header_buf_.data(), read_header_buf_.size());
-    co_await asio::async_read(plain_, buf, asio::redirect_error(kAwait, ec));
-    if (ec) co_return io_status(ec, "reading from");
+    const size_t n = co_await asio::async_read(plain_, buf, asio::redirect_error(kAwait, ec));
+    if (ec) {
+      closed_between_frames_ = ec == asio::error::eof && n == 0;
+      co_return io_status(ec, "reading from");
+    }
   }
   FrameHeader h;
   Status s = decode_header(read_header_buf_, limits_, &h);

@@ -60,6 +60,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void close();
   bool is_closed() const { return closed_.load(); }
+  // True when the last read_header failed because the peer closed the connection between frames
+  // (an orderly end, as opposed to an error or a frame cut short).
+  bool closed_between_frames() const { return closed_between_frames_; }
 
  private:
   Status io_status(const asio::error_code& ec, const char* what) const;
@@ -74,6 +77,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   EncodedHeader write_header_buf_{};
   std::vector<std::byte> skip_buf_;
   std::atomic<bool> closed_{false};
+  bool closed_between_frames_ = false;
   // Non-null for TLS; refers to plain_, closed_ and remote_, so it is declared after them.
   std::unique_ptr<TlsStream> tls_;
 };

@@ -264,20 +264,25 @@ bool Link::is_cancelled(uint64_t op_id) const {
   return false;
 }
 
+// An op whose every byte was written (or received) has succeeded, even if the link failed or the
+// op was cancelled while its last write's completion was still on its way: the peer that closed
+// right after reading those bytes must not turn a finished transfer into an error.
 void Link::complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending) {
   if (op->finished || op->writes_in_flight > 0) return;
-  if (op->status.is_ok() && !(op->all_assigned && op->written == op->data.size())) return;
+  const bool sent = op->all_assigned && op->written == op->data.size();
+  if (!sent && op->status.is_ok()) return;
   op->finished = true;
   sends_.erase(op->id);
-  pending.add(std::move(op->done), op->status);
+  pending.add(std::move(op->done), sent ? Status::ok() : op->status);
 }
 
 void Link::complete_recv_if_done(std::shared_ptr<RecvOp> op, Pending& pending) {
   if (op->finished || op->reads_in_flight > 0) return;
-  if (op->status.is_ok() && !(op->any_segment && op->received == op->dst.size())) return;
+  const bool received = op->any_segment && op->received == op->dst.size();
+  if (!received && op->status.is_ok()) return;
   op->finished = true;
   recvs_.erase(op->id);
-  pending.add(std::move(op->done), op->status);
+  pending.add(std::move(op->done), received ? Status::ok() : op->status);
 }
 
 bool Link::next_write(size_t index, WriteItem* out) {
@@ -390,6 +395,13 @@ asio::awaitable<void> Link::reader(size_t index) {
   for (;;) {
     auto header = co_await conn.read_header();
     if (!header) {
+      if (conn.closed_between_frames()) {
+        // The remote end closes all K connections at once, but this one may reach its end
+        // while another still holds the last bytes of an op: the link fails only once every
+        // connection has been read to its end.
+        std::lock_guard lock(mu_);
+        if (++connections_at_end_ < connections_.size()) co_return;
+      }
       fail(header.status().code() == LH_ERR_CLOSED ? header.status()
                                                     : header.status().with_context(fmt::format("link to {}", peer_)));
       co_return;

@@ -104,6 +104,7 @@ class Link : public std::enable_shared_from_this<Link> {
   mutable std::mutex mu_;
   Status failure_;
   bool started_ = false;
+  size_t connections_at_end_ = 0;  // connections the remote end closed between frames
   ControlHandler on_control_;
   FailureHandler on_failure_;
   std::deque<std::shared_ptr<SendOp>> send_queue_;     // ops with segments not yet assigned

@@ -113,6 +113,7 @@ asio::awaitable<Status> TlsStream::fill() {
   asio::error_code ec;
   const asio::mutable_buffer buf(rbuf_.data(), rbuf_.size());
   const size_t n = co_await socket_.async_read_some(buf, asio::redirect_error(kAwait, ec));
+  eof_seen_ = ec == asio::error::eof;
   if (ec) co_return io_status(ec, "reading from");
   // A memory BIO grows as needed; data already in it is kept (it holds at most a partial record
   // here, since SSL_read asked for more).
@@ -173,8 +174,12 @@ asio::awaitable<Status> TlsStream::read_exact(std::span<std::byte> dst) {
     }
     const int err = SSL_get_error(ssl_, r);
     if (err != SSL_ERROR_WANT_READ) co_return tls_error("reading from", err);
+    const bool nothing_buffered = got == 0 && BIO_ctrl_pending(rbio_) == 0;
     Status s = co_await fill();
-    if (!s) co_return s;
+    if (!s) {
+      clean_eof_ = nothing_buffered && eof_seen_;
+      co_return s;
+    }
   }
   co_return Status::ok();
 }

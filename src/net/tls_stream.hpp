@@ -63,6 +63,9 @@ class TlsStream {
   asio::awaitable<Status> handshake(bool server);
   // Reads exactly dst.size() plaintext bytes into dst.
   asio::awaitable<Status> read_exact(std::span<std::byte> dst);
+  // True when the last read_exact failed because the peer closed the connection before sending
+  // any byte of it (a close between frames, not in the middle of one).
+  bool clean_eof() const { return clean_eof_; }
   // Writes every byte of `buffers`; completes once the kernel has all the ciphertext.
   asio::awaitable<Status> write_all(std::span<const asio::const_buffer> buffers);
   // RFC 5705 exported keying material for `label` (empty on failure).
@@ -78,6 +81,8 @@ class TlsStream {
   Status io_status(const asio::error_code& ec, const char* what) const;
 
   asio::ip::tcp::socket& socket_;
+  bool clean_eof_ = false;
+  bool eof_seen_ = false;
   const std::atomic<bool>& closed_;
   const std::string& remote_;
   SSL* ssl_ = nullptr;

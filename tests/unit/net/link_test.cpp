@@ -212,6 +212,30 @@ TEST(Link, CancelMatchingEndsPresentAndFutureOpsOfAPrefixAtBothEnds) {
   EXPECT_TRUE(unrelated.wait().is_ok());
 }
 
+TEST(Link, BytesSentBeforeTheRemoteClosesAllArriveOnEveryConnection) {
+  for (bool tls : {false, true}) {
+    IoRuntime io(2);
+    TransportOptions options = tls ? testing::tls_options() : TransportOptions{};
+    auto pair = connect_pair(io, 8, options, options);
+    ASSERT_TRUE(pair);
+    const auto src = pattern(48 << 20, 11);
+    std::vector<std::byte> dst(src.size());
+    Done received;
+    pair->client->recv(1, dst, received.callback());
+    // The sender closes the moment its last write is in the kernel, as a peer that leaves right
+    // after finishing its part does; segments still queued on other connections must not be lost.
+    auto server = pair->server;
+    server->send(1, src, [server](Status) { server->close(closed_error("done, leaving")); });
+    Status s = received.wait();
+    ASSERT_TRUE(s.is_ok()) << (tls ? "tls: " : "plain: ") << s.to_string();
+    EXPECT_TRUE(dst == src);
+    // And once every connection has ended, the link reports the loss.
+    for (int i = 0; i < 100 && pair->client->failure().is_ok(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(pair->client->failure().code(), LH_ERR_PEER_LOST);
+  }
+}
+
 TEST(Link, SizeMismatchFailsTheOpNotTheLink) {
   IoRuntime io(2);
   auto pair = connect_pair(io, 2, {}, {});
