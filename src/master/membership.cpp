@@ -115,14 +115,14 @@ void Membership::on_round_timeout(uint64_t epoch) {
   sync_pending_flags();
 }
 
-void Membership::drop_peer(PeerId id, const std::string& reason) {
+void Membership::drop_peer(PeerId id, const std::string& reason, bool graceful) {
   if (!members_.contains(id)) return;
-  forget(id, reason);
+  forget(id, reason, graceful);
   maybe_start_round();
   sync_pending_flags();
 }
 
-void Membership::forget(PeerId id, const std::string& reason) {
+void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
   const Member m = it->second;
@@ -131,7 +131,7 @@ void Membership::forget(PeerId id, const std::string& reason) {
   std::erase_if(banned_, [id](const PeerPair& p) { return p.first == id || p.second == id; });
   if (m.state == State::kActive) {
     ring_broken_ = true;
-    abort_group(m.group, fmt::format("peer {} left: {}", id, reason));
+    if (!graceful) abort_group(m.group, fmt::format("peer {} left: {}", id, reason));
   }
   if (round_ && round_->participants.contains(id)) {
     // Every participant has a proposal that names the lost peer; replace it.

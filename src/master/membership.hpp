@@ -74,9 +74,11 @@ class Membership {
   // The round proposing `epoch` ran out of time: participants that did not answer are evicted.
   void on_round_timeout(uint64_t epoch);
   // The peer is gone: left, connection lost, heartbeats missed, or evicted by the caller. Survivors
-  // of its group get an ABORT if it was active; a round it took part in restarts without it.
-  // Unknown ids are ignored.
-  void drop_peer(PeerId id, const std::string& reason);
+  // of its group get an ABORT if it was active and did not leave gracefully (a graceful leaver
+  // has finished its collectives: the survivors' last ones still complete from the bytes it sent,
+  // and anything that truly misses it fails when its links close); a round it took part in
+  // restarts without it. Unknown ids are ignored.
+  void drop_peer(PeerId id, const std::string& reason, bool graceful = false);
 
   uint64_t epoch() const { return committed_epoch_; }
   uint64_t op_sequence() const { return op_sequence_; }
@@ -102,7 +104,7 @@ class Membership {
   void start_round();
   void commit();
   // Forgets the peer; aborts its group if it was active. Does not start rounds.
-  void forget(PeerId id, const std::string& reason);
+  void forget(PeerId id, const std::string& reason, bool graceful = false);
   void evict(PeerId id, const Status& why);
   void abort_group(uint32_t group, const std::string& reason);
   void sync_pending_flags();

@@ -183,9 +183,9 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
           // Closing once BYE is written; the peer closes on BYE too.
           link->send_control(wire::encode_control(wire::ByeMsg{}),
                              [link](Status) { link->close(closed_error("peer left")); });
-          membership_.drop_peer(id, m.reason.empty()
-                                        ? "left gracefully"
-                                        : fmt::format("left gracefully ({})", m.reason));
+          membership_.drop_peer(id,
+                                m.reason.empty() ? "left gracefully" : fmt::format("left gracefully ({})", m.reason),
+                                /*graceful=*/true);
           return Status::ok();
         } else {
           return protocol_error(
