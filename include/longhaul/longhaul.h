@@ -158,6 +158,10 @@ typedef struct lh_comm_options {
   uint32_t handshake_timeout_ms;
   /* Threads serving the network. 0 (the default) picks 2. */
   uint32_t io_threads;
+  /* Nonzero: link to every member of the group instead of only the two ring neighbours, which
+   * the direct all-reduce schedule needs (LH_SCHEDULE_DIRECT; LH_SCHEDULE_AUTO uses it for
+   * quantized all-reduces when every link exists). Costs N-1 links per peer. Default 0. */
+  int full_mesh;
 } lh_comm_options;
 
 /* Fills *options with the defaults above. */
@@ -224,6 +228,109 @@ void lh_comm_destroy(lh_comm* comm);
 
 /* The message of the last failed call on this communicator, or "". Valid until the next call. */
 const char* lh_comm_last_error(const lh_comm* comm);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Collectives                                                                                 */
+
+/* Element types. Values are part of the ABI. */
+typedef enum lh_dtype {
+  LH_DTYPE_F32 = 0,
+  LH_DTYPE_F64 = 1,
+  LH_DTYPE_F16 = 2, /* IEEE 754 binary16 */
+  LH_DTYPE_BF16 = 3,
+  LH_DTYPE_I8 = 4,
+  LH_DTYPE_U8 = 5,
+  LH_DTYPE_I32 = 6,
+  LH_DTYPE_U32 = 7,
+  LH_DTYPE_I64 = 8,
+  LH_DTYPE_U64 = 9
+} lh_dtype;
+
+/* Reductions. Integers wrap around; LH_OP_AVG on integers truncates toward zero; f16/bf16 combine
+ * in f32 and round to nearest-even at each step. */
+typedef enum lh_reduce_op { LH_OP_SUM = 0, LH_OP_AVG = 1, LH_OP_MIN = 2, LH_OP_MAX = 3, LH_OP_PROD = 4 } lh_reduce_op;
+
+/* Wire encodings of an all-reduce. Quantizing codecs need LH_DTYPE_F32 data. LH_CODEC_U8/U4 are
+ * min-max blockwise (a scale and an offset per block of `block` elements). */
+typedef enum lh_codec {
+  LH_CODEC_NONE = 0,
+  LH_CODEC_FP16 = 1,
+  LH_CODEC_BF16 = 2,
+  LH_CODEC_U8 = 3,
+  LH_CODEC_U4 = 4
+} lh_codec;
+
+/* LH_SCHEDULE_RING: reduce-scatter and all-gather around the ring, N-1 steps each.
+ * LH_SCHEDULE_DIRECT: each chunk goes straight to its owner (one step; each quantized contribution
+ * encoded once); needs lh_comm_options.full_mesh. LH_SCHEDULE_AUTO: direct for quantized
+ * all-reduces when every link exists and the group has at most 16 peers, else ring. */
+typedef enum lh_schedule { LH_SCHEDULE_AUTO = 0, LH_SCHEDULE_RING = 1, LH_SCHEDULE_DIRECT = 2 } lh_schedule;
+
+typedef struct lh_allreduce_options {
+  lh_codec codec;         /* default LH_CODEC_NONE */
+  uint32_t block;         /* elements per quantization block; default 128 */
+  lh_schedule schedule;   /* default LH_SCHEDULE_AUTO */
+  /* Error feedback (quantizing codecs only): `count` floats carried from call to call; the
+   * quantization error of this peer's contribution is kept here and added to the next call's
+   * input. Zero-initialise before the first call. Default NULL (off). */
+  float* residual;
+  uint32_t segment_bytes; /* pipeline granularity; default 1 MiB */
+} lh_allreduce_options;
+
+/* Fills *options with the defaults above. */
+void lh_allreduce_options_init(lh_allreduce_options* options);
+
+/* One collective operation in flight. */
+typedef struct lh_op lh_op;
+
+typedef struct lh_op_info {
+  uint64_t bytes_sent;     /* payload bytes this peer sent */
+  uint64_t bytes_received; /* payload bytes this peer received */
+  uint32_t world_size;     /* peers the operation ran with */
+  lh_schedule schedule;    /* the schedule it used (ring or direct) */
+} lh_op_info;
+
+/* Starts an all-reduce of `count` elements over the peer group's current ring and returns at once.
+ * `send` and `recv` may be the same buffer (in place); otherwise they must not overlap. Both must
+ * stay valid and untouched until lh_op_wait/lh_op_test reports completion.
+ *
+ * Every peer of the group must start the group's collectives in the same order within an epoch.
+ * Many operations may be in flight at once; each completes or fails on its own. On failure
+ * (LH_ERR_PEER_LOST when a peer or link was lost, LH_ERR_ABORTED when the master or a peer ended
+ * the operation) `send` is intact (an in-place operation is restored), the residual too, and
+ * `recv` holds unspecified values: call lh_comm_update_topology and retry. Invalid arguments are
+ * reported here (LH_ERR_INVALID_ARGUMENT, LH_ERR_UNSUPPORTED) and nothing is sent. `options` may
+ * be NULL for the defaults. Release *op with lh_op_destroy. Thread-safe with respect to other
+ * collectives on the same communicator, but not to lh_comm_update_topology. */
+lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
+                             lh_reduce_op op, const lh_allreduce_options* options, lh_op** out);
+
+/* lh_allreduce_async followed by lh_op_wait; `info` may be NULL. */
+lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype, lh_reduce_op op,
+                       const lh_allreduce_options* options, lh_op_info* info);
+
+/* *done = 1 once the operation has completed (its status is then what lh_op_wait returns). */
+lh_status lh_op_test(lh_op* op, int* done);
+
+/* Blocks until the operation completes and returns its outcome. */
+lh_status lh_op_wait(lh_op* op);
+
+/* Byte counts and the world size of the operation (final once it has completed). */
+lh_status lh_op_get_info(const lh_op* op, lh_op_info* info);
+
+/* The operation's failure message, or "". */
+const char* lh_op_last_error(const lh_op* op);
+
+/* Waits for the operation if it still runs, then frees it. NULL is ignored. */
+void lh_op_destroy(lh_op* op);
+
+/* Runs `count` all-reduces (ops[i] of buffers sends[i] -> recvs[i] with counts[i] elements, all of
+ * `dtype`, `op` and `options`) as one batch, all in flight at once. If the batch fails because a
+ * peer was lost or the master aborted it, calls lh_comm_update_topology and retries the whole
+ * batch on the new ring, up to `max_attempts` times in total. Returns the last outcome. */
+lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* const* recvs, const size_t* counts,
+                             size_t count, lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
+                             uint32_t max_attempts);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -55,6 +55,7 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.advertised_address = str(o->advertised_address);
     options.connect_timeout = std::chrono::milliseconds(o->connect_timeout_ms);
     options.link_timeout = std::chrono::milliseconds(o->link_timeout_ms);
+    options.full_mesh = o->full_mesh != 0;
     auto comm = lh::peer::Communicator::create(options, o->io_threads);
     if (!comm) return lh::capi::fail(comm.status());
     auto* h = new lh_comm();
@@ -126,10 +127,10 @@ extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback ca
                                                 void* user_data) {
   if (!c) return null_argument("lh_comm_set_abort_callback");
   if (!callback) {
-    c->impl->session().set_abort_handler({});
+    c->impl->set_abort_handler({});
     return LH_OK;
   }
-  c->impl->session().set_abort_handler([callback, user_data](uint64_t epoch, const Status& why) {
+  c->impl->set_abort_handler([callback, user_data](uint64_t epoch, const Status& why) {
     callback(user_data, epoch, why.code(), why.message().c_str());
   });
   return LH_OK;

@@ -1,21 +1,128 @@
 #include "peer/communicator.hpp"
 
+#include <cstring>
+
 namespace longhaul::peer {
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOptions& options,
                                                            unsigned io_threads) {
   std::unique_ptr<Communicator> c(new Communicator());
   c->io_ = std::make_unique<net::IoRuntime>(io_threads ? io_threads : 2);
+  c->engine_ = std::make_unique<collective::CollectiveEngine>();
   auto session = PeerSession::create(*c->io_, options);
   if (!session) return session.status();
   c->session_ = std::move(*session);
+  Communicator* self = c.get();
+  // An abort from the master (or the session failing) ends every collective in flight with that
+  // reason, on every member at once; the caller retries after update_topology.
+  c->session_->set_abort_handler([self](uint64_t epoch, const Status& why) {
+    self->engine_->abort_all(why);
+    PeerSession::AbortHandler user;
+    {
+      std::lock_guard lock(self->handler_mu_);
+      user = self->user_abort_handler_;
+    }
+    if (user) user(epoch, why);
+  });
   return c;
 }
 
 Communicator::~Communicator() {
   if (session_) session_->close();
-  session_.reset();  // handlers still queued hold the last references until the runtime stops
+  if (engine_) engine_->abort_all(closed_error("communicator destroyed"));
+  engine_.reset();      // waits for the workers
+  session_.reset();     // handlers still queued hold the last references until the runtime stops
   io_.reset();
+}
+
+void Communicator::set_abort_handler(PeerSession::AbortHandler handler) {
+  std::lock_guard lock(handler_mu_);
+  user_abort_handler_ = std::move(handler);
+}
+
+collective::RingView Communicator::ring_view() const {
+  const RingLinks r = session_->ring_links();
+  collective::RingView v;
+  v.epoch = r.epoch;
+  v.rank = r.rank;
+  v.size = std::max<size_t>(r.ring.size(), 1);
+  v.links = r.by_rank;
+  v.links.resize(v.size);
+  return v;
+}
+
+Result<std::shared_ptr<collective::AllReduceOp>> Communicator::allreduce(const collective::AllReduceSpec& spec) {
+  if (Status s = session_->failure(); !s) return s;
+  return engine_->allreduce(ring_view(), spec);
+}
+
+namespace {
+
+bool retryable(const Status& s) { return s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED; }
+
+}  // namespace
+
+Status Communicator::allreduce_batch(const std::vector<BatchItem>& items, collective::AllReduceSpec spec,
+                                     uint32_t max_attempts) {
+  if (max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
+  const size_t elem = quant::element_size(spec.dtype);
+  // Outputs of operations that succeeded here may have failed elsewhere: keep the inputs so every
+  // peer can start over from the same data.
+  std::vector<std::vector<std::byte>> saved(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto* in = static_cast<const std::byte*>(items[i].input);
+    saved[i].assign(in, in + items[i].count * elem);
+  }
+  std::vector<float> saved_residual;
+  if (spec.residual) saved_residual.assign(spec.residual, spec.residual + items.front().count);
+  Status last;
+  for (uint32_t attempt = 0; attempt < max_attempts; ++attempt) {
+    if (attempt > 0) {
+      for (size_t i = 0; i < items.size(); ++i)
+        std::memcpy(const_cast<void*>(items[i].input), saved[i].data(), saved[i].size());
+      if (spec.residual) std::copy(saved_residual.begin(), saved_residual.end(), spec.residual);
+    }
+    std::vector<std::shared_ptr<collective::AllReduceOp>> ops;
+    last = Status::ok();
+    for (const auto& item : items) {
+      collective::AllReduceSpec s = spec;
+      s.input = item.input;
+      s.output = item.output;
+      s.count = item.count;
+      auto op = allreduce(s);
+      if (!op) {
+        last = op.status();
+        break;
+      }
+      ops.push_back(*op);
+    }
+    for (auto& op : ops) {
+      Status s = op->wait();
+      if (last.is_ok() && !s) last = s;
+    }
+    if (!last.is_ok() && !retryable(last)) return last;
+    // Agree on the outcome. A peer whose attempt failed re-forms the ring first; a peer whose
+    // attempt succeeded finds out when this vote fails on the old ring, and re-forms it too.
+    for (uint32_t vote = 0;; ++vote) {
+      if (!last.is_ok() || vote > 0) {
+        if (Status s = session_->update_topology(); !s) return s;
+      }
+      uint8_t ok = last.is_ok() ? 1 : 0;
+      collective::AllReduceSpec v;
+      v.input = v.output = &ok;
+      v.count = 1;
+      v.dtype = quant::DType::kU8;
+      v.op = quant::ReduceOp::kMin;
+      auto op = allreduce(v);
+      Status s = op ? (*op)->wait() : op.status();
+      if (s) {
+        if (ok == 1) return Status::ok();
+        break;  // someone failed: everyone retries
+      }
+      if (!retryable(s) || vote + 1 >= max_attempts) return s;
+    }
+  }
+  return last.is_ok() ? Status(LH_ERR_PEER_LOST, "the batch failed on another peer on every attempt") : last;
 }
 
 }  // namespace longhaul::peer

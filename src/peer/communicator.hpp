@@ -1,9 +1,11 @@
-// A peer's communicator: a PeerSession together with the I/O threads that drive it. This is the
-// object the C API's lh_comm wraps.
+// A peer's communicator: a PeerSession, the I/O threads that drive it, and the collective engine
+// that runs all-reduces over the session's links. This is the object the C API's lh_comm wraps.
 #pragma once
 
 #include <memory>
+#include <mutex>
 
+#include "collective/allreduce.hpp"
 #include "net/io_runtime.hpp"
 #include "peer/session.hpp"
 
@@ -12,19 +14,45 @@ namespace longhaul::peer {
 class Communicator {
  public:
   // io_threads == 0 picks 2.
-  static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options,
-                                                      unsigned io_threads = 0);
-  // Closes the session (without a graceful leave) and joins the I/O threads.
+  static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options, unsigned io_threads = 0);
+  // Closes the session (without a graceful leave), fails the collectives in flight, and joins the
+  // I/O and worker threads.
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   PeerSession& session() { return *session_; }
+  collective::CollectiveEngine& collectives() { return *engine_; }
+
+  // The committed epoch's ring as the collectives see it.
+  collective::RingView ring_view() const;
+  // Starts an all-reduce over the current epoch's ring (see collective::AllReduceSpec). Fails at
+  // once with the session's failure when the communicator is unusable.
+  Result<std::shared_ptr<collective::AllReduceOp>> allreduce(const collective::AllReduceSpec& spec);
+
+  // One all-reduce of a batch: spec.input/output/count as in AllReduceSpec.
+  struct BatchItem {
+    const void* input = nullptr;
+    void* output = nullptr;
+    size_t count = 0;
+  };
+  // Runs every item with `spec`'s type, op and codec, all in flight at once, all or nothing: when
+  // any peer's attempt fails (a peer lost, an abort), every peer calls update_topology, the
+  // survivors agree on the outcome with a one-byte MIN all-reduce, restore their inputs and retry
+  // on the new ring, up to max_attempts attempts. Returns OK once every peer holds the results.
+  Status allreduce_batch(const std::vector<BatchItem>& items, collective::AllReduceSpec spec, uint32_t max_attempts);
+
+  // The master's aborts fail every collective in flight first, then reach `handler` (which may
+  // be empty). Runs on a library thread; must not block.
+  void set_abort_handler(PeerSession::AbortHandler handler);
 
  private:
   Communicator() = default;
   std::unique_ptr<net::IoRuntime> io_;
+  std::unique_ptr<collective::CollectiveEngine> engine_;
   std::shared_ptr<PeerSession> session_;
+  std::mutex handler_mu_;
+  PeerSession::AbortHandler user_abort_handler_;
 };
 
 }  // namespace longhaul::peer

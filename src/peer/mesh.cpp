@@ -87,7 +87,7 @@ void Mesh::propose(const Topology& topology) {
   if (closed_) return;
   Proposal p;
   p.topology = topology;
-  for (PeerId n : topology.neighbours()) p.neighbours.insert(n);
+  for (PeerId n : options_.full_mesh ? topology.others() : topology.neighbours()) p.neighbours.insert(n);
   proposal_ = std::move(p);
   lost_before_commit_.clear();
   for (auto it = links_.begin(); it != links_.end();) {
@@ -302,6 +302,9 @@ void Mesh::publish_ring_links() {
       if (auto it = links_.find(r.left); it != links_.end()) r.left_link = it->second;
       if (auto it = links_.find(r.right); it != links_.end()) r.right_link = it->second;
     }
+    r.by_rank.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      if (auto it = links_.find(r.ring[i]); it != links_.end() && i != r.rank) r.by_rank[i] = it->second;
   }
   std::lock_guard lock(ring_mu_);
   ring_links_ = std::move(r);

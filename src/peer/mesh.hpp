@@ -1,7 +1,8 @@
 // The peer-to-peer mesh: this peer's data links to its ring neighbours.
 //
 // Every peer runs a Listener for its neighbours. For each epoch proposed by the master, the peer
-// links to the left and right neighbours of its group's ring: of each pair, the peer with the
+// links to the left and right neighbours of its group's ring (with options.full_mesh, to every
+// member of the group): of each pair, the peer with the
 // smaller id connects (K connections) and the other accepts, so every pair is linked exactly once.
 // The connecting side introduces itself with PEER_HELLO(epoch, id) and the accepting side answers
 // PEER_HELLO_ACK once it has the same proposal; a link that is still healthy and still joins

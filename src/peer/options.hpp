@@ -32,6 +32,9 @@ struct CommunicatorOptions {
   // Setting up the links to the ring neighbours of a new epoch; a neighbour not linked by then is
   // reported unreachable.
   std::chrono::milliseconds link_timeout{10000};
+  // Link to every member of the group, not only the ring neighbours, so the direct all-reduce
+  // schedule can run (it sends each chunk straight to its owner). Costs N-1 links per peer.
+  bool full_mesh = false;
 };
 
 }  // namespace longhaul::peer

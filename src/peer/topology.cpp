@@ -36,6 +36,13 @@ std::vector<PeerId> Topology::neighbours() const {
   return out;
 }
 
+std::vector<PeerId> Topology::others() const {
+  std::vector<PeerId> out;
+  for (PeerId p : ring())
+    if (p != self) out.push_back(p);
+  return out;
+}
+
 const wire::MemberInfo* Topology::member(PeerId id) const {
   for (const auto& m : members)
     if (m.peer_id == id) return &m;

@@ -31,6 +31,8 @@ struct Topology {
   size_t rank() const;
   // The left and right neighbours in the ring, without duplicates and without self.
   std::vector<PeerId> neighbours() const;
+  // Every other member of the group's ring (the full mesh).
+  std::vector<PeerId> others() const;
   const wire::MemberInfo* member(PeerId id) const;
 };
 
@@ -44,6 +46,9 @@ struct RingLinks {
   PeerId right = 0;
   std::shared_ptr<net::Link> left_link;
   std::shared_ptr<net::Link> right_link;
+  // by_rank[r] links to the member at ring position r (null for self and for members without a
+  // link: with a ring-only mesh only the neighbours have one).
+  std::vector<std::shared_ptr<net::Link>> by_rank;
 };
 
 }  // namespace longhaul::peer

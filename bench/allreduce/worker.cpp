@@ -1,0 +1,139 @@
+// longhaul-allreduce-worker: one member of the all-reduce benchmark (bench/run allreduce).
+//
+// Joins the master, waits until the group has --world members, then times --iterations in-place
+// all-reduces of --bytes of f32 and prints one JSON line. The members synchronize through the
+// collective itself: every all-reduce completes on all of them together.
+#include <getopt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <longhaul/longhaul.h>
+
+namespace {
+
+struct Args {
+  std::string master, listen = "127.0.0.1:0", codec = "none", schedule = "auto";
+  long world = 2, iterations = 5, warmup = 1, connections = 4;
+  size_t bytes = 256u << 20;
+};
+
+[[noreturn]] void die(const char* what, const char* message) {
+  std::fprintf(stderr, "longhaul-allreduce-worker: %s: %s\n", what, message);
+  std::exit(1);
+}
+
+lh_codec parse_codec(const std::string& s) {
+  if (s == "none") return LH_CODEC_NONE;
+  if (s == "fp16") return LH_CODEC_FP16;
+  if (s == "bf16") return LH_CODEC_BF16;
+  if (s == "u8") return LH_CODEC_U8;
+  if (s == "u4") return LH_CODEC_U4;
+  die("--codec", "must be none, fp16, bf16, u8 or u4");
+}
+
+lh_schedule parse_schedule(const std::string& s) {
+  if (s == "auto") return LH_SCHEDULE_AUTO;
+  if (s == "ring") return LH_SCHEDULE_RING;
+  if (s == "direct") return LH_SCHEDULE_DIRECT;
+  die("--schedule", "must be auto, ring or direct");
+}
+
+const char* schedule_name(lh_schedule s) {
+  return s == LH_SCHEDULE_RING ? "ring" : s == LH_SCHEDULE_DIRECT ? "direct" : "auto";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  static const option options[] = {{"master", required_argument, nullptr, 'm'},
+                                   {"world", required_argument, nullptr, 'w'},
+                                   {"bytes", required_argument, nullptr, 'b'},
+                                   {"iterations", required_argument, nullptr, 'i'},
+                                   {"warmup", required_argument, nullptr, 'u'},
+                                   {"codec", required_argument, nullptr, 'c'},
+                                   {"schedule", required_argument, nullptr, 's'},
+                                   {"connections", required_argument, nullptr, 'k'},
+                                   {"listen", required_argument, nullptr, 'l'},
+                                   {"help", no_argument, nullptr, 'h'},
+                                   {nullptr, 0, nullptr, 0}};
+  int opt;
+  while ((opt = getopt_long(argc, argv, "h", options, nullptr)) != -1) {
+    switch (opt) {
+      case 'm': a.master = optarg; break;
+      case 'w': a.world = std::atol(optarg); break;
+      case 'b': a.bytes = std::strtoull(optarg, nullptr, 10); break;
+      case 'i': a.iterations = std::atol(optarg); break;
+      case 'u': a.warmup = std::atol(optarg); break;
+      case 'c': a.codec = optarg; break;
+      case 's': a.schedule = optarg; break;
+      case 'k': a.connections = std::atol(optarg); break;
+      case 'l': a.listen = optarg; break;
+      case 'h':
+        std::puts("longhaul-allreduce-worker --master HOST:PORT --world N [--bytes B] [--iterations I] [--warmup W]\n"
+                  "  [--codec none|fp16|bf16|u8|u4] [--schedule auto|ring|direct] [--connections K] [--listen HOST:0]");
+        return 0;
+      default: return 2;
+    }
+  }
+  if (a.master.empty() || a.world < 1 || a.iterations < 1 || a.bytes < 4) die("arguments", "see --help");
+
+  lh_comm_options co;
+  lh_comm_options_init(&co);
+  co.master_address = a.master.c_str();
+  co.listen_address = a.listen.c_str();
+  co.connections_per_link = static_cast<uint32_t>(a.connections);
+  lh_comm* comm = nullptr;
+  if (lh_comm_create(&co, &comm) != LH_OK) die("lh_comm_create", lh_last_error());
+  if (lh_comm_connect(comm) != LH_OK) die("lh_comm_connect", lh_comm_last_error(comm));
+  // Grow to the full group: newcomers are admitted at update_topology.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int64_t size = 0;;) {
+    if (lh_comm_update_topology(comm) != LH_OK) die("lh_comm_update_topology", lh_comm_last_error(comm));
+    lh_comm_get_attribute(comm, LH_ATTR_GROUP_WORLD_SIZE, &size);
+    if (size >= a.world) break;
+    if (std::chrono::steady_clock::now() > deadline) die("waiting for the group", "timed out");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  int64_t rank = 0;
+  lh_comm_get_attribute(comm, LH_ATTR_RANK, &rank);
+
+  const size_t count = a.bytes / 4;
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i * 2654435761u + static_cast<size_t>(rank)) % 1000) / 1000.0f;
+  lh_allreduce_options ro;
+  lh_allreduce_options_init(&ro);
+  ro.codec = parse_codec(a.codec);
+  ro.schedule = parse_schedule(a.schedule);
+  std::vector<double> times;
+  lh_op_info info{};
+  for (long it = 0; it < a.warmup + a.iterations; ++it) {
+    const auto t0 = std::chrono::steady_clock::now();
+    lh_op* op = nullptr;
+    if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, LH_OP_AVG, &ro, &op) != LH_OK)
+      die("lh_allreduce_async", lh_comm_last_error(comm));
+    if (lh_op_wait(op) != LH_OK) die("all-reduce", lh_op_last_error(op));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    lh_op_get_info(op, &info);
+    lh_op_destroy(op);
+    if (it >= a.warmup) times.push_back(seconds);
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  std::printf("{\"rank\":%lld,\"world\":%ld,\"bytes\":%zu,\"codec\":\"%s\",\"schedule\":\"%s\",\"times_s\":[",
+              static_cast<long long>(rank), a.world, a.bytes, a.codec.c_str(), schedule_name(info.schedule));
+  for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? "," : "", times[i]);
+  std::printf("],\"median_s\":%.6f,\"bytes_sent\":%llu,\"bytes_received\":%llu}\n", sorted[sorted.size() / 2],
+              static_cast<unsigned long long>(info.bytes_sent), static_cast<unsigned long long>(info.bytes_received));
+  std::fflush(stdout);
+  lh_comm_leave(comm, "benchmark done");
+  lh_comm_destroy(comm);
+  return 0;
+}

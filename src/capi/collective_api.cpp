@@ -1,0 +1,129 @@
+// lh_allreduce* and lh_op_*: the C face of the collective engine.
+#include <fmt/format.h>
+
+#include "capi/handles.hpp"
+#include "collective/allreduce.hpp"
+
+struct lh_op {
+  std::shared_ptr<longhaul::collective::AllReduceOp> impl;
+  mutable std::mutex mu;
+  std::string last_error;
+};
+
+namespace {
+
+namespace lh = longhaul;
+
+lh_status null_argument(const char* function) {
+  return lh::capi::fail(lh::invalid_argument(fmt::format("{}: NULL argument", function)));
+}
+
+// Validates and converts; every enum value crossing the ABI is checked.
+lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv, size_t count, lh_dtype dtype,
+                                                    lh_reduce_op op, const lh_allreduce_options* options) {
+  lh_allreduce_options o;
+  lh_allreduce_options_init(&o);
+  if (options) o = *options;
+  if (count > 0 && (!send || !recv)) return lh::invalid_argument("send and recv must not be NULL");
+  if (dtype < LH_DTYPE_F32 || dtype > LH_DTYPE_U64) return lh::invalid_argument(fmt::format("unknown dtype {}", static_cast<int>(dtype)));
+  if (op < LH_OP_SUM || op > LH_OP_PROD) return lh::invalid_argument(fmt::format("unknown reduce op {}", static_cast<int>(op)));
+  if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_U4)
+    return lh::invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
+  if (o.schedule < LH_SCHEDULE_AUTO || o.schedule > LH_SCHEDULE_DIRECT)
+    return lh::invalid_argument(fmt::format("unknown schedule {}", static_cast<int>(o.schedule)));
+  if (o.segment_bytes == 0) return lh::invalid_argument("segment_bytes must be positive");
+  lh::collective::AllReduceSpec s;
+  s.input = send;
+  s.output = recv;
+  s.count = count;
+  s.dtype = static_cast<lh::quant::DType>(dtype);
+  s.op = static_cast<lh::quant::ReduceOp>(op);
+  s.codec = static_cast<lh::quant::Codec>(o.codec);
+  s.block = o.block;
+  s.residual = o.residual;
+  s.schedule = static_cast<lh::collective::Schedule>(o.schedule);
+  s.segment_bytes = o.segment_bytes;
+  return s;
+}
+
+}  // namespace
+
+extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
+  if (!o) return;
+  *o = lh_allreduce_options{};
+  o->codec = LH_CODEC_NONE;
+  o->block = static_cast<uint32_t>(lh::quant::kDefaultBlock);
+  o->schedule = LH_SCHEDULE_AUTO;
+  o->segment_bytes = 1u << 20;
+}
+
+extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
+                                        lh_reduce_op op, const lh_allreduce_options* options, lh_op** out) {
+  if (!comm || !out) return null_argument("lh_allreduce_async");
+  *out = nullptr;
+  auto spec = make_spec(send, recv, count, dtype, op, options);
+  if (!spec) return lh::capi::finish(comm, spec.status());
+  auto started = comm->impl->allreduce(*spec);
+  if (!started) return lh::capi::finish(comm, started.status());
+  *out = new lh_op{std::move(*started), {}, {}};
+  return LH_OK;
+}
+
+extern "C" lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
+                                  lh_reduce_op op, const lh_allreduce_options* options, lh_op_info* info) {
+  lh_op* handle = nullptr;
+  lh_status s = lh_allreduce_async(comm, send, recv, count, dtype, op, options, &handle);
+  if (s != LH_OK) return s;
+  s = lh_op_wait(handle);
+  if (s != LH_OK) lh::capi::finish(comm, handle->impl->status());
+  if (info) lh_op_get_info(handle, info);
+  lh_op_destroy(handle);
+  return s;
+}
+
+extern "C" lh_status lh_op_test(lh_op* op, int* done) {
+  if (!op || !done) return null_argument("lh_op_test");
+  *done = op->impl->test() ? 1 : 0;
+  return LH_OK;
+}
+
+extern "C" lh_status lh_op_wait(lh_op* op) {
+  if (!op) return null_argument("lh_op_wait");
+  return lh::capi::finish(op, op->impl->wait());
+}
+
+extern "C" lh_status lh_op_get_info(const lh_op* op, lh_op_info* info) {
+  if (!op || !info) return null_argument("lh_op_get_info");
+  const auto i = op->impl->info();
+  info->bytes_sent = i.bytes_sent;
+  info->bytes_received = i.bytes_received;
+  info->world_size = static_cast<uint32_t>(i.world_size);
+  info->schedule = static_cast<lh_schedule>(i.schedule);
+  return LH_OK;
+}
+
+extern "C" const char* lh_op_last_error(const lh_op* op) {
+  if (!op) return "";
+  std::lock_guard lock(op->mu);
+  return op->last_error.c_str();
+}
+
+extern "C" void lh_op_destroy(lh_op* op) {
+  if (!op) return;
+  (void)op->impl->wait();  // the buffers stay in use until the operation completes
+  delete op;
+}
+
+extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* const* recvs,
+                                        const size_t* counts, size_t count, lh_dtype dtype, lh_reduce_op op,
+                                        const lh_allreduce_options* options, uint32_t max_attempts) {
+  if (!comm || (count > 0 && (!sends || !recvs || !counts))) return null_argument("lh_allreduce_batch");
+  if (count == 0) return LH_OK;
+  auto spec = make_spec(sends[0], recvs[0], counts[0], dtype, op, options);
+  if (!spec) return lh::capi::finish(comm, spec.status());
+  if (spec->residual && count != 1)
+    return lh::capi::finish(comm, lh::invalid_argument("an error-feedback residual serves a batch of one"));
+  std::vector<lh::peer::Communicator::BatchItem> items;
+  for (size_t i = 0; i < count; ++i) items.push_back({sends[i], recvs[i], counts[i]});
+  return lh::capi::finish(comm, comm->impl->allreduce_batch(items, *spec, max_attempts));
+}
