@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   co.master_address = a.master.c_str();
   co.listen_address = a.listen.c_str();
   co.connections_per_link = static_cast<uint32_t>(a.connections);
+  co.full_mesh = 1;  // so the direct schedule can run at any group size
   lh_comm* comm = nullptr;
   if (lh_comm_create(&co, &comm) != LH_OK) die("lh_comm_create", lh_last_error());
   if (lh_comm_connect(comm) != LH_OK) die("lh_comm_connect", lh_comm_last_error(comm));
