@@ -3,10 +3,11 @@
 add_compile_options(-ffp-contract=off)
 
 set(LONGHAUL_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
-# GCC 12 reports maybe-uninitialized falsely through std::variant and std::optional moves, and
-# mismatched-new-delete falsely on Asio's coroutine frames (their class operator new/delete pair).
+# GCC 12 reports maybe-uninitialized falsely through std::variant and std::optional moves,
+# mismatched-new-delete falsely on Asio's coroutine frames (their class operator new/delete pair),
+# and restrict falsely inside libstdc++'s std::string at -O3 (GCC PR 105329).
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  list(APPEND LONGHAUL_WARNINGS -Wno-maybe-uninitialized -Wno-mismatched-new-delete)
+  list(APPEND LONGHAUL_WARNINGS -Wno-maybe-uninitialized -Wno-mismatched-new-delete -Wno-restrict)
 endif()
 if(LONGHAUL_WERROR)
   list(APPEND LONGHAUL_WARNINGS -Werror)
