@@ -493,6 +493,8 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
   std::shared_ptr<AllReduceOp> op;
   {
     std::lock_guard lock(mu_);
+    if (aborted_ && view.epoch <= aborted_epoch_ && view.size > 1)
+      return abort_status_.with_context(fmt::format("epoch {} was aborted; update the topology", view.epoch));
     if (view.epoch != epoch_) {
       epoch_ = view.epoch;
       next_seq_ = 0;
@@ -507,6 +509,18 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
   if (Status s = op->prepare(); !s) return s;
   op->start();
   return op;
+}
+
+void CollectiveEngine::abort_epoch(uint64_t epoch, const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (!aborted_ || epoch > aborted_epoch_) {
+      aborted_ = true;
+      aborted_epoch_ = epoch;
+      abort_status_ = why;
+    }
+  }
+  abort_all(why);
 }
 
 void CollectiveEngine::abort_all(const Status& why) {

@@ -144,12 +144,19 @@ class CollectiveEngine {
   Result<std::shared_ptr<AllReduceOp>> allreduce(const RingView& view, const AllReduceSpec& spec);
   // Fails every operation in flight with `why`.
   void abort_all(const Status& why);
+  // The master aborted `epoch`: fails every operation in flight, and refuses (with `why`) every
+  // operation later started on a view of that epoch or an older one, which the other members will
+  // never join because they are re-forming the ring.
+  void abort_epoch(uint64_t epoch, const Status& why);
 
  private:
   asio::thread_pool pool_;
   std::mutex mu_;
   uint64_t epoch_ = ~0ull;
   uint64_t next_seq_ = 0;
+  bool aborted_ = false;
+  uint64_t aborted_epoch_ = 0;
+  Status abort_status_;
   std::vector<std::weak_ptr<AllReduceOp>> in_flight_;
 };
 

@@ -16,7 +16,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
   // An abort from the master (or the session failing) ends every collective in flight with that
   // reason, on every member at once; the caller retries after update_topology.
   c->session_->set_abort_handler([self](uint64_t epoch, const Status& why) {
-    self->engine_->abort_all(why);
+    self->engine_->abort_epoch(epoch, why);
     PeerSession::AbortHandler user;
     {
       std::lock_guard lock(self->handler_mu_);
