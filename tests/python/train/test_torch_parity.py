@@ -24,8 +24,11 @@ LOGITS_ATOL = 1e-5       # logits are O(0.1-1) at init
 LOSS_RTOL = 1e-6         # the mean of 512 per-position losses
 GRAD_REL = 1e-5          # max |ours - torch| / max |torch| per gradient tensor
 # One clip + AdamW step from the same parameters and the same (our) gradients: only the
-# optimizer arithmetic differs, which mirrors torch.optim.AdamW's, so a few ulps of 0.02.
-OPT_STEP_ATOL = 1e-8
+# optimizer arithmetic differs, which mirrors torch.optim.AdamW's. The clip coefficient comes from
+# each side's own global-norm reduction (they differ by ~1.5e-6 relative, and torch's varies from
+# run to run with its thread scheduling), and Adam's first step normalises tiny gradients to
+# about +-lr, so the bound is 1e-6: a thousandth of the step size, far below any real bug.
+OPT_STEP_ATOL = 1e-6
 # Parameters after several full steps (lr 1e-3, so each moves an element by up to ~1e-3). Adam's
 # update m / (sqrt(v) + eps) amplifies the ~1e-6 relative gradient differences where gradients
 # are tiny or change sign between steps, so: 99.9% of elements within 1e-6, all within 2e-5

@@ -16,19 +16,24 @@ LoopbackGroup::LoopbackGroup(net::IoRuntime& io, size_t members, uint16_t connec
     views_[r].links.resize(members);
   }
   // Member j accepts from every i < j; the connecting side says who it is with a control message.
-  std::mutex mu;
-  std::map<std::pair<size_t, size_t>, std::promise<std::shared_ptr<net::Link>>> accepted;
+  // The handlers own the rendezvous state: one may still be unlocking it after set_value has let
+  // this constructor return.
+  struct Rendezvous {
+    std::mutex mu;
+    std::map<std::pair<size_t, size_t>, std::promise<std::shared_ptr<net::Link>>> accepted;
+  };
+  auto rv = std::make_shared<Rendezvous>();
   for (size_t i = 0; i < members; ++i)
-    for (size_t j = i + 1; j < members; ++j) accepted[{i, j}];
+    for (size_t j = i + 1; j < members; ++j) rv->accepted[{i, j}];
   for (size_t j = 0; j < members; ++j) {
     auto l = net::Listener::create(io, "127.0.0.1", 0, {});
     EXPECT_TRUE(l.is_ok());
     listeners_.push_back(*l);
-    listeners_.back()->start([&, j](std::shared_ptr<net::Link> link, net::Role) {
-      auto shared = link;
-      link->start([&, j, shared](std::vector<std::byte> hello) {
-        std::lock_guard lock(mu);
-        accepted[{static_cast<size_t>(hello[0]), j}].set_value(shared);
+    listeners_.back()->start([rv, j](std::shared_ptr<net::Link> link, net::Role) {
+      std::weak_ptr<net::Link> weak = link;
+      link->start([rv, j, weak](std::vector<std::byte> hello) {
+        std::lock_guard lock(rv->mu);
+        if (auto shared = weak.lock()) rv->accepted[{static_cast<size_t>(hello[0]), j}].set_value(shared);
       });
     });
   }
@@ -40,7 +45,7 @@ LoopbackGroup::LoopbackGroup(net::IoRuntime& io, size_t members, uint16_t connec
       (*link)->send_control({static_cast<std::byte>(i)});
       views_[i].links[j] = *link;
     }
-  for (auto& [pair, promise] : accepted) views_[pair.second].links[pair.first] = promise.get_future().get();
+  for (auto& [pair, promise] : rv->accepted) views_[pair.second].links[pair.first] = promise.get_future().get();
 }
 
 LoopbackGroup::~LoopbackGroup() {
