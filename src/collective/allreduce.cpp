@@ -172,18 +172,7 @@ void AllReduceOp::recv(size_t peer, Phase phase, size_t step, size_t seg, std::s
       return;
     }
     // Reducing and decoding run on the worker pool, never on an I/O thread.
-    asio::post(self->pool_, [self, then] {
-      bool run;
-      {
-        std::lock_guard lock(self->mu_);
-        run = self->failure_.is_ok();
-      }
-      if (run) then();
-      std::lock_guard lock(self->mu_);
-      --self->tasks_;
-      if (run) ++self->completed_;
-      self->maybe_finish();
-    });
+    self->post_counted_task(then, /*completes_transfer=*/true);
   });
 }
 
@@ -193,7 +182,11 @@ void AllReduceOp::run_task(std::function<void()> task) {
     if (!failure_.is_ok()) return;
     ++tasks_;
   }
-  asio::post(pool_, [self = shared_from_this(), task = std::move(task)] {
+  post_counted_task(std::move(task), /*completes_transfer=*/false);
+}
+
+void AllReduceOp::post_counted_task(std::function<void()> task, bool completes_transfer) {
+  asio::post(pool_, [self = shared_from_this(), task = std::move(task), completes_transfer] {
     bool run;
     {
       std::lock_guard lock(self->mu_);
@@ -202,6 +195,7 @@ void AllReduceOp::run_task(std::function<void()> task) {
     if (run) task();
     std::lock_guard lock(self->mu_);
     --self->tasks_;
+    if (run && completes_transfer) ++self->completed_;
     self->maybe_finish();
   });
 }

@@ -21,9 +21,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <vector>
 
 #include <asio/thread_pool.hpp>
@@ -77,7 +77,6 @@ class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
 
  private:
   friend class CollectiveEngine;
-  struct Transfer;
   AllReduceOp(asio::thread_pool& pool, RingView view, AllReduceSpec spec, uint64_t seq, Schedule schedule);
   Status prepare();
   void start();
@@ -92,6 +91,9 @@ class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
   void send(size_t peer, Phase phase, size_t step, size_t seg, std::span<const std::byte> data);
   void recv(size_t peer, Phase phase, size_t step, size_t seg, std::span<std::byte> dst, std::function<void()> then);
   void run_task(std::function<void()> task);
+  // Runs `task` on the worker pool unless the operation has failed by then; the caller has counted
+  // it in tasks_. A task that finishes a received transfer also counts that transfer completed.
+  void post_counted_task(std::function<void()> task, bool completes_transfer);
   void fail(Status why);
   void maybe_finish();  // requires mu_
   void check(Status s);  // fails the op on error
