@@ -199,7 +199,9 @@ typedef enum lh_attribute {
   LH_ATTR_EPOCH = 4,            /* the current epoch; 0 before admission; grows with every change */
   LH_ATTR_GROUP_COUNT = 5,      /* number of peer groups with at least one peer */
   LH_ATTR_PEER_ID = 6,          /* this peer's id, unique in the run (ids grow in join order) */
-  LH_ATTR_ABORT_COUNT = 7       /* aborts the master pushed to this peer so far */
+  LH_ATTR_ABORT_COUNT = 7,      /* aborts the master pushed to this peer so far */
+  LH_ATTR_LISTEN_PORT = 8       /* the port the data listener is bound to (known from create on:
+                                 * e.g. to set up a port forward for advertised_address) */
 } lh_attribute;
 
 /* Reads an attribute of the current epoch. Thread-safe. LH_ERR_INVALID_ARGUMENT for an unknown

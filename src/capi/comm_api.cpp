@@ -109,6 +109,9 @@ extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, i
     case LH_ATTR_ABORT_COUNT:
       *value = static_cast<int64_t>(session.aborts_seen());
       return LH_OK;
+    case LH_ATTR_LISTEN_PORT:
+      *value = static_cast<int64_t>(session.listen_port());
+      return LH_OK;
   }
   return finish(c, longhaul::invalid_argument(
                        fmt::format("unknown attribute {}", static_cast<int>(attribute))));

@@ -71,6 +71,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   TopologyView view() const;
   RingLinks ring_links() const { return mesh_->ring_links(); }
   uint64_t aborts_seen() const { return aborts_.load(); }
+  // The port the data listener is bound to (fixed at create).
+  uint16_t listen_port() const { return mesh_->port(); }
   // OK while the session works.
   Status failure() const;
 
