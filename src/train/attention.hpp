@@ -2,8 +2,9 @@
 // For each batch b and head h, with q, k, v the head's (T, hs) slices of qkv:
 //   att = softmax(q k^T / sqrt(hs)) with att[t][s] = 0 for s > t (causal)
 //   out = att v
-// The per-head products are BLAS GEMMs; the full T x T score matrix is computed and the upper
-// triangle ignored, which costs less than many small triangular loops. Heads run in parallel.
+// The per-head products are BLAS GEMMs over blocks of 32 query rows, each against only the
+// key/value positions it may attend to, so the masked triangle beyond the diagonal blocks is
+// never computed. Heads run in parallel.
 #pragma once
 
 namespace longhaul::train {
