@@ -11,9 +11,9 @@ namespace longhaul::train {
 namespace {
 // Work is cut into fixed tiles, each one single-threaded GEMM, and the tiles are spread over the
 // OpenMP threads. The tiles do not depend on the thread count, so neither do the results.
-constexpr int kRowTile = 64;  // rows of inp / dinp / out per GEMM
-constexpr int kOutTile = 32;  // rows of dweight (output features) per GEMM
-constexpr int kInTile = 64;   // columns of dweight (input features) per GEMM
+constexpr int kRowTile = 256;  // rows of inp / dinp / out per GEMM
+constexpr int kOutTile = 128;  // rows of dweight (output features) per GEMM
+constexpr int kInTile = 128;   // columns of dweight (input features) per GEMM
 constexpr int kBiasBlock = 64;
 
 int tiles(int n, int tile) {
