@@ -44,7 +44,7 @@ typedef enum lh_status {
   LH_ERR_IO = 7,               /* an operating-system call failed (bind, connect, file) */
   LH_ERR_UNSUPPORTED = 8,      /* a valid request this build or configuration cannot serve */
   LH_ERR_CLOSED = 9,           /* the object was closed or shut down locally */
-  LH_ERR_STATE_MISMATCH = 10,  /* shared state differs in keys, types or sizes */
+  LH_ERR_STATE_MISMATCH = 10,  /* shared state differs in keys, types, sizes or revision */
   LH_ERR_INTERNAL = 11         /* a bug in longhaul; please report it */
 } lh_status;
 
@@ -333,6 +333,86 @@ void lh_op_destroy(lh_op* op);
 lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* const* recvs, const size_t* counts,
                              size_t count, lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
                              uint32_t max_attempts);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Shared state                                                                                */
+
+/* A registry of named tensors (weights, optimizer moments, step counters) that lh_sync_state keeps
+ * bit-identical across the peer group, with a revision that counts the syncs. See docs/state.md.
+ * The registry only points at the caller's memory: nothing is copied at registration. */
+typedef struct lh_state lh_state;
+
+/* Creates an empty registry at revision 0. Release with lh_state_destroy. */
+lh_status lh_state_create(lh_state** out);
+
+/* Frees the registry (not the tensors it points at). NULL is ignored. */
+void lh_state_destroy(lh_state* state);
+
+/* Registers `count` elements of `dtype` at `data` under `name` (1..1024 bytes, unique in this
+ * registry; the order of registration does not matter, tensors are matched by name). The memory
+ * stays owned by the caller and must stay valid, and must not be written to while lh_sync_state
+ * or lh_state_hash runs on this registry. `data` may be NULL only when count is 0.
+ * LH_ERR_INVALID_ARGUMENT for a duplicate or bad name, a bad dtype, or NULL data. */
+lh_status lh_state_add_tensor(lh_state* state, const char* name, void* data, size_t count, lh_dtype dtype);
+
+/* Sets / reads the revision: the number of syncs this state has been through. A fresh registry
+ * is at 0; lh_sync_state sets it to the group's new revision. Set it when restoring a checkpoint. */
+lh_status lh_state_set_revision(lh_state* state, uint64_t revision);
+lh_status lh_state_get_revision(const lh_state* state, uint64_t* revision);
+
+/* A 64-bit hash of the whole state's content (names, types, sizes and bytes; not the revision),
+ * the same function on every peer: two registries hash equal iff (barring a 2^-64 collision) they
+ * hold the same tensors with the same bytes. Each tensor is hashed in 1 MiB blocks with XXH3,
+ * in parallel over blocks; see docs/state.md for the exact definition. */
+lh_status lh_state_hash(lh_state* state, uint64_t* hash);
+
+/* How a peer takes part in a sync:
+ *   LH_SYNC_ENFORCE_POPULAR  votes with its content; where it differs from the group's popular
+ *                            content (per tensor, by majority) it is overwritten with it.
+ *   LH_SYNC_RECEIVE_ONLY     does not vote; takes the group's content and revision (a joiner).
+ *   LH_SYNC_SEND_ONLY        votes and serves but must not be overwritten: if its content or
+ *                            revision differs from the group's, the sync fails on this peer with
+ *                            LH_ERR_STATE_MISMATCH instead. */
+typedef enum lh_sync_strategy {
+  LH_SYNC_ENFORCE_POPULAR = 0,
+  LH_SYNC_RECEIVE_ONLY = 1,
+  LH_SYNC_SEND_ONLY = 2
+} lh_sync_strategy;
+
+/* What one lh_sync_state did on this peer. */
+typedef struct lh_sync_info {
+  uint64_t tx_bytes;       /* tensor bytes this peer served to others (on the wire, after zstd) */
+  uint64_t rx_bytes;       /* tensor bytes this peer fetched (on the wire, after zstd) */
+  uint64_t blocks_fetched; /* 1 MiB blocks this peer fetched and verified */
+  uint64_t sources;        /* distinct peers it fetched from */
+  uint64_t revision;       /* the state's revision afterwards */
+} lh_sync_info;
+
+/* Synchronizes `state` with the peer group: a collective, every admitted peer of the group calls
+ * it (in the same epoch, between the same lh_comm_update_topology calls). Each peer hashes its
+ * tensors and reports the hashes to the master, which elects the popular content of every tensor
+ * (majority of the peers at the group's revision; a tie goes to the content held by the lowest
+ * peer id) and tells every out-of-date peer which 1 MiB blocks differ and which peers hold them.
+ * Such a peer fetches only those blocks, spread over several sources at once (zstd-compressed
+ * where a cheap estimate says it pays), writes them in place and verifies each by hash; a source
+ * that dies mid-transfer is replaced by another. In steady state (all peers in sync) no tensor
+ * byte moves. Afterwards every peer that succeeded holds bit-identical state at the group's
+ * revision + 1 (a joiner adopts it).
+ *
+ * Errors (on this peer; the others carry on without it):
+ *   LH_ERR_STATE_MISMATCH  the tensor names, types or sizes differ from the group's (the message
+ *                          names the tensor); a revision ahead of the group's; a send-only peer
+ *                          whose content or revision differs; every peer receive-only.
+ *   LH_ERR_PEER_LOST       the master was lost, or every source of some blocks was lost.
+ *   LH_ERR_TIMEOUT         a source stalled and no other source holds the blocks.
+ *   LH_ERR_INVALID_ARGUMENT a bad strategy or a communicator not connected.
+ * On failure the revision is unchanged; tensors this peer was fetching hold unspecified bytes
+ * (re-sync to repair them); tensors it was not fetching are untouched. Neither the tensors nor the
+ * registry may be touched by other threads during the call. `info` may be NULL. */
+lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strategy strategy, lh_sync_info* info);
+
+/* The message of the last failed call on this registry, or "". Valid until the next call. */
+const char* lh_state_last_error(const lh_state* state);
 
 #ifdef __cplusplus
 } /* extern "C" */

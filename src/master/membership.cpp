@@ -138,6 +138,7 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
     round_.reset();
     ring_broken_ = true;
   }
+  out_.peer_forgotten(id);
 }
 
 void Membership::evict(PeerId id, const Status& why) {

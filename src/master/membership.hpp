@@ -44,6 +44,8 @@ class Outbox {
   // A round proposing `epoch` has started; Membership expects on_round_timeout(epoch) if it is
   // still running after the configured topology timeout.
   virtual void round_started(uint64_t epoch) = 0;
+  // The peer is no longer a member (left, lost or evicted); other state keyed by it can go.
+  virtual void peer_forgotten(PeerId /*who*/) {}
 };
 
 class Membership {

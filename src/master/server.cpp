@@ -174,6 +174,10 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
           return membership_.on_update_topology(id, m.epoch);
         } else if constexpr (std::is_same_v<T, wire::LinksReadyMsg>) {
           return membership_.on_links_ready(id, m.epoch, m.unreachable);
+        } else if constexpr (std::is_same_v<T, wire::StateReportMsg>) {
+          return state_.on_report(id, std::move(m));
+        } else if constexpr (std::is_same_v<T, wire::StateDoneMsg>) {
+          return state_.on_done(id, m);
         } else if constexpr (std::is_same_v<T, wire::ReportPeerLostMsg>) {
           return membership_.on_peer_lost(id, m.epoch, m.peer_id, m.reason);
         } else if constexpr (std::is_same_v<T, wire::LeaveMsg>) {
@@ -270,6 +274,10 @@ void MasterServer::disconnect(PeerId who, const Status& why) {
   link->send_control(wire::encode_control(wire::RemovedMsg{
                          why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
                      [link, why](Status) { link->close(why); });
+}
+
+void MasterServer::peer_forgotten(PeerId who) {
+  state_.on_peer_gone(who);
 }
 
 void MasterServer::round_started(uint64_t epoch) {

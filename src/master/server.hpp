@@ -20,6 +20,7 @@
 
 #include "common/status.hpp"
 #include "master/membership.hpp"
+#include "master/state_arbiter.hpp"
 #include "net/endpoint.hpp"
 
 namespace longhaul::master {
@@ -87,6 +88,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void send(PeerId to, const wire::ControlMessage& message) override;
   void disconnect(PeerId who, const Status& why) override;
   void round_started(uint64_t epoch) override;
+  void peer_forgotten(PeerId who) override;
 
   net::IoRuntime& io_;
   const MasterOptions options_;
@@ -96,6 +98,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer round_timer_;
   Membership membership_{*this};
+  StateArbiter state_{*this, membership_};
   std::map<uint64_t, Session> sessions_;
   std::map<PeerId, uint64_t> by_peer_;
   uint64_t next_conn_ = 0;

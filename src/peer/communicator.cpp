@@ -28,6 +28,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
 }
 
 Communicator::~Communicator() {
+  {
+    std::lock_guard lock(handler_mu_);
+    attachments_.clear();
+  }
   if (session_) session_->close();
   if (engine_) engine_->abort_all(closed_error("communicator destroyed"));
   engine_.reset();      // waits for the workers
@@ -38,6 +42,14 @@ Communicator::~Communicator() {
 void Communicator::set_abort_handler(PeerSession::AbortHandler handler) {
   std::lock_guard lock(handler_mu_);
   user_abort_handler_ = std::move(handler);
+}
+
+std::shared_ptr<void> Communicator::attachment(const std::string& key,
+                                               const std::function<std::shared_ptr<void>()>& make) {
+  std::lock_guard lock(handler_mu_);
+  auto& slot = attachments_[key];
+  if (!slot) slot = make();
+  return slot;
 }
 
 collective::RingView Communicator::ring_view() const {

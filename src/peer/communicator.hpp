@@ -2,8 +2,11 @@
 // that runs all-reduces over the session's links. This is the object the C API's lh_comm wraps.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "collective/allreduce.hpp"
 #include "net/io_runtime.hpp"
@@ -46,6 +49,11 @@ class Communicator {
   // be empty). Runs on a library thread; must not block.
   void set_abort_handler(PeerSession::AbortHandler handler);
 
+  // A per-communicator object of a layer above (the shared-state sync keeps its block server
+  // here): the one stored under `key`, created by `make` on first use. It is destroyed before the
+  // session and the I/O threads. Thread-safe.
+  std::shared_ptr<void> attachment(const std::string& key, const std::function<std::shared_ptr<void>()>& make);
+
  private:
   Communicator() = default;
   std::unique_ptr<net::IoRuntime> io_;
@@ -53,6 +61,7 @@ class Communicator {
   std::shared_ptr<PeerSession> session_;
   std::mutex handler_mu_;
   PeerSession::AbortHandler user_abort_handler_;
+  std::map<std::string, std::shared_ptr<void>> attachments_;  // guarded by handler_mu_
 };
 
 }  // namespace longhaul::peer

@@ -45,6 +45,10 @@ void Mesh::start(ReadyHandler on_ready, LostHandler on_lost) {
   });
 }
 
+void Mesh::set_service_handler(ServiceHandler handler) {
+  on_service_ = std::move(handler);
+}
+
 void Mesh::start_link(const std::shared_ptr<net::Link>& link) {
   std::weak_ptr<Mesh> weak = weak_from_this();
   std::weak_ptr<net::Link> weak_link = link;
@@ -181,6 +185,17 @@ void Mesh::on_link_control(const std::shared_ptr<net::Link>& link,
                            const std::vector<std::byte>& bytes) {
   if (closed_) return;
   auto message = wire::decode_control(bytes);
+  if (service_links_.contains(link.get())) {
+    if (on_service_) on_service_(link, std::move(message));
+    return;
+  }
+  if (message && on_service_ && anonymous_.contains(link.get()) &&
+      std::holds_alternative<wire::StateFetchMsg>(*message)) {
+    anonymous_.erase(link.get());
+    service_links_[link.get()] = link;
+    on_service_(link, std::move(message));
+    return;
+  }
   Status violation;
   if (!message) {
     violation = message.status();
@@ -232,6 +247,10 @@ std::optional<PeerId> Mesh::neighbour_of(const net::Link* link) const {
 
 void Mesh::on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why) {
   anonymous_.erase(link.get());
+  if (service_links_.erase(link.get())) {
+    if (on_service_) on_service_(link, why.is_ok() ? closed_error("link closed") : why);
+    return;
+  }
   for (auto it = early_hellos_.begin(); it != early_hellos_.end(); ++it) {
     if (it->second.second == link) {
       early_hellos_.erase(it);
@@ -323,6 +342,8 @@ void Mesh::close() {
   for (auto& [id, link] : links_) link->close(closed_error("communicator closed"));
   for (auto& [raw, link] : anonymous_) link->close(closed_error("communicator closed"));
   for (auto& [id, e] : early_hellos_) e.second->close(closed_error("communicator closed"));
+  for (auto& [raw, link] : service_links_) link->close(closed_error("communicator closed"));
+  service_links_.clear();
   links_.clear();
   anonymous_.clear();
   early_hellos_.clear();

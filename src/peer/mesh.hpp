@@ -9,6 +9,10 @@
 // neighbours is re-confirmed with a new hello instead of reconnected. Once every neighbour is
 // linked, or link_timeout passes, the mesh reports which neighbours it could not reach.
 //
+// Inbound links that introduce themselves with a shared-state message instead of PEER_HELLO are
+// handed to the service handler (set_service_handler): the state sync reaches arbitrary peers of
+// the group through the same listener and advertised address as the ring links.
+//
 // Threading: every method except ring_links() must run on the strand given at construction (the
 // peer session's); handlers are invoked on it. ring_links() is thread-safe.
 #pragma once
@@ -36,11 +40,17 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   using ReadyHandler = std::function<void(uint64_t epoch, std::vector<PeerId> unreachable)>;
   // The link to a neighbour of the committed epoch failed.
   using LostHandler = std::function<void(uint64_t epoch, PeerId neighbour, Status why)>;
+  // A service link: an inbound data link that introduced itself with a message other than
+  // PEER_HELLO (the shared-state sync's STATE_FETCH). Its messages, decoded, and finally its
+  // failure (as a non-OK Result) go to the service's handler.
+  using ServiceHandler = std::function<void(const std::shared_ptr<net::Link>& link, Result<wire::ControlMessage> message)>;
 
   // Binds the listener (options.listen_address) but accepts nothing until start().
   static Result<std::shared_ptr<Mesh>> create(net::IoRuntime& io, Strand strand,
                                               const CommunicatorOptions& options);
   void start(ReadyHandler on_ready, LostHandler on_lost);
+  // Routes service links to `handler` (empty: service links are refused as before).
+  void set_service_handler(ServiceHandler handler);
   uint16_t port() const { return listener_->port(); }
 
   // Starts linking for a proposed epoch, replacing any earlier proposal. Links to peers that are
@@ -83,6 +93,7 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   asio::steady_timer deadline_;
   ReadyHandler on_ready_;
   LostHandler on_lost_;
+  ServiceHandler on_service_;
   bool closed_ = false;
 
   std::optional<Proposal> proposal_;
@@ -92,6 +103,7 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   std::map<const net::Link*, std::shared_ptr<net::Link>> anonymous_;
   std::map<PeerId, std::pair<uint64_t, std::shared_ptr<net::Link>>> early_hellos_;
   std::vector<std::pair<PeerId, Status>> lost_before_commit_;
+  std::map<const net::Link*, std::shared_ptr<net::Link>> service_links_;
 
   mutable std::mutex ring_mu_;
   RingLinks ring_links_;

@@ -68,6 +68,26 @@ void PeerSession::set_abort_handler(AbortHandler handler) {
   on_abort_ = std::move(handler);
 }
 
+void PeerSession::set_state_handler(StateHandler handler) {
+  std::lock_guard lock(mu_);
+  on_state_ = std::move(handler);
+}
+
+Status PeerSession::send_state_message(wire::ControlMessage message) {
+  if (Status f = failure(); !f) return f;
+  if (view().epoch == 0) return invalid_argument("the communicator is not connected");
+  asio::post(strand_, [self = shared_from_this(), message = std::move(message)] {
+    if (self->state_ == State::kActive) self->send(message);
+  });
+  return Status::ok();
+}
+
+void PeerSession::set_service_handler(Mesh::ServiceHandler handler) {
+  asio::post(strand_, [self = shared_from_this(), handler = std::move(handler)]() mutable {
+    self->mesh_->set_service_handler(std::move(handler));
+  });
+}
+
 TopologyView PeerSession::view() const {
   std::lock_guard lock(mu_);
   return view_;
@@ -331,6 +351,18 @@ Status PeerSession::handle(wire::ControlMessage message) {
     complete_call(Status::ok());
     return Status::ok();
   }
+  if (std::holds_alternative<wire::StatePlanMsg>(message) ||
+      std::holds_alternative<wire::StateCompleteMsg>(message)) {
+    if (state_ != State::kActive) return unexpected();
+    StateHandler handler;
+    {
+      std::lock_guard lock(mu_);
+      handler = on_state_;
+    }
+    if (!handler) return protocol_error(fmt::format("{} while no state sync runs", wire::control_type_name(type)));
+    handler(std::move(message));
+    return Status::ok();
+  }
   if (auto* m = std::get_if<wire::RemovedMsg>(&message)) {
     fail(Status(m->code, fmt::format("removed by the master: {}", m->reason)));
     return Status::ok();
@@ -347,11 +379,14 @@ void PeerSession::fail(Status why) {
   state_ = State::kFailed;
   failed_.store(true);
   AbortHandler handler;
+  StateHandler state_handler;
   {
     std::lock_guard lock(mu_);
     failure_ = why;
     handler = on_abort_;
+    state_handler = on_state_;
   }
+  if (state_handler) state_handler(why);
   if (why.code() != LH_ERR_CLOSED)
     log::warn("peer", "peer {}: session ended: {}", id_, why.to_string());
   shutdown_network();

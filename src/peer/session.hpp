@@ -53,6 +53,19 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
 
   void set_abort_handler(AbortHandler handler);
 
+  // The shared-state sync (state/sync.hpp) talks to the master through the session. The master's
+  // state messages (STATE_PLAN, STATE_COMPLETE) go to the state handler on the session strand;
+  // when the session fails (or is closed) the handler gets that Status instead. Must not block.
+  using StateHandler = std::function<void(Result<wire::ControlMessage> message)>;
+  void set_state_handler(StateHandler handler);
+  // Queues a state message to the master. Thread-safe. The session's failure if it has failed,
+  // LH_ERR_INVALID_ARGUMENT unless admitted and not in another blocking call.
+  Status send_state_message(wire::ControlMessage message);
+  // Inbound service links (Mesh::ServiceHandler) go to `handler`. Thread-safe.
+  void set_service_handler(Mesh::ServiceHandler handler);
+  net::IoRuntime& io() { return io_; }
+  const CommunicatorOptions& options() const { return options_; }
+
   // Connects to the master, registers and blocks until admitted into an epoch (or the connect
   // timeout passes, which ends the session with LH_ERR_TIMEOUT).
   Status connect();
@@ -133,6 +146,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   TopologyView view_;
   Status failure_;
   AbortHandler on_abort_;
+  StateHandler on_state_;
 };
 
 }  // namespace longhaul::peer

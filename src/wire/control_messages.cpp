@@ -11,7 +11,7 @@ namespace longhaul::wire {
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
-constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kPeerHelloAck);
+constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kStateFetchFailed);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
 void put(Writer& w, const RegisterMsg& m) {
@@ -85,6 +85,74 @@ void put(Writer& w, const PeerHelloMsg& m) {
 void put(Writer& w, const PeerHelloAckMsg& m) {
   w.u64(m.epoch);
   w.u64(m.peer_id);
+}
+
+void put(Writer& w, const StateReportMsg& m) {
+  w.u64(m.epoch);
+  w.u32(m.block_bytes);
+  w.u64(m.revision);
+  w.u8(static_cast<uint8_t>(m.strategy));
+  w.u32(static_cast<uint32_t>(m.tensors.size()));
+  for (const auto& t : m.tensors) {
+    w.string(t.name);
+    w.u8(t.dtype);
+    w.u64(t.count);
+    w.u32(static_cast<uint32_t>(t.block_hashes.size()));
+    for (uint64_t h : t.block_hashes) w.u64(h);
+    w.bytes(std::as_bytes(std::span(t.compressible)));
+  }
+}
+void put(Writer& w, const StatePlanMsg& m) {
+  w.u64(m.epoch);
+  w.u32(static_cast<uint32_t>(m.code));
+  w.string(m.reason);
+  w.u64(m.revision);
+  w.u32(static_cast<uint32_t>(m.sources.size()));
+  for (const auto& s : m.sources) {
+    w.u64(s.peer_id);
+    w.string(s.host);
+    w.u16(s.port);
+  }
+  w.u32(static_cast<uint32_t>(m.fetches.size()));
+  for (const auto& f : m.fetches) {
+    w.u32(f.tensor);
+    w.u32(static_cast<uint32_t>(f.sources.size()));
+    for (uint64_t id : f.sources) w.u64(id);
+    w.u32(static_cast<uint32_t>(f.blocks.size()));
+    for (const auto& b : f.blocks) {
+      w.u32(b.index);
+      w.u64(b.hash);
+      w.boolean(b.compressible);
+    }
+  }
+}
+void put(Writer& w, const StateDoneMsg& m) {
+  w.u64(m.epoch);
+  w.u32(static_cast<uint32_t>(m.code));
+  w.string(m.reason);
+}
+void put(Writer& w, const StateCompleteMsg& m) {
+  w.u64(m.epoch);
+}
+void put(Writer& w, const StateFetchMsg& m) {
+  w.u64(m.request);
+  w.u32(m.tensor);
+  w.u32(m.first_block);
+  w.u32(m.block_count);
+  w.boolean(m.compressed);
+}
+void put(Writer& w, const StateBlocksZMsg& m) {
+  w.u64(m.request);
+  w.u32(static_cast<uint32_t>(m.blocks.size()));
+  for (const auto& b : m.blocks) {
+    w.boolean(b.zstd);
+    w.bytes(b.bytes);
+  }
+}
+void put(Writer& w, const StateFetchFailedMsg& m) {
+  w.u64(m.request);
+  w.u32(static_cast<uint32_t>(m.code));
+  w.string(m.reason);
 }
 
 Status get(Reader& r, RegisterMsg* m) {
@@ -203,6 +271,133 @@ Status get(Reader& r, PeerHelloAckMsg* m) {
   return r.u64(&m->peer_id);
 }
 
+// A status code on the wire: any lh_status, or only failures when `allow_ok` is false.
+Status get_status(Reader& r, bool allow_ok, lh_status* out) {
+  uint32_t code = 0;
+  LH_RETURN_IF_ERROR(r.u32(&code));
+  if ((code == LH_OK && !allow_ok) || code > LH_ERR_INTERNAL)
+    return protocol_error(fmt::format("invalid status code {}", code));
+  *out = static_cast<lh_status>(code);
+  return Status::ok();
+}
+Status get(Reader& r, StateReportMsg* m) {
+  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
+  LH_RETURN_IF_ERROR(r.u32(&m->block_bytes));
+  LH_RETURN_IF_ERROR(r.u64(&m->revision));
+  uint8_t strategy = 0;
+  LH_RETURN_IF_ERROR(r.u8(&strategy));
+  if (strategy > static_cast<uint8_t>(SyncStrategy::kSendOnly))
+    return protocol_error(fmt::format("unknown sync strategy {}", strategy));
+  m->strategy = static_cast<SyncStrategy>(strategy);
+  uint32_t n = 0;
+  LH_RETURN_IF_ERROR(r.count(&n, 4 + 1 + 1 + 8 + 4 + 4, kMaxTensors));
+  m->tensors.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto& t = m->tensors[i];
+    LH_RETURN_IF_ERROR(r.string(&t.name, kMaxTensorNameBytes));
+    if (t.name.empty()) return protocol_error("empty tensor name");
+    if (i > 0 && !(m->tensors[i - 1].name < t.name))
+      return protocol_error(fmt::format("tensor '{}' out of order or listed twice", t.name));
+    LH_RETURN_IF_ERROR(r.u8(&t.dtype));
+    if (t.dtype > 9) return protocol_error(fmt::format("tensor '{}': unknown dtype {}", t.name, t.dtype));
+    LH_RETURN_IF_ERROR(r.u64(&t.count));
+    uint32_t blocks = 0;
+    LH_RETURN_IF_ERROR(r.count(&blocks, 8));
+    t.block_hashes.resize(blocks);
+    for (auto& h : t.block_hashes) LH_RETURN_IF_ERROR(r.u64(&h));
+    std::vector<std::byte> bitmap;
+    LH_RETURN_IF_ERROR(r.bytes(&bitmap, (blocks + 7) / 8));
+    if (bitmap.size() != (blocks + 7) / 8)
+      return protocol_error(fmt::format("tensor '{}': compressibility bitmap of {} bytes for {} blocks", t.name,
+                                        bitmap.size(), blocks));
+    t.compressible.resize(bitmap.size());
+    for (size_t b = 0; b < bitmap.size(); ++b) t.compressible[b] = std::to_integer<uint8_t>(bitmap[b]);
+  }
+  return Status::ok();
+}
+Status get(Reader& r, StatePlanMsg* m) {
+  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
+  LH_RETURN_IF_ERROR(get_status(r, true, &m->code));
+  LH_RETURN_IF_ERROR(r.string(&m->reason, kMaxReasonBytes));
+  LH_RETURN_IF_ERROR(r.u64(&m->revision));
+  uint32_t n = 0;
+  LH_RETURN_IF_ERROR(r.count(&n, 8 + 4 + 2, kMaxMembers));
+  m->sources.resize(n);
+  std::set<uint64_t> ids;
+  for (auto& s : m->sources) {
+    LH_RETURN_IF_ERROR(r.u64(&s.peer_id));
+    LH_RETURN_IF_ERROR(r.string(&s.host, kMaxHostBytes));
+    LH_RETURN_IF_ERROR(r.u16(&s.port));
+    if (s.peer_id == 0 || s.port == 0) return protocol_error("source with peer id or port 0");
+    if (!ids.insert(s.peer_id).second) return protocol_error(fmt::format("source {} listed twice", s.peer_id));
+  }
+  LH_RETURN_IF_ERROR(r.count(&n, 4 + 4 + 4, kMaxTensors));
+  m->fetches.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto& f = m->fetches[i];
+    LH_RETURN_IF_ERROR(r.u32(&f.tensor));
+    if (i > 0 && f.tensor <= m->fetches[i - 1].tensor)
+      return protocol_error(fmt::format("fetch of tensor {} out of order or listed twice", f.tensor));
+    uint32_t k = 0;
+    LH_RETURN_IF_ERROR(r.count(&k, 8, kMaxMembers));
+    if (k == 0) return protocol_error(fmt::format("fetch of tensor {} without a source", f.tensor));
+    f.sources.resize(k);
+    for (auto& id : f.sources) {
+      LH_RETURN_IF_ERROR(r.u64(&id));
+      if (!ids.contains(id)) return protocol_error(fmt::format("fetch names unlisted source {}", id));
+    }
+    LH_RETURN_IF_ERROR(r.count(&k, 4 + 8 + 1));
+    if (k == 0) return protocol_error(fmt::format("fetch of tensor {} without blocks", f.tensor));
+    f.blocks.resize(k);
+    for (size_t b = 0; b < k; ++b) {
+      LH_RETURN_IF_ERROR(r.u32(&f.blocks[b].index));
+      LH_RETURN_IF_ERROR(r.u64(&f.blocks[b].hash));
+      LH_RETURN_IF_ERROR(r.boolean(&f.blocks[b].compressible));
+      if (b > 0 && f.blocks[b].index <= f.blocks[b - 1].index)
+        return protocol_error(fmt::format("blocks of tensor {} out of order", f.tensor));
+    }
+  }
+  if (m->code != LH_OK && !m->fetches.empty()) return protocol_error("a failed plan with fetches");
+  return Status::ok();
+}
+Status get(Reader& r, StateDoneMsg* m) {
+  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
+  LH_RETURN_IF_ERROR(get_status(r, true, &m->code));
+  return r.string(&m->reason, kMaxReasonBytes);
+}
+Status get(Reader& r, StateCompleteMsg* m) {
+  return r.u64(&m->epoch);
+}
+Status get(Reader& r, StateFetchMsg* m) {
+  LH_RETURN_IF_ERROR(r.u64(&m->request));
+  LH_RETURN_IF_ERROR(r.u32(&m->tensor));
+  LH_RETURN_IF_ERROR(r.u32(&m->first_block));
+  LH_RETURN_IF_ERROR(r.u32(&m->block_count));
+  LH_RETURN_IF_ERROR(r.boolean(&m->compressed));
+  if (m->block_count == 0) return protocol_error("fetch of 0 blocks");
+  if (m->compressed && m->block_count > kMaxBlocksPerCompressedFetch)
+    return protocol_error(fmt::format("compressed fetch of {} blocks (at most {})", m->block_count,
+                                      kMaxBlocksPerCompressedFetch));
+  if (uint64_t{m->first_block} + m->block_count > UINT32_MAX) return protocol_error("block range overflows");
+  return Status::ok();
+}
+Status get(Reader& r, StateBlocksZMsg* m) {
+  LH_RETURN_IF_ERROR(r.u64(&m->request));
+  uint32_t n = 0;
+  LH_RETURN_IF_ERROR(r.count(&n, 1 + 4, kMaxBlocksPerCompressedFetch));
+  m->blocks.resize(n);
+  for (auto& b : m->blocks) {
+    LH_RETURN_IF_ERROR(r.boolean(&b.zstd));
+    LH_RETURN_IF_ERROR(r.bytes(&b.bytes, kMaxStateBlockBytes));
+  }
+  return Status::ok();
+}
+Status get(Reader& r, StateFetchFailedMsg* m) {
+  LH_RETURN_IF_ERROR(r.u64(&m->request));
+  LH_RETURN_IF_ERROR(get_status(r, false, &m->code));
+  return r.string(&m->reason, kMaxReasonBytes);
+}
+
 template <size_t I>
 Status decode_alternative(Reader& r, size_t index, ControlMessage* out) {
   if constexpr (I < std::variant_size_v<ControlMessage>) {
@@ -254,6 +449,20 @@ const char* control_type_name(ControlType t) {
       return "PEER_HELLO";
     case ControlType::kPeerHelloAck:
       return "PEER_HELLO_ACK";
+    case ControlType::kStateReport:
+      return "STATE_REPORT";
+    case ControlType::kStatePlan:
+      return "STATE_PLAN";
+    case ControlType::kStateDone:
+      return "STATE_DONE";
+    case ControlType::kStateComplete:
+      return "STATE_COMPLETE";
+    case ControlType::kStateFetch:
+      return "STATE_FETCH";
+    case ControlType::kStateBlocksZ:
+      return "STATE_BLOCKS_Z";
+    case ControlType::kStateFetchFailed:
+      return "STATE_FETCH_FAILED";
   }
   return "UNKNOWN";
 }

@@ -1,5 +1,6 @@
-// The control-plane message schema: every message exchanged between a peer and the master, and
-// the two a peer sends its ring neighbours when it sets up a data link.
+// The control-plane message schema: every message exchanged between a peer and the master, the
+// two a peer sends its ring neighbours when it sets up a data link, and the shared-state messages
+// (to the master, and between a fetcher and its sources on a state link).
 //
 // A control message is one CONTROL frame whose payload is a u8 type tag (ControlType) followed by
 // the message's fields in the wire codec's encoding (codec.hpp). decode_control() validates
@@ -37,12 +38,25 @@ enum class ControlType : uint8_t {
   kRemoved = 14,           // master -> peer: you are removed, with the reason; the link closes
   kPeerHello = 15,         // peer -> neighbour, on a data link: I am `peer_id`, for `epoch`
   kPeerHelloAck = 16,      // neighbour -> peer: accepted for `epoch`
+  // Shared state (docs/state.md).
+  kStateReport = 17,       // peer -> master: my revision, strategy and block hashes per tensor
+  kStatePlan = 18,         // master -> peer: the outcome for me, and the blocks to fetch from whom
+  kStateDone = 19,         // peer -> master: my fetching is over (with its status)
+  kStateComplete = 20,     // master -> peer: every fetcher is done; stop serving
+  kStateFetch = 21,        // fetcher -> source, on a state link: send me these blocks
+  kStateBlocksZ = 22,      // source -> fetcher: the blocks of a compressed fetch
+  kStateFetchFailed = 23,  // source -> fetcher: I cannot serve this fetch
 };
 const char* control_type_name(ControlType t);
 
 inline constexpr uint32_t kMaxHostBytes = 255;
 inline constexpr uint32_t kMaxReasonBytes = 1024;
 inline constexpr uint32_t kMaxMembers = 1u << 16;
+inline constexpr uint32_t kMaxTensorNameBytes = 1024;
+inline constexpr uint32_t kMaxTensors = 1u << 20;
+// A compressed fetch answers at most this many blocks in one STATE_BLOCKS_Z message.
+inline constexpr uint32_t kMaxBlocksPerCompressedFetch = 4;
+inline constexpr uint32_t kMaxStateBlockBytes = 16u << 20;
 
 struct RegisterMsg {
   uint32_t group = 0;
@@ -115,11 +129,81 @@ struct PeerHelloAckMsg {
   uint64_t peer_id = 0;
 };
 
+// Shared state. Tensors are listed and numbered in ascending name order.
+enum class SyncStrategy : uint8_t { kEnforcePopular = 0, kReceiveOnly = 1, kSendOnly = 2 };
+struct TensorReport {
+  std::string name;
+  uint8_t dtype = 0;  // quant::DType
+  uint64_t count = 0;
+  std::vector<uint64_t> block_hashes;
+  std::vector<uint8_t> compressible;  // one bit per block, LSB first; ceil(blocks / 8) bytes
+};
+struct StateReportMsg {
+  uint64_t epoch = 0;
+  uint32_t block_bytes = 0;  // the sender's protocol block size; must equal the master's
+  uint64_t revision = 0;
+  SyncStrategy strategy = SyncStrategy::kEnforcePopular;
+  std::vector<TensorReport> tensors;
+};
+struct StateSource {
+  uint64_t peer_id = 0;
+  std::string host;
+  uint16_t port = 0;
+};
+struct BlockToFetch {
+  uint32_t index = 0;
+  uint64_t hash = 0;  // the elected content's block hash, to verify on arrival
+  bool compressible = false;
+};
+struct TensorFetch {
+  uint32_t tensor = 0;            // index into the fetcher's tensors (ascending names)
+  std::vector<uint64_t> sources;  // peer ids (listed in StatePlanMsg::sources) holding the content
+  std::vector<BlockToFetch> blocks;  // ascending block index
+};
+struct StatePlanMsg {
+  uint64_t epoch = 0;
+  lh_status code = LH_OK;  // not OK: this peer takes no further part (the reason says why)
+  std::string reason;
+  uint64_t revision = 0;   // the revision this peer holds once its sync succeeds
+  std::vector<StateSource> sources;
+  std::vector<TensorFetch> fetches;  // ascending tensor
+};
+struct StateDoneMsg {
+  uint64_t epoch = 0;
+  lh_status code = LH_OK;
+  std::string reason;
+};
+struct StateCompleteMsg {
+  uint64_t epoch = 0;
+};
+struct StateFetchMsg {
+  uint64_t request = 0;  // the DATA op id of a raw answer; echoed by the other answers
+  uint32_t tensor = 0;
+  uint32_t first_block = 0;
+  uint32_t block_count = 0;
+  bool compressed = false;  // answer with STATE_BLOCKS_Z (at most kMaxBlocksPerCompressedFetch)
+};
+struct CompressedBlock {
+  bool zstd = false;  // false: the block's raw bytes
+  std::vector<std::byte> bytes;
+};
+struct StateBlocksZMsg {
+  uint64_t request = 0;
+  std::vector<CompressedBlock> blocks;
+};
+struct StateFetchFailedMsg {
+  uint64_t request = 0;
+  lh_status code = LH_ERR_ABORTED;
+  std::string reason;
+};
+
 // Alternative i holds the message whose ControlType value is i + 1.
 using ControlMessage =
     std::variant<RegisterMsg, WelcomeMsg, HeartbeatMsg, UpdateTopologyMsg, TopologyUnchangedMsg,
                  TopologyMsg, LinksReadyMsg, EpochCommitMsg, AbortMsg, PendingChangedMsg,
-                 ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg>;
+                 ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg,
+                 StateReportMsg, StatePlanMsg, StateDoneMsg, StateCompleteMsg, StateFetchMsg,
+                 StateBlocksZMsg, StateFetchFailedMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

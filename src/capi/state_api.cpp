@@ -1,0 +1,100 @@
+// lh_state_* and lh_sync_state: the C face of the shared-state registry and its sync.
+#include <fmt/format.h>
+
+#include "capi/handles.hpp"
+#include "state/registry.hpp"
+#include "state/sync.hpp"
+
+struct lh_state {
+  longhaul::state::Registry impl;
+  mutable std::mutex mu;
+  std::string last_error;
+};
+
+namespace {
+
+namespace lh = longhaul;
+
+lh_status null_argument(const char* function) {
+  return lh::capi::fail(lh::invalid_argument(fmt::format("{}: NULL argument", function)));
+}
+
+}  // namespace
+
+extern "C" lh_status lh_state_create(lh_state** out) {
+  if (!out) return null_argument("lh_state_create");
+  *out = new lh_state();
+  return LH_OK;
+}
+
+extern "C" void lh_state_destroy(lh_state* state) {
+  delete state;
+}
+
+extern "C" lh_status lh_state_add_tensor(lh_state* state, const char* name, void* data,
+                                         size_t count, lh_dtype dtype) {
+  if (!state || !name) return null_argument("lh_state_add_tensor");
+  if (dtype < LH_DTYPE_F32 || dtype > LH_DTYPE_U64)
+    return lh::capi::finish(
+        state, lh::invalid_argument(
+                   fmt::format("tensor '{}': unknown dtype {}", name, static_cast<int>(dtype))));
+  try {
+    return lh::capi::finish(
+        state, state->impl.add_tensor(name, data, count, static_cast<lh::quant::DType>(dtype)));
+  } catch (const std::exception& e) {
+    return lh::capi::finish(state,
+                            lh::internal_error(fmt::format("lh_state_add_tensor: {}", e.what())));
+  }
+}
+
+extern "C" lh_status lh_state_set_revision(lh_state* state, uint64_t revision) {
+  if (!state) return null_argument("lh_state_set_revision");
+  state->impl.set_revision(revision);
+  return LH_OK;
+}
+
+extern "C" lh_status lh_state_get_revision(const lh_state* state, uint64_t* revision) {
+  if (!state || !revision) return null_argument("lh_state_get_revision");
+  *revision = state->impl.revision();
+  return LH_OK;
+}
+
+extern "C" lh_status lh_state_hash(lh_state* state, uint64_t* hash) {
+  if (!state || !hash) return null_argument("lh_state_hash");
+  *hash = state->impl.hash();
+  return LH_OK;
+}
+
+extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strategy strategy,
+                                   lh_sync_info* info) {
+  if (!comm || !state) return null_argument("lh_sync_state");
+  if (info) *info = lh_sync_info{};
+  if (strategy < LH_SYNC_ENFORCE_POPULAR || strategy > LH_SYNC_SEND_ONLY)
+    return lh::capi::finish(comm, lh::invalid_argument(fmt::format("unknown sync strategy {}",
+                                                                   static_cast<int>(strategy))));
+  try {
+    lh::state::SyncResult r;
+    lh::Status s = lh::state::sync_state(*comm->impl, state->impl,
+                                         static_cast<lh::wire::SyncStrategy>(strategy), &r);
+    if (info) {
+      info->tx_bytes = r.tx_bytes;
+      info->rx_bytes = r.rx_bytes;
+      info->blocks_fetched = r.blocks_fetched;
+      info->sources = r.sources;
+      info->revision = state->impl.revision();
+    }
+    if (!s) {
+      lh::capi::finish(state, s);
+      return lh::capi::finish(comm, s);
+    }
+    return LH_OK;
+  } catch (const std::exception& e) {
+    return lh::capi::finish(comm, lh::internal_error(fmt::format("lh_sync_state: {}", e.what())));
+  }
+}
+
+extern "C" const char* lh_state_last_error(const lh_state* state) {
+  if (!state) return "lh_state_last_error: state is NULL";
+  std::lock_guard lock(state->mu);
+  return state->last_error.c_str();
+}

@@ -1,0 +1,112 @@
+#include "master/state_arbiter.hpp"
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+
+namespace longhaul::master {
+
+std::optional<uint64_t> StateArbiter::group_revision(uint32_t group) const {
+  auto it = revisions_.find(group);
+  if (it == revisions_.end()) return std::nullopt;
+  return it->second;
+}
+
+Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
+  auto it = membership_.members().find(id);
+  if (it == membership_.members().end() || it->second.state != Membership::State::kActive)
+    return protocol_error("STATE_REPORT before being admitted");
+  if (report.epoch != membership_.epoch())
+    return protocol_error(fmt::format("STATE_REPORT for epoch {} but the epoch is {}", report.epoch,
+                                      membership_.epoch()));
+  LH_RETURN_IF_ERROR(state::validate_report(report));
+  const uint32_t group = it->second.group;
+  Round& round = rounds_[group];
+  if (round.planned)
+    return protocol_error("STATE_REPORT while the group's sync is still transferring");
+  if (round.reports.contains(id)) return protocol_error("a second STATE_REPORT in one sync");
+  if (round.reports.empty()) round.epoch = report.epoch;
+  state::Participant p;
+  p.report = std::move(report);
+  p.host = it->second.host;
+  p.port = it->second.port;
+  round.reports.emplace(id, std::move(p));
+  maybe_plan(group);
+  return Status::ok();
+}
+
+void StateArbiter::maybe_plan(uint32_t group) {
+  Round& round = rounds_.at(group);
+  if (round.planned) return;
+  for (const auto& [id, m] : membership_.members())
+    if (m.state == Membership::State::kActive && m.group == group && !round.reports.contains(id))
+      return;
+  if (round.reports.empty()) {
+    rounds_.erase(group);
+    return;
+  }
+  auto it = revisions_.find(group);
+  state::Election e =
+      state::elect(round.reports, it == revisions_.end() ? std::nullopt : std::optional(it->second),
+                   round.epoch);
+  round.planned = true;
+  round.next_revision = e.revision + 1;
+  size_t fetchers = 0, refused = 0, blocks = 0;
+  for (auto& [id, plan] : e.plans) {
+    if (plan.code == LH_OK) {
+      round.fetching.insert(id);
+      round.releasing.insert(id);
+      if (!plan.fetches.empty()) ++fetchers;
+      for (const auto& f : plan.fetches) blocks += f.blocks.size();
+    } else {
+      ++refused;
+      log::warn("master", "group {} state sync: peer {} refused: {}", group, id, plan.reason);
+    }
+    out_.send(id, plan);
+  }
+  log::info("master",
+            "group {} state sync at revision {}: {} peers, {} fetching {} blocks, {} refused",
+            group, e.revision, e.plans.size(), fetchers, blocks, refused);
+  maybe_complete(group);
+}
+
+Status StateArbiter::on_done(PeerId id, const wire::StateDoneMsg& done) {
+  auto m = membership_.members().find(id);
+  if (m == membership_.members().end()) return internal_error(fmt::format("unknown peer {}", id));
+  const uint32_t group = m->second.group;
+  auto it = rounds_.find(group);
+  if (it == rounds_.end() || !it->second.planned || !it->second.fetching.erase(id))
+    return protocol_error("STATE_DONE without a state sync to finish");
+  if (done.code != LH_OK) {
+    ++it->second.failed;
+    log::warn("master", "group {} state sync: peer {} failed: {}", group, id, done.reason);
+  }
+  maybe_complete(group);
+  return Status::ok();
+}
+
+void StateArbiter::maybe_complete(uint32_t group) {
+  Round& round = rounds_.at(group);
+  if (!round.planned || !round.fetching.empty()) return;
+  if (round.releasing.size() > round.failed) revisions_[group] = round.next_revision;
+  for (PeerId id : round.releasing) out_.send(id, wire::StateCompleteMsg{round.epoch});
+  rounds_.erase(group);
+}
+
+void StateArbiter::on_peer_gone(PeerId id) {
+  std::vector<uint32_t> groups;
+  for (auto& [group, round] : rounds_) {
+    if (!round.reports.erase(id)) continue;
+    round.fetching.erase(id);
+    round.releasing.erase(id);
+    groups.push_back(group);
+  }
+  for (uint32_t group : groups) {
+    if (rounds_.at(group).planned)
+      maybe_complete(group);
+    else
+      maybe_plan(group);
+  }
+}
+
+}  // namespace longhaul::master

@@ -1,0 +1,56 @@
+// The master's side of shared-state syncs: collects the reports of a peer group, elects the
+// popular content (state/election.hpp), sends every peer its plan, and releases the group once
+// every fetcher is done. Holds hashes only, never tensor data.
+//
+// A sync round per group: it collects a STATE_REPORT from every active member of the group (a
+// member lost meanwhile is simply no longer waited for), then answers each with STATE_PLAN. Peers
+// whose plan is OK fetch what it names and answer STATE_DONE; once every one of them has (or was
+// lost), each gets STATE_COMPLETE and may stop serving blocks. Refused peers take no further part.
+// The revision of the group's last completed sync is remembered for the next election.
+//
+// Like Membership it is pure logic on the master's strand: events are calls, effects go out
+// through the Outbox.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "master/membership.hpp"
+#include "state/election.hpp"
+
+namespace longhaul::master {
+
+class StateArbiter {
+ public:
+  StateArbiter(Outbox& outbox, const Membership& membership)
+      : out_(outbox), membership_(membership) {}
+
+  // A non-OK result is a protocol violation by `id` (the caller drops it).
+  Status on_report(PeerId id, wire::StateReportMsg report);
+  Status on_done(PeerId id, const wire::StateDoneMsg& done);
+  // The peer left or was lost (Membership has forgotten it already).
+  void on_peer_gone(PeerId id);
+
+  std::optional<uint64_t> group_revision(uint32_t group) const;
+
+ private:
+  struct Round {
+    uint64_t epoch = 0;
+    std::map<PeerId, state::Participant> reports;
+    bool planned = false;
+    uint64_t next_revision = 0;
+    std::set<PeerId> fetching;   // OK plans that have not answered STATE_DONE
+    std::set<PeerId> releasing;  // OK plans: they get STATE_COMPLETE
+    size_t failed = 0;
+  };
+  void maybe_plan(uint32_t group);
+  void maybe_complete(uint32_t group);
+
+  Outbox& out_;
+  const Membership& membership_;
+  std::map<uint32_t, Round> rounds_;
+  std::map<uint32_t, uint64_t> revisions_;
+};
+
+}  // namespace longhaul::master

@@ -1,0 +1,51 @@
+// Serves this peer's blocks to fetchers during a sync: answers STATE_FETCH on service links
+// (Mesh::ServiceHandler) with the raw bytes straight from the tensor memory (one DATA op, striped
+// over the link's connections), or with STATE_BLOCKS_Z for a compressed fetch.
+//
+// It serves only between begin() and end() of a sync; a fetch outside that window, or for blocks
+// the registry does not have, is answered STATE_FETCH_FAILED. end() closes the service links and
+// returns once no send touches the tensors any more.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <asio/thread_pool.hpp>
+
+#include "net/link.hpp"
+#include "state/registry.hpp"
+#include "wire/control_messages.hpp"
+
+namespace longhaul::state {
+
+class BlockServer : public std::enable_shared_from_this<BlockServer> {
+ public:
+  BlockServer();
+  ~BlockServer();
+
+  // Mesh::ServiceHandler.
+  void on_service_message(const std::shared_ptr<net::Link>& link,
+                          Result<wire::ControlMessage> message);
+
+  void begin(const Registry& registry);
+  // Stops serving; returns the tensor bytes sent since begin().
+  uint64_t end();
+
+ private:
+  void serve(const std::shared_ptr<net::Link>& link, const wire::StateFetchMsg& fetch);
+  void refuse(const std::shared_ptr<net::Link>& link, uint64_t request, Status why);
+  void sent(uint64_t bytes, const Status& s);
+
+  asio::thread_pool compressors_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  const Registry* registry_ = nullptr;  // serving while set
+  std::map<const net::Link*, std::shared_ptr<net::Link>> links_;
+  size_t in_flight_ = 0;
+  uint64_t tx_bytes_ = 0;
+};
+
+}  // namespace longhaul::state

@@ -1,0 +1,146 @@
+#include "state/sync.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "state/block_hash.hpp"
+#include "state/block_server.hpp"
+#include "state/fetcher.hpp"
+
+namespace longhaul::state {
+namespace {
+
+// The master's answers to this sync, handed over from the session strand.
+class Inbox {
+ public:
+  void push(Result<wire::ControlMessage> m) {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(m));
+    cv_.notify_all();
+  }
+  Result<wire::ControlMessage> pop() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return !queue_.empty(); });
+    auto m = std::move(queue_.front());
+    queue_.pop_front();
+    return m;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Result<wire::ControlMessage>> queue_;
+};
+
+// Waits for the next message of type T from the master.
+template <class T>
+Result<T> await(Inbox& inbox) {
+  auto m = inbox.pop();
+  if (!m) return m.status();
+  if (auto* t = std::get_if<T>(&*m)) return std::move(*t);
+  return protocol_error(fmt::format("unexpected {} from the master during a state sync",
+                                    wire::control_type_name(wire::control_type(*m))));
+}
+
+Status check_plan(const Registry& registry, const wire::StatePlanMsg& plan) {
+  for (const auto& f : plan.fetches) {
+    if (f.tensor >= registry.tensors().size())
+      return protocol_error(
+          fmt::format("the plan names tensor {} of {}", f.tensor, registry.tensors().size()));
+    if (f.blocks.back().index >= block_count(registry.tensors()[f.tensor].bytes))
+      return protocol_error(fmt::format("the plan names block {} of tensor '{}' which has {}",
+                                        f.blocks.back().index, registry.tensors()[f.tensor].name,
+                                        block_count(registry.tensors()[f.tensor].bytes)));
+  }
+  return Status::ok();
+}
+
+wire::StateReportMsg make_report(const Registry& registry, uint64_t epoch,
+                                 wire::SyncStrategy strategy) {
+  wire::StateReportMsg r;
+  r.epoch = epoch;
+  r.block_bytes = kBlockBytes;
+  r.revision = registry.revision();
+  r.strategy = strategy;
+  auto digests = registry.digest();
+  for (size_t i = 0; i < digests.size(); ++i) {
+    const Tensor& t = registry.tensors()[i];
+    wire::TensorReport tr;
+    tr.name = t.name;
+    tr.dtype = static_cast<uint8_t>(t.dtype);
+    tr.count = t.count;
+    tr.block_hashes = std::move(digests[i].block_hashes);
+    tr.compressible = std::move(digests[i].compressible);
+    r.tensors.push_back(std::move(tr));
+  }
+  return r;
+}
+
+}  // namespace
+
+Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrategy strategy,
+                  SyncResult* result) {
+  *result = {};
+  auto& session = comm.session();
+  if (Status f = session.failure(); !f) return f;
+  const uint64_t epoch = session.view().epoch;
+  if (epoch == 0) return invalid_argument("lh_sync_state needs a connected communicator");
+
+  auto server =
+      std::static_pointer_cast<BlockServer>(comm.attachment("state.block_server", [&session] {
+        auto s = std::make_shared<BlockServer>();
+        std::weak_ptr<BlockServer> weak = s;
+        session.set_service_handler(
+            [weak](const std::shared_ptr<net::Link>& link, Result<wire::ControlMessage> m) {
+              if (auto self = weak.lock())
+                self->on_service_message(link, std::move(m));
+              else
+                link->close(closed_error("this peer serves no state"));
+            });
+        return std::shared_ptr<void>(s);
+      }));
+  auto inbox = std::make_shared<Inbox>();
+  session.set_state_handler([inbox](Result<wire::ControlMessage> m) { inbox->push(std::move(m)); });
+  struct Cleanup {
+    peer::PeerSession& session;
+    ~Cleanup() { session.set_state_handler({}); }
+  } cleanup{session};
+
+  // From the report on, fetchers may ask for blocks: serve until the master releases the group.
+  server->begin(registry);
+  struct Serving {
+    BlockServer& server;
+    SyncResult* result;
+    ~Serving() { result->tx_bytes = server.end(); }
+  } serving{*server, result};
+
+  LH_RETURN_IF_ERROR(session.send_state_message(make_report(registry, epoch, strategy)));
+  auto plan = await<wire::StatePlanMsg>(*inbox);
+  if (!plan) return plan.status();
+  if (plan->code != LH_OK) return Status(plan->code, plan->reason);
+  LH_RETURN_IF_ERROR(check_plan(registry, *plan));
+
+  FetchOptions options;
+  options.transport = session.options().transport;
+  options.connections_per_link = session.options().connections_per_link;
+  FetchStats stats;
+  Status fetched = fetch_blocks(session.io(), options, registry, *plan, &stats);
+  result->rx_bytes = stats.rx_bytes;
+  result->blocks_fetched = stats.blocks;
+  result->sources = stats.sources;
+  if (!fetched) log::warn("state", "state sync fetch failed: {}", fetched.to_string());
+
+  LH_RETURN_IF_ERROR(session.send_state_message(wire::StateDoneMsg{
+      epoch, fetched.code(), fetched.message().substr(0, wire::kMaxReasonBytes)}));
+  auto complete = await<wire::StateCompleteMsg>(*inbox);
+  if (!complete) return complete.status();
+  if (!fetched) return fetched;
+  registry.set_revision(plan->revision);
+  return Status::ok();
+}
+
+}  // namespace longhaul::state
