@@ -1,0 +1,272 @@
+// longhaul-peer: a peer daemon that joins a longhaul run and loops a synthetic DiLoCo-shaped
+// workload (all-reduce a pseudo-update, apply it, sync the shared state) until stopped.
+// Written against the public C API only (longhaul.h). See --help and docs/churn.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "longhaul/longhaul.h"
+#include "peer_flags.hpp"
+#include "synthetic_workload.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using longhaul_peer::Flags;
+using longhaul_peer::SyntheticWorkload;
+
+// Lines go out whole and flushed: the churn supervisor parses them as they come.
+std::mutex g_out_mu;
+void emit(const std::string& line) {
+  std::lock_guard lock(g_out_mu);
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+// Quotes a library message for a key="value" field.
+std::string quoted(const char* message) {
+  std::string out = "\"";
+  for (const char* p = message; p && *p; ++p) out += (*p == '"' || *p == '\n') ? '\'' : *p;
+  return out + "\"";
+}
+
+[[noreturn]] void fail(const char* what, lh_status s, const char* message) {
+  emit(fmt::format("ERROR what={} status={} message={}", what, lh_status_string(s),
+                   quoted(message)));
+  std::_Exit(1);
+}
+
+// Stop requests: the first SIGTERM/SIGINT asks the loop to leave after the current step, a
+// second one exits at once (the loop may be waiting on a peer that is gone).
+std::atomic<bool> g_stop{false};
+std::mutex g_stop_mu;
+std::condition_variable g_stop_cv;
+
+void watch_signals(sigset_t signals) {
+  for (int received = 0;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (++received > 1) std::_Exit(128 + sig);
+    {
+      std::lock_guard lock(g_stop_mu);
+      g_stop = true;
+    }
+    g_stop_cv.notify_all();
+  }
+}
+
+// Sleeps up to `ms`, waking early on a stop request.
+void pause_between_steps(uint32_t ms) {
+  if (ms == 0) return;
+  std::unique_lock lock(g_stop_mu);
+  g_stop_cv.wait_for(lock, std::chrono::milliseconds(ms), [] { return g_stop.load(); });
+}
+
+int64_t attribute(lh_comm* comm, lh_attribute a) {
+  int64_t v = 0;
+  if (lh_status s = lh_comm_get_attribute(comm, a, &v); s != LH_OK)
+    fail("lh_comm_get_attribute", s, lh_comm_last_error(comm));
+  return v;
+}
+
+int64_t ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+bool retryable_collective(lh_status s) {
+  return s == LH_ERR_PEER_LOST || s == LH_ERR_ABORTED;
+}
+bool retryable_sync(lh_status s) {
+  return s == LH_ERR_PEER_LOST || s == LH_ERR_ABORTED || s == LH_ERR_TIMEOUT;
+}
+
+// Starts every slice's all-reduce, so all are in flight together, and waits for all of them. The
+// first failure wins; its message goes to *message.
+lh_status allreduce_step(lh_comm* comm, const SyntheticWorkload& work,
+                         const lh_allreduce_options& options, std::string* message) {
+  std::vector<lh_op*> ops;
+  lh_status result = LH_OK;
+  for (const auto& slice : work.slices()) {
+    lh_op* op = nullptr;
+    lh_status s = lh_allreduce_async(comm, slice.send, slice.recv, slice.count, LH_DTYPE_F32,
+                                     LH_OP_AVG, &options, &op);
+    if (s != LH_OK) {
+      result = s;
+      *message = lh_comm_last_error(comm);
+      break;
+    }
+    ops.push_back(op);
+  }
+  for (lh_op* op : ops) {
+    lh_status s = lh_op_wait(op);
+    if (s != LH_OK && result == LH_OK) {
+      result = s;
+      *message = lh_op_last_error(op);
+    }
+    lh_op_destroy(op);
+  }
+  return result;
+}
+
+lh_comm* connect(const Flags& f) {
+  lh_comm_options o;
+  lh_comm_options_init(&o);
+  o.master_address = f.master.c_str();
+  o.peer_group = f.group;
+  o.connections_per_link = f.connections;
+  o.secret = f.secret.empty() ? nullptr : f.secret.c_str();
+  o.use_tls = f.tls_cert.empty() ? 0 : 1;
+  o.tls_cert_file = f.tls_cert.empty() ? nullptr : f.tls_cert.c_str();
+  o.tls_key_file = f.tls_key.empty() ? nullptr : f.tls_key.c_str();
+  o.tls_ca_file = f.tls_ca.empty() ? nullptr : f.tls_ca.c_str();
+  o.listen_address = f.listen.c_str();
+  o.advertised_address = f.advertise.empty() ? nullptr : f.advertise.c_str();
+  o.connect_timeout_ms = f.connect_timeout_ms;
+  o.full_mesh = f.full_mesh ? 1 : 0;
+  lh_comm* comm = nullptr;
+  if (lh_status s = lh_comm_create(&o, &comm); s != LH_OK)
+    fail("lh_comm_create", s, lh_last_error());
+  // Printed before joining: a forward to this port (an emulated WAN, a NAT rule) must exist before
+  // the neighbours dial the advertised address.
+  emit(fmt::format("LISTEN port={}", attribute(comm, LH_ATTR_LISTEN_PORT)));
+  if (lh_status s = lh_comm_connect(comm); s != LH_OK)
+    fail("lh_comm_connect", s, lh_comm_last_error(comm));
+  emit(fmt::format("JOINED id={} epoch={} world={}", attribute(comm, LH_ATTR_PEER_ID),
+                   attribute(comm, LH_ATTR_EPOCH), attribute(comm, LH_ATTR_GROUP_WORLD_SIZE)));
+  return comm;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  std::string error;
+  if (!longhaul_peer::parse_flags(argc, argv, &flags, &error)) {
+    std::fprintf(stderr, "longhaul-peer: %s\n", error.c_str());
+    return 2;
+  }
+  if (flags.help) {
+    std::fputs(longhaul_peer::usage().c_str(), stdout);
+    return 0;
+  }
+  if (lh_status s = lh_set_log_level(flags.log_level.c_str()); s != LH_OK) {
+    std::fprintf(stderr, "longhaul-peer: --log-level: %s\n", lh_last_error());
+    return 2;
+  }
+  // Block the stop signals before any thread starts (the library's threads inherit the mask);
+  // one thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  std::thread(watch_signals, stop_signals).detach();
+
+  SyntheticWorkload work(flags.tensor_sizes, flags.inflight, flags.seed);
+  lh_state* state = nullptr;
+  if (lh_status s = lh_state_create(&state); s != LH_OK)
+    fail("lh_state_create", s, lh_last_error());
+  if (lh_status s = work.register_state(state); s != LH_OK)
+    fail("lh_state_add_tensor", s, lh_state_last_error(state));
+
+  lh_comm* comm = connect(flags);
+  const auto peer_id = static_cast<uint64_t>(attribute(comm, LH_ATTR_PEER_ID));
+  lh_allreduce_options ar;
+  lh_allreduce_options_init(&ar);
+  ar.codec = flags.codec;
+  ar.schedule = flags.schedule;
+
+  // A newcomer's state is not the group's: its first successful sync only receives, unless it is
+  // the group's first peer (then its initial state is the group's).
+  bool fresh = attribute(comm, LH_ATTR_GROUP_WORLD_SIZE) > 1;
+  bool must_update = false;  // a collective failed: re-form the ring before retrying
+  uint64_t completed = 0;
+  int64_t epoch = attribute(comm, LH_ATTR_EPOCH);
+  while (!g_stop && (flags.steps == 0 || completed < flags.steps)) {
+    int pending = 0;
+    if (lh_status s = lh_comm_are_peers_pending(comm, &pending); s != LH_OK)
+      fail("lh_comm_are_peers_pending", s, lh_comm_last_error(comm));
+    if (pending || must_update) {
+      if (lh_status s = lh_comm_update_topology(comm); s != LH_OK)
+        fail("lh_comm_update_topology", s, lh_comm_last_error(comm));
+      must_update = false;
+      if (int64_t e = attribute(comm, LH_ATTR_EPOCH); e != epoch) {
+        epoch = e;
+        emit(fmt::format("TOPOLOGY epoch={} world={}", e,
+                         attribute(comm, LH_ATTR_GROUP_WORLD_SIZE)));
+      }
+      if (g_stop) break;
+    }
+    uint64_t step = 0;  // the group's step is the revision of its state: the syncs so far
+    if (lh_status s = lh_state_get_revision(state, &step); s != LH_OK)
+      fail("lh_state_get_revision", s, lh_state_last_error(state));
+
+    const auto t0 = Clock::now();
+    work.make_update(step, peer_id);
+    std::string message;
+    lh_status s = allreduce_step(comm, work, ar, &message);
+    const int64_t ar_ms = ms_since(t0);
+    if (s != LH_OK) {
+      if (!retryable_collective(s)) fail("lh_allreduce_async", s, message.c_str());
+      emit(fmt::format("RETRY step={} phase=allreduce status={} message={}", step,
+                       lh_status_string(s), quoted(message.c_str())));
+      must_update = true;
+      continue;
+    }
+    work.apply();
+
+    const auto t1 = Clock::now();
+    lh_sync_info info{};
+    s = lh_sync_state(comm, state, fresh ? LH_SYNC_RECEIVE_ONLY : LH_SYNC_ENFORCE_POPULAR, &info);
+    const int64_t sync_ms = ms_since(t1);
+    if (s != LH_OK && fresh && s == LH_ERR_STATE_MISMATCH) {
+      // Every peer left was a newcomer (the peers that held the state are gone): nobody can serve
+      // the group's state, so the newcomers' own (identical: same initial state, same updates)
+      // state becomes the group's.
+      emit(fmt::format("RETRY step={} phase=sync status={} message={}", step, lh_status_string(s),
+                       quoted(lh_comm_last_error(comm))));
+      fresh = false;
+      continue;
+    }
+    if (s != LH_OK) {
+      if (!retryable_sync(s)) fail("lh_sync_state", s, lh_comm_last_error(comm));
+      emit(fmt::format("RETRY step={} phase=sync status={} message={}", step, lh_status_string(s),
+                       quoted(lh_comm_last_error(comm))));
+      must_update = true;
+      continue;
+    }
+    fresh = false;
+    ++completed;
+    uint64_t hash = 0;
+    if (lh_status h = lh_state_hash(state, &hash); h != LH_OK)
+      fail("lh_state_hash", h, lh_state_last_error(state));
+    emit(fmt::format(
+        "STEP step={} rev={} hash={:016x} world={} epoch={} id={} ar_ms={} sync_ms={} rx={} "
+        "tx={} fetched={} aborts={}",
+        info.revision - 1, info.revision, hash, attribute(comm, LH_ATTR_GROUP_WORLD_SIZE), epoch,
+        peer_id, ar_ms, sync_ms, info.rx_bytes, info.tx_bytes, info.blocks_fetched,
+        attribute(comm, LH_ATTR_ABORT_COUNT)));
+    pause_between_steps(flags.step_delay_ms);
+  }
+
+  const char* reason = g_stop ? "stopped by a signal" : "completed its steps";
+  if (lh_status s = lh_comm_leave(comm, reason); s != LH_OK)
+    fail("lh_comm_leave", s, lh_comm_last_error(comm));
+  emit(fmt::format("LEFT reason={} steps={}", quoted(reason), completed));
+  lh_comm_destroy(comm);
+  lh_state_destroy(state);
+  return 0;
+}
