@@ -2,6 +2,7 @@
 //
 // It connects, then loops: when the master says peers are pending it calls update_topology. It
 // reports on stdout, one line per event:
+//   LISTEN <port>       (its data listener, before it connects)
 //   ID <peer id>
 //   EPOCH <e> WORLD <n> GROUPS <g> GROUP_WORLD <m> RANK <r> ABORTS <a> RING <id,id,...>
 //   UPDATE <e>          (entering update_topology from epoch e)
@@ -122,6 +123,10 @@ int main(int argc, char** argv) {
   lh_status s = lh_comm_create(&options, &comm);
   if (s != LH_OK) die(s, lh_last_error());
   lh_comm_set_abort_callback(comm, on_abort, nullptr);
+  // Before connecting: a test can point a WAN-emulator route at this port (the address the peer
+  // advertises) while the peer waits for admission.
+  std::printf("LISTEN %lld\n", static_cast<long long>(attr(comm, LH_ATTR_LISTEN_PORT)));
+  std::fflush(stdout);
   s = lh_comm_connect(comm);
   if (s != LH_OK) die(s, lh_comm_last_error(comm));
   std::printf("ID %lld\n", static_cast<long long>(attr(comm, LH_ATTR_PEER_ID)));
