@@ -14,8 +14,8 @@
 // Failure: the first error (a link failing, a cancel, abort()) cancels every transfer the
 // operation has outstanding, on both ends of each link, and the operation completes with that
 // error once no transfer touches its buffers any more. The input is then intact (an in-place
-// operation restores it from a copy), the error-feedback residual is restored, and the output
-// holds unspecified values.
+// operation restores every segment it had touched from a copy taken at that first touch), the
+// error-feedback residual is restored, and the output holds unspecified values.
 #pragma once
 
 #include <atomic>
@@ -28,6 +28,7 @@
 
 #include <asio/thread_pool.hpp>
 
+#include "collective/buffer_pool.hpp"
 #include "collective/partition.hpp"
 #include "collective/ring_view.hpp"
 #include "common/status.hpp"
@@ -77,33 +78,49 @@ class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
 
  private:
   friend class CollectiveEngine;
-  AllReduceOp(asio::thread_pool& pool, RingView view, AllReduceSpec spec, uint64_t seq, Schedule schedule);
+  AllReduceOp(asio::thread_pool& pool, BufferPool& buffers, RingView view, AllReduceSpec spec,
+              uint64_t seq, Schedule schedule);
   Status prepare();
   void start();
   void start_ring();
   void start_direct();
+  void ring_first_send(size_t seg);
   void ring_reduce_scatter_received(size_t step, size_t seg);
   void ring_all_gather_received(size_t step, size_t seg);
-  void direct_contribution_received(size_t seg);
-  void direct_all_gather_received(size_t from, size_t seg);
-  void finish_owned_segment(size_t chunk, size_t seg, std::vector<std::byte>* encoded_final);
+  void direct_first_send(size_t peer, size_t seg);
+  void direct_combine(size_t seg);
+  void finish_owned_segment(size_t chunk, size_t seg, std::span<std::byte> encoded_final);
+  // The first touch of the output's segment: copies the input there (out of place) or keeps the
+  // original for a restore on failure (in place). Each segment has one designated first toucher.
+  void prepare_segment(size_t chunk, size_t seg);
+  void restore_input();  // requires mu_, nothing in flight
 
   void send(size_t peer, Phase phase, size_t step, size_t seg, std::span<const std::byte> data);
-  void recv(size_t peer, Phase phase, size_t step, size_t seg, std::span<std::byte> dst, std::function<void()> then);
+  // `then` runs on the link's I/O thread once the bytes have arrived: it must be cheap (a send,
+  // a counter) and hand computation to run_task().
+  void recv(size_t peer, Phase phase, size_t step, size_t seg, std::span<std::byte> dst,
+            std::function<void()> then);
+  // Runs `task` on the worker pool unless the operation has failed by then.
   void run_task(std::function<void()> task);
-  // Runs `task` on the worker pool unless the operation has failed by then; the caller has counted
-  // it in tasks_. A task that finishes a received transfer also counts that transfer completed.
-  void post_counted_task(std::function<void()> task, bool completes_transfer);
+  // Counts one arrival at segment `seg`'s reduce-scatter gate; true for the second arrival of a
+  // step (its data is in and the previous step's task has finished), which may then run.
+  bool pass_gate(size_t seg);
   void fail(Status why);
-  void maybe_finish();  // requires mu_
+  void maybe_finish();   // requires mu_
   void check(Status s);  // fails the op on error
 
   std::byte* work(size_t chunk, size_t seg) const;
   std::span<std::byte> work_span(size_t chunk, size_t seg) const;
   std::span<float> work_f32(size_t chunk, size_t seg) const;
   size_t encoded_bytes(size_t chunk, size_t seg) const;
+  // Slot i of the scratch arena, `bytes` long (see the layout in the .cpp).
+  std::span<std::byte> slot(size_t i, size_t bytes) const;
+  size_t peer_index(size_t peer) const {
+    return (peer + n_ - rank_ - 1) % n_;
+  }  // 0..n-2 for peer != rank
 
   asio::thread_pool& pool_;
+  BufferPool& buffers_;
   const RingView view_;
   const AllReduceSpec spec_;
   const uint64_t seq_;
@@ -111,30 +128,34 @@ class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
   const size_t n_;
   const size_t rank_;
   const size_t elem_;
+  const bool in_place_;
+  const bool encoded_;
   Partition part_;
-  std::vector<std::byte> input_backup_;  // in-place operations only
-  std::vector<float> residual_backup_;
-  // Buffers for bytes in flight: staging_[i] by (step or peer, segment); see the .cpp.
-  std::vector<std::vector<std::byte>> staging_;
-  std::vector<std::vector<std::byte>> outgoing_;
-  std::vector<std::vector<std::byte>> owned_final_;
+  // Pooled scratch; handed back to the pool as soon as the operation completes.
+  BufferPool::Buffer backup_;  // in place: the original of every segment prepared so far
+  BufferPool::Buffer residual_backup_;
+  BufferPool::Buffer arena_;  // the slots of bytes in flight
+  size_t slot_bytes_ = 0;
+  size_t rs_in_base_ = 0, ag_in_base_ = 0, out_base_ = 0, final_base_ = 0;
+  std::vector<uint8_t> prepared_;  // by chunk * segments + segment; written by its first toucher
+  std::vector<std::atomic<uint32_t>> gates_;
   std::vector<std::atomic<size_t>> contributions_;
 
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
   size_t expected_ = 0;   // transfers that make a successful operation
-  size_t completed_ = 0;  // transfers whose follow-up work has finished
+  size_t completed_ = 0;  // transfers done
   size_t in_flight_ = 0;  // transfers posted to a link and not completed
-  size_t tasks_ = 0;      // worker tasks queued or running
+  size_t tasks_ = 0;      // worker tasks (and arrival callbacks) queued or running
   Status failure_;
   bool done_ = false;
   Status outcome_;
   AllReduceInfo info_;
 };
 
-// Runs collectives: owns the worker pool that reduces, encodes and decodes, numbers operations
-// within each epoch, and can abort everything in flight (the master's abort push lands here).
-// Thread-safe.
+// Runs collectives: owns the worker pool that reduces, encodes and decodes and the pool of
+// scratch buffers the operations share one after another, numbers operations within each epoch,
+// and can abort everything in flight (the master's abort push lands here). Thread-safe.
 class CollectiveEngine {
  public:
   // workers == 0 sizes the pool to the machine.
@@ -150,8 +171,12 @@ class CollectiveEngine {
   // operation later started on a view of that epoch or an older one, which the other members will
   // never join because they are re-forming the ring.
   void abort_epoch(uint64_t epoch, const Status& why);
+  // Frees the scratch buffers no operation holds (they are also freed under memory pressure).
+  void release_idle_buffers() { buffers_.release_idle(); }
+  size_t idle_buffer_bytes() const { return buffers_.idle_bytes(); }
 
  private:
+  BufferPool buffers_;  // outlives pool_: workers may still return buffers while it is joined
   asio::thread_pool pool_;
   std::mutex mu_;
   uint64_t epoch_ = ~0ull;

@@ -22,16 +22,37 @@ using testing::LoopbackGroup;
 std::vector<std::byte> random_values(DType t, ReduceOp op, size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
   // Products stay finite with factors near 1; the rest use the whole range of their type.
-  std::uniform_real_distribution<double> real(op == ReduceOp::kProd ? 0.5 : -100.0, op == ReduceOp::kProd ? 1.5 : 100.0);
+  std::uniform_real_distribution<double> real(op == ReduceOp::kProd ? 0.5 : -100.0,
+                                              op == ReduceOp::kProd ? 1.5 : 100.0);
   std::vector<std::byte> v(count * quant::element_size(t));
   for (size_t i = 0; i < count; ++i) {
     std::byte* p = v.data() + i * quant::element_size(t);
     switch (t) {
-      case DType::kF32: { float x = static_cast<float>(real(rng)); std::memcpy(p, &x, 4); break; }
-      case DType::kF64: { double x = real(rng); std::memcpy(p, &x, 8); break; }
-      case DType::kF16: { uint16_t x = quant::f32_to_f16(static_cast<float>(real(rng))); std::memcpy(p, &x, 2); break; }
-      case DType::kBF16: { uint16_t x = quant::f32_to_bf16(static_cast<float>(real(rng))); std::memcpy(p, &x, 2); break; }
-      default: { uint64_t x = rng(); std::memcpy(p, &x, quant::element_size(t)); break; }
+      case DType::kF32: {
+        float x = static_cast<float>(real(rng));
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::kF64: {
+        double x = real(rng);
+        std::memcpy(p, &x, 8);
+        break;
+      }
+      case DType::kF16: {
+        uint16_t x = quant::f32_to_f16(static_cast<float>(real(rng)));
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case DType::kBF16: {
+        uint16_t x = quant::f32_to_bf16(static_cast<float>(real(rng)));
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      default: {
+        uint64_t x = rng();
+        std::memcpy(p, &x, quant::element_size(t));
+        break;
+      }
     }
   }
   return v;
@@ -39,8 +60,9 @@ std::vector<std::byte> random_values(DType t, ReduceOp op, size_t count, uint64_
 
 // The result the schedule must produce, computed the way it combines: chunk c is combined along
 // the ring starting at member c (ring) or at its owner (direct), one element-wise step at a time.
-std::vector<std::byte> reference(const std::vector<std::vector<std::byte>>& inputs, DType t, ReduceOp op,
-                                 size_t count, Schedule schedule, size_t segment_bytes) {
+std::vector<std::byte> reference(const std::vector<std::vector<std::byte>>& inputs, DType t,
+                                 ReduceOp op, size_t count, Schedule schedule,
+                                 size_t segment_bytes) {
   const size_t n = inputs.size(), elem = quant::element_size(t);
   Partition part(count, n, std::max<size_t>(1, segment_bytes / elem));
   std::vector<std::byte> out(count * elem);
@@ -52,7 +74,8 @@ std::vector<std::byte> reference(const std::vector<std::vector<std::byte>>& inpu
     // Ring: the partial starts at member c and each next member combines local op incoming.
     // Direct: the owner's own values, then the others in ring order after the owner.
     std::vector<size_t> order;
-    for (size_t i = 0; i < n; ++i) order.push_back(schedule == Schedule::kRing ? (c + i) % n : (owner + i) % n);
+    for (size_t i = 0; i < n; ++i)
+      order.push_back(schedule == Schedule::kRing ? (c + i) % n : (owner + i) % n);
     std::vector<std::byte> acc(inputs[order[0]].begin() + chunk.begin * elem,
                                inputs[order[0]].begin() + (chunk.begin + chunk.count) * elem);
     for (size_t i = 1; i < n; ++i) {
@@ -82,7 +105,8 @@ struct Members {
 
 // Runs one all-reduce on every member (in place) and returns each member's output.
 std::vector<std::vector<std::byte>> run_allreduce(LoopbackGroup& group, Members& members,
-                                                  std::vector<std::vector<std::byte>> data, AllReduceSpec spec) {
+                                                  std::vector<std::vector<std::byte>> data,
+                                                  AllReduceSpec spec) {
   std::vector<std::shared_ptr<AllReduceOp>> ops;
   for (size_t r = 0; r < group.size(); ++r) {
     spec.input = data[r].data();
@@ -112,9 +136,10 @@ TEST_P(EveryTypeAndOp, BitIdenticalOnEveryMemberAndEqualToTheReference) {
   Members members(n);
   const size_t segment_bytes = 4096;  // many segments per chunk: exercises the pipeline
   uint64_t seed = 1;
-  for (DType t : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kU8, DType::kI32,
-                  DType::kU32, DType::kI64, DType::kU64}) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProd}) {
+  for (DType t : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kU8,
+                  DType::kI32, DType::kU32, DType::kI64, DType::kU64}) {
+    for (ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProd}) {
       for (size_t count : {size_t{1}, size_t{n - 1}, size_t{1001}, size_t{20011}}) {
         std::vector<std::vector<std::byte>> inputs;
         for (size_t r = 0; r < n; ++r) inputs.push_back(random_values(t, op, count, seed++));
@@ -127,25 +152,27 @@ TEST_P(EveryTypeAndOp, BitIdenticalOnEveryMemberAndEqualToTheReference) {
         auto outputs = run_allreduce(group, members, inputs, spec);
         const auto want = reference(inputs, t, op, count, schedule, segment_bytes);
         for (size_t r = 0; r < n; ++r) {
-          ASSERT_TRUE(outputs[r] == outputs[0]) << "member " << r << " differs: " << quant::dtype_name(t) << " "
-                                                << quant::reduce_op_name(op) << " count " << count;
-          ASSERT_TRUE(outputs[r] == want) << quant::dtype_name(t) << " " << quant::reduce_op_name(op) << " count "
-                                          << count;
+          ASSERT_TRUE(outputs[r] == outputs[0])
+              << "member " << r << " differs: " << quant::dtype_name(t) << " "
+              << quant::reduce_op_name(op) << " count " << count;
+          ASSERT_TRUE(outputs[r] == want)
+              << quant::dtype_name(t) << " " << quant::reduce_op_name(op) << " count " << count;
         }
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Groups, EveryTypeAndOp,
-                         ::testing::Values(GroupCase{2, Schedule::kRing}, GroupCase{3, Schedule::kRing},
-                                           GroupCase{5, Schedule::kRing}, GroupCase{8, Schedule::kRing},
-                                           GroupCase{2, Schedule::kDirect}, GroupCase{3, Schedule::kDirect},
-                                           GroupCase{5, Schedule::kDirect}, GroupCase{8, Schedule::kDirect}),
-                         [](const ::testing::TestParamInfo<GroupCase>& param_info) {
-                           return std::string(schedule_name(param_info.param.schedule)) + "_n" +
-                                  std::to_string(param_info.param.members);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Groups, EveryTypeAndOp,
+    ::testing::Values(GroupCase{2, Schedule::kRing}, GroupCase{3, Schedule::kRing},
+                      GroupCase{5, Schedule::kRing}, GroupCase{8, Schedule::kRing},
+                      GroupCase{2, Schedule::kDirect}, GroupCase{3, Schedule::kDirect},
+                      GroupCase{5, Schedule::kDirect}, GroupCase{8, Schedule::kDirect}),
+    [](const ::testing::TestParamInfo<GroupCase>& param_info) {
+      return std::string(schedule_name(param_info.param.schedule)) + "_n" +
+             std::to_string(param_info.param.members);
+    });
 
 double relative_l2(const std::vector<float>& got, const std::vector<double>& exact) {
   double num = 0, den = 0;
@@ -174,7 +201,8 @@ TEST_P(Quantized, BitIdenticalOnEveryMemberAndCloseToTheExactSum) {
       x[i] = gauss(rng);
       exact[i] += x[i];
     }
-    inputs.emplace_back(reinterpret_cast<std::byte*>(x.data()), reinterpret_cast<std::byte*>(x.data() + count));
+    inputs.emplace_back(reinterpret_cast<std::byte*>(x.data()),
+                        reinterpret_cast<std::byte*>(x.data() + count));
   }
   AllReduceSpec spec;
   spec.count = count;
@@ -182,7 +210,8 @@ TEST_P(Quantized, BitIdenticalOnEveryMemberAndCloseToTheExactSum) {
   spec.schedule = schedule;
   spec.segment_bytes = 64 << 10;
   auto outputs = run_allreduce(group, members, inputs, spec);
-  for (size_t r = 1; r < n; ++r) ASSERT_TRUE(outputs[r] == outputs[0]) << "member " << r << " differs";
+  for (size_t r = 1; r < n; ++r)
+    ASSERT_TRUE(outputs[r] == outputs[0]) << "member " << r << " differs";
   std::vector<float> got(count);
   std::memcpy(got.data(), outputs[0].data(), count * 4);
   const double err = relative_l2(got, exact);
@@ -193,7 +222,8 @@ TEST_P(Quantized, BitIdenticalOnEveryMemberAndCloseToTheExactSum) {
 INSTANTIATE_TEST_SUITE_P(Codecs, Quantized,
                          ::testing::Combine(::testing::Values(size_t{2}, size_t{3}, size_t{8}),
                                             ::testing::Values(Schedule::kRing, Schedule::kDirect),
-                                            ::testing::Values(Codec::kFp16, Codec::kBf16, Codec::kU8, Codec::kU4)),
+                                            ::testing::Values(Codec::kFp16, Codec::kBf16,
+                                                              Codec::kU8, Codec::kU4)),
                          [](const auto& param_info) {
                            return std::string(schedule_name(std::get<1>(param_info.param))) + "_n" +
                                   std::to_string(std::get<0>(param_info.param)) + "_" +
@@ -209,7 +239,8 @@ TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
   std::vector<std::vector<std::vector<float>>> data(kOps, std::vector<std::vector<float>>(n));
   std::vector<std::vector<std::shared_ptr<AllReduceOp>>> ops(kOps);
   for (size_t k = 0; k < kOps; ++k)
-    for (size_t r = 0; r < n; ++r) data[k][r].assign(1000 * (k + 1) + r * 0, static_cast<float>(r + k));
+    for (size_t r = 0; r < n; ++r)
+      data[k][r].assign(1000 * (k + 1) + r * 0, static_cast<float>(r + k));
   for (size_t k = 0; k < kOps; ++k)
     for (size_t r = 0; r < n; ++r) {
       AllReduceSpec spec;
@@ -229,12 +260,18 @@ TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
       const auto info = ops[k][r]->info();
       EXPECT_EQ(info.world_size, n);
       // Ring: each member sends and receives 2(N-1)/N of the buffer.
-      EXPECT_NEAR(static_cast<double>(info.bytes_sent), 2.0 * 3 / 4 * static_cast<double>(data[k][r].size() * 4), 16.0);
+      EXPECT_NEAR(static_cast<double>(info.bytes_sent),
+                  2.0 * 3 / 4 * static_cast<double>(data[k][r].size() * 4), 16.0);
       EXPECT_EQ(info.bytes_sent, info.bytes_received);
     }
 }
 
-TEST(AllReduce, AMemberDyingFailsEveryoneFastAndRestoresInPlaceInputs) {
+// Every schedule and codec touches the in-place buffer segment by segment; whatever it had touched
+// when the member died is restored exactly.
+class MemberDeath : public ::testing::TestWithParam<std::tuple<Schedule, Codec>> {};
+
+TEST_P(MemberDeath, FailsEveryoneFastAndRestoresInPlaceInputs) {
+  const auto [schedule, codec] = GetParam();
   const size_t n = 4;
   net::IoRuntime io(2);
   LoopbackGroup group(io, n);
@@ -243,7 +280,8 @@ TEST(AllReduce, AMemberDyingFailsEveryoneFastAndRestoresInPlaceInputs) {
   std::vector<std::vector<float>> data(n), original(n);
   for (size_t r = 0; r < n; ++r) {
     data[r].resize(count);
-    for (size_t i = 0; i < count; ++i) data[r][i] = static_cast<float>(i % 1000) + static_cast<float>(r);
+    for (size_t i = 0; i < count; ++i)
+      data[r][i] = static_cast<float>(i % 1000) + static_cast<float>(r);
     original[r] = data[r];
   }
   std::vector<std::shared_ptr<AllReduceOp>> ops;
@@ -252,6 +290,8 @@ TEST(AllReduce, AMemberDyingFailsEveryoneFastAndRestoresInPlaceInputs) {
     spec.input = spec.output = data[r].data();
     spec.count = count;
     spec.segment_bytes = 256 << 10;
+    spec.schedule = schedule;
+    spec.codec = codec;
     ops.push_back(*members.engines[r]->allreduce(group.view(r), spec));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -267,13 +307,55 @@ TEST(AllReduce, AMemberDyingFailsEveryoneFastAndRestoresInPlaceInputs) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
 }
 
+INSTANTIATE_TEST_SUITE_P(Schedules, MemberDeath,
+                         ::testing::Combine(::testing::Values(Schedule::kRing, Schedule::kDirect),
+                                            ::testing::Values(Codec::kNone, Codec::kU8)),
+                         [](const auto& param_info) {
+                           return std::string(schedule_name(std::get<0>(param_info.param))) + "_" +
+                                  std::string(quant::codec_name(std::get<1>(param_info.param)));
+                         });
+
+// A completed operation leaves its scratch to the next one, which still gets every byte right.
+TEST(AllReduce, BackToBackOperationsReuseScratchAndStayExact) {
+  const size_t n = 3;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  const size_t count = (1u << 20) + 7;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::vector<float>> data(n);
+    for (size_t r = 0; r < n; ++r) {
+      data[r].resize(count);
+      for (size_t i = 0; i < count; ++i) data[r][i] = static_cast<float>((i * 7 + r + round) % 64);
+    }
+    std::vector<std::shared_ptr<AllReduceOp>> ops;
+    for (size_t r = 0; r < n; ++r) {
+      AllReduceSpec spec;
+      spec.input = spec.output = data[r].data();
+      spec.count = count;
+      spec.segment_bytes = 64 << 10;
+      ops.push_back(*members.engines[r]->allreduce(group.view(r), spec));
+    }
+    for (size_t r = 0; r < n; ++r) ASSERT_TRUE(ops[r]->wait().is_ok());
+    for (size_t r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; i += 4099) {
+        float want = 0;
+        for (size_t q = 0; q < n; ++q) want += static_cast<float>((i * 7 + q + round) % 64);
+        ASSERT_EQ(data[r][i], want) << "round " << round << " member " << r << " element " << i;
+      }
+    for (size_t r = 0; r < n; ++r)
+      EXPECT_GE(members.engines[r]->idle_buffer_bytes(), count * sizeof(float));
+  }
+}
+
 TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
   const size_t n = 3;
   net::IoRuntime io(2);
   LoopbackGroup group(io, n);
   Members members(n);
   const size_t count = 4u << 20;
-  std::vector<std::vector<float>> in(n, std::vector<float>(count, 1.0f)), out(n, std::vector<float>(count));
+  std::vector<std::vector<float>> in(n, std::vector<float>(count, 1.0f)),
+      out(n, std::vector<float>(count));
   std::vector<std::shared_ptr<AllReduceOp>> ops;
   // Member 0 starts late, so the others are certainly mid-operation when it aborts.
   for (size_t r = 1; r < n; ++r) {
@@ -290,7 +372,8 @@ TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
     EXPECT_TRUE(s.code() == LH_ERR_ABORTED || s.code() == LH_ERR_PEER_LOST) << s.to_string();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
-  for (size_t r = 1; r < n; ++r) EXPECT_EQ(in[r], std::vector<float>(count, 1.0f));  // out of place: input untouched
+  for (size_t r = 1; r < n; ++r)
+    EXPECT_EQ(in[r], std::vector<float>(count, 1.0f));  // out of place: input untouched
 }
 
 TEST(AllReduce, InvalidRequestsAreTypedErrorsBeforeAnythingIsSent) {
