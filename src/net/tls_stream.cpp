@@ -1,30 +1,34 @@
 #include "net/tls_stream.hpp"
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
 
 #include <fmt/format.h>
-#include <asio/read.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
-#include <asio/write.hpp>
 
 namespace longhaul::net {
 namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
 
-// Largest TLS record payload; plaintext is handed to SSL_write in whole records where possible.
+// Largest TLS record payload; small plaintext pieces are coalesced into records of this size.
 constexpr size_t kRecord = 16384;
-// Plaintext handed to one SSL_write call (a multiple of kRecord).
-constexpr size_t kEncryptChunk = 8 * kRecord;
-// Ciphertext accumulated in the write BIO before it goes to the socket in one write.
+// Plaintext handed to one SSL_write call (whole records).
+constexpr size_t kEncryptChunk = 16 * kRecord;
+// Ciphertext accumulated before it goes to the socket in one send().
 constexpr size_t kWriteBatch = 512 << 10;
-// Ciphertext asked of the socket per read.
+// Ciphertext asked of the socket per recv() (many records at once).
 constexpr size_t kReadChunk = 256 << 10;
+// A TLS record header: type, legacy version, 16-bit big-endian length.
+constexpr size_t kRecordHeader = 5;
 
 // Drains OpenSSL's (thread-local) error queue into one line.
 std::string drain_openssl_errors() {
@@ -40,6 +44,76 @@ std::string drain_openssl_errors() {
 
 }  // namespace
 
+// The BIO OpenSSL reads and writes the socket through (see the header). Its data pointer is the
+// TlsStream; it never blocks and never owns the socket.
+struct SocketBio {
+  static int read(BIO* bio, char* out, size_t len, size_t* got) {
+    auto* self = static_cast<TlsStream*>(BIO_get_data(bio));
+    BIO_clear_retry_flags(bio);
+    *got = 0;
+    if (self->rpos_ == self->rend_) {
+      const ssize_t n = ::recv(self->socket_.native_handle(), self->rbuf_.data(),
+                               self->rbuf_.size(), MSG_DONTWAIT);
+      if (n == 0) {
+        self->eof_seen_ = true;
+        return 0;
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+          BIO_set_retry_read(bio);
+        else
+          self->io_errno_ = errno;
+        return 0;
+      }
+      self->rpos_ = 0;
+      self->rend_ = static_cast<size_t>(n);
+    }
+    const size_t n = std::min(len, self->rend_ - self->rpos_);
+    const std::byte* from = self->rbuf_.data() + self->rpos_;
+    std::memcpy(out, from, n);
+    self->track_records(from, n);
+    self->rpos_ += n;
+    *got = n;
+    return 1;
+  }
+
+  static int write(BIO* bio, const char* data, size_t len, size_t* sent) {
+    auto* self = static_cast<TlsStream*>(BIO_get_data(bio));
+    BIO_clear_retry_flags(bio);
+    const auto* from = reinterpret_cast<const std::byte*>(data);
+    self->wbuf_.insert(self->wbuf_.end(), from, from + len);
+    *sent = len;
+    return 1;
+  }
+
+  static long ctrl(BIO*, int cmd, long, void*) {
+    // Nothing is buffered in the BIO, so a flush is done at once; nothing else is supported.
+    return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+  }
+
+  static int create(BIO* bio) {
+    BIO_set_init(bio, 1);
+    return 1;
+  }
+
+  // One method table for the process, made on first use and never freed.
+  static const BIO_METHOD* method() {
+    static BIO_METHOD* const m = [] {
+      BIO_METHOD* meth =
+          BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "longhaul socket");
+      if (meth && (BIO_meth_set_read_ex(meth, &SocketBio::read) != 1 ||
+                   BIO_meth_set_write_ex(meth, &SocketBio::write) != 1 ||
+                   BIO_meth_set_ctrl(meth, &SocketBio::ctrl) != 1 ||
+                   BIO_meth_set_create(meth, &SocketBio::create) != 1)) {
+        BIO_meth_free(meth);
+        meth = nullptr;
+      }
+      return meth;
+    }();
+    return m;
+  }
+};
+
 Status socket_status(const asio::error_code& ec, const char* what, const std::string& remote,
                      bool closed) {
   if (closed) return closed_error(fmt::format("connection to {} closed", remote));
@@ -54,23 +128,20 @@ TlsStream::TlsStream(asio::ip::tcp::socket& socket, SSL_CTX* context,
                      const std::atomic<bool>& closed, const std::string& remote)
     : socket_(socket), closed_(closed), remote_(remote) {
   ERR_clear_error();
+  const BIO_METHOD* method = SocketBio::method();
+  if (!method) return;
   ssl_ = SSL_new(context);
   if (!ssl_) return;
-  rbio_ = BIO_new(BIO_s_mem());
-  wbio_ = BIO_new(BIO_s_mem());
-  if (!rbio_ || !wbio_) {
-    BIO_free(rbio_);
-    BIO_free(wbio_);
-    rbio_ = wbio_ = nullptr;
+  BIO* bio = BIO_new(method);
+  if (!bio) {
     SSL_free(ssl_);
     ssl_ = nullptr;
     return;
   }
-  // An empty memory BIO reports "retry" (its default EOF value of -1), which SSL_read turns into
-  // SSL_ERROR_WANT_READ.
-  SSL_set_bio(ssl_, rbio_, wbio_);  // ssl_ owns both now
-  // Pull whole chunks of buffered ciphertext per BIO read instead of header, then body.
-  SSL_set_read_ahead(ssl_, 1);
+  BIO_set_data(bio, this);
+  SSL_set_bio(ssl_, bio, bio);  // ssl_ owns the BIO now (one reference for both directions)
+  rbuf_.resize(kReadChunk);
+  wbuf_.reserve(kWriteBatch + kEncryptChunk + kEncryptChunk / 16 * 64);
   ERR_clear_error();
 }
 
@@ -85,6 +156,9 @@ Status TlsStream::io_status(const asio::error_code& ec, const char* what) const 
 Status TlsStream::tls_error(const char* what, int ssl_error) const {
   std::string detail = drain_openssl_errors();
   if (closed_.load()) return closed_error(fmt::format("connection to {} closed", remote_));
+  if (io_errno_ != 0)
+    return io_status(asio::error_code(io_errno_, asio::error::get_system_category()), what);
+  if (eof_seen_) return io_status(asio::error::eof, what);
   if (ssl_error == SSL_ERROR_ZERO_RETURN)
     return peer_lost(fmt::format("{} {}: peer closed the TLS session", what, remote_));
   if (detail.empty()) detail = fmt::format("TLS error {}", ssl_error);
@@ -92,33 +166,37 @@ Status TlsStream::tls_error(const char* what, int ssl_error) const {
   return peer_lost(fmt::format("{} {}: {}", what, remote_, detail));
 }
 
-asio::awaitable<Status> TlsStream::flush() {
-  const size_t pending = BIO_ctrl_pending(wbio_);
-  if (pending == 0) co_return Status::ok();
-  if (wbuf_.size() < pending) wbuf_.resize(pending);
-  // Move the ciphertext out of the BIO before suspending, so the BIO never changes under the
-  // in-flight write.
-  const int got = BIO_read(wbio_, wbuf_.data(), static_cast<int>(pending));
-  if (got != static_cast<int>(pending))
-    co_return io_error(fmt::format("writing to {}: TLS write buffer underflow", remote_));
-  asio::error_code ec;
-  const asio::const_buffer buf(wbuf_.data(), pending);
-  co_await asio::async_write(socket_, buf, asio::redirect_error(kAwait, ec));
-  if (ec) co_return io_status(ec, "writing to");
-  co_return Status::ok();
+void TlsStream::track_records(const std::byte* p, size_t n) {
+  while (n > 0) {
+    if (record_left_ > 0) {
+      const size_t take = std::min(n, record_left_);
+      record_left_ -= take;
+      p += take;
+      n -= take;
+      continue;
+    }
+    const size_t take = std::min(n, kRecordHeader - header_have_);
+    std::memcpy(header_.data() + header_have_, p, take);
+    header_have_ += take;
+    p += take;
+    n -= take;
+    if (header_have_ == kRecordHeader) {
+      record_left_ =
+          (std::to_integer<size_t>(header_[3]) << 8) | std::to_integer<size_t>(header_[4]);
+      header_have_ = 0;
+    }
+  }
 }
 
-asio::awaitable<Status> TlsStream::fill() {
-  if (rbuf_.empty()) rbuf_.resize(kReadChunk);
+asio::awaitable<Status> TlsStream::wait_for(int ssl_want) {
+  if (closed_.load()) co_return closed_error(fmt::format("connection to {} closed", remote_));
+  const auto what = ssl_want == SSL_ERROR_WANT_WRITE ? asio::ip::tcp::socket::wait_write
+                                                     : asio::ip::tcp::socket::wait_read;
   asio::error_code ec;
-  const asio::mutable_buffer buf(rbuf_.data(), rbuf_.size());
-  const size_t n = co_await socket_.async_read_some(buf, asio::redirect_error(kAwait, ec));
-  eof_seen_ = ec == asio::error::eof;
-  if (ec) co_return io_status(ec, "reading from");
-  // A memory BIO grows as needed; data already in it is kept (it holds at most a partial record
-  // here, since SSL_read asked for more).
-  if (BIO_write(rbio_, rbuf_.data(), static_cast<int>(n)) != static_cast<int>(n))
-    co_return io_error(fmt::format("reading from {}: TLS read buffer allocation failed", remote_));
+  co_await socket_.async_wait(what, asio::redirect_error(kAwait, ec));
+  if (ec)
+    co_return io_status(ec,
+                        what == asio::ip::tcp::socket::wait_write ? "writing to" : "reading from");
   co_return Status::ok();
 }
 
@@ -137,24 +215,25 @@ asio::awaitable<Status> TlsStream::handshake(bool server) {
     const int r = SSL_do_handshake(ssl_);
     if (r == 1) break;
     const int err = SSL_get_error(ssl_, r);
-    if (err != SSL_ERROR_WANT_READ) {
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
       std::string detail = drain_openssl_errors();
-      if (detail.empty()) detail = fmt::format("TLS error {}", err);
-      const Status why =
-          auth_error(fmt::format("TLS handshake with {} failed: {}", remote_, detail));
-      // Best effort: send the alert OpenSSL queued, so the peer learns why.
-      const Status ignored = co_await flush();
-      (void)ignored;
-      co_return why;
+      if (eof_seen_)
+        detail = "the peer closed the connection";
+      else if (io_errno_ != 0)
+        detail = std::strerror(io_errno_);
+      else if (detail.empty())
+        detail = fmt::format("TLS error {}", err);
+      send_queued_now();  // best effort: the alert OpenSSL queued tells the peer why
+      co_return auth_error(fmt::format("TLS handshake with {} failed: {}", remote_, detail));
     }
-    Status s = co_await flush();
-    if (s) s = co_await fill();
+    Status s = co_await send_queued();
+    if (s) s = co_await wait_for(SSL_ERROR_WANT_READ);
     if (!s)
       co_return auth_error(fmt::format("TLS handshake with {} failed: {}", remote_, s.message()));
   }
   // The client's Finished (and anything else OpenSSL queued) must reach the peer now: the next
   // step of the longhaul handshake may be a read.
-  Status s = co_await flush();
+  Status s = co_await send_queued();
   if (!s)
     co_return auth_error(fmt::format("TLS handshake with {} failed: {}", remote_, s.message()));
   co_return Status::ok();
@@ -162,6 +241,7 @@ asio::awaitable<Status> TlsStream::handshake(bool server) {
 
 asio::awaitable<Status> TlsStream::read_exact(std::span<std::byte> dst) {
   if (!ssl_) co_return io_error(fmt::format("reading from {}: no TLS session", remote_));
+  clean_eof_ = false;
   size_t got = 0;
   while (got < dst.size()) {
     ERR_clear_error();
@@ -173,13 +253,16 @@ asio::awaitable<Status> TlsStream::read_exact(std::span<std::byte> dst) {
       continue;
     }
     const int err = SSL_get_error(ssl_, r);
-    if (err != SSL_ERROR_WANT_READ) co_return tls_error("reading from", err);
-    const bool nothing_buffered = got == 0 && BIO_ctrl_pending(rbio_) == 0;
-    Status s = co_await fill();
-    if (!s) {
-      clean_eof_ = nothing_buffered && eof_seen_;
-      co_return s;
+    if (err == SSL_ERROR_WANT_READ) {
+      Status s = co_await wait_for(err);
+      if (!s) co_return s;
+      continue;
     }
+    send_queued_now();  // best effort: an alert OpenSSL queued tells the peer why
+    // A close between frames: nothing of this read arrived, not even part of a record.
+    clean_eof_ = got == 0 && eof_seen_ && io_errno_ == 0 && rpos_ == rend_ && header_have_ == 0 &&
+                 record_left_ == 0;
+    co_return tls_error("reading from", err);
   }
   co_return Status::ok();
 }
@@ -187,11 +270,38 @@ asio::awaitable<Status> TlsStream::read_exact(std::span<std::byte> dst) {
 Status TlsStream::encrypt(const std::byte* data, size_t n) {
   ERR_clear_error();
   size_t written = 0;
-  // A memory BIO accepts everything, so SSL_write_ex either writes all of it or fails.
+  // The BIO takes everything, so SSL_write_ex either encrypts all of it or fails.
   const int r = SSL_write_ex(ssl_, data, n, &written);
   if (r == 1 && written == n) return Status::ok();
-  const int err = r == 1 ? SSL_ERROR_SSL : SSL_get_error(ssl_, r);
-  return tls_error("writing to", err);
+  return tls_error("writing to", r == 1 ? SSL_ERROR_SSL : SSL_get_error(ssl_, r));
+}
+
+bool TlsStream::send_queued_now() {
+  while (wpos_ < wbuf_.size()) {
+    const ssize_t n = ::send(socket_.native_handle(), wbuf_.data() + wpos_, wbuf_.size() - wpos_,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      wpos_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) io_errno_ = errno;
+    return false;
+  }
+  wbuf_.clear();
+  wpos_ = 0;
+  return true;
+}
+
+asio::awaitable<Status> TlsStream::send_queued() {
+  // Nothing here holds a pointer into wbuf_ across the wait, so a record the reader queues
+  // meanwhile (appending, perhaps reallocating) simply goes out after ours.
+  while (!send_queued_now()) {
+    if (io_errno_ != 0) co_return tls_error("writing to", SSL_ERROR_SYSCALL);
+    Status s = co_await wait_for(SSL_ERROR_WANT_WRITE);
+    if (!s) co_return s;
+  }
+  co_return Status::ok();
 }
 
 asio::awaitable<Status> TlsStream::write_all(std::span<const asio::const_buffer> buffers) {
@@ -222,8 +332,8 @@ asio::awaitable<Status> TlsStream::write_all(std::span<const asio::const_buffer>
         n -= take;
       }
       if (!s) co_return s;
-      if (BIO_ctrl_pending(wbio_) >= kWriteBatch) {
-        s = co_await flush();
+      if (wbuf_.size() - wpos_ >= kWriteBatch) {
+        s = co_await send_queued();
         if (!s) co_return s;
       }
     }
@@ -232,7 +342,7 @@ asio::awaitable<Status> TlsStream::write_all(std::span<const asio::const_buffer>
     Status s = encrypt(stage_.data(), staged);
     if (!s) co_return s;
   }
-  Status s = co_await flush();
+  Status s = co_await send_queued();
   co_return s;
 }
 
