@@ -19,8 +19,10 @@ struct RemotePeer {
   int port = longhaul::testing::read_port_file(dir + "/port");
 };
 
-// Runs transfers in the given direction until the link fails; `kill` is applied after the first
-// transfer is under way. Returns the time from the kill to the failure of the pending op.
+// Runs transfers in the given direction until the link fails; `kill` is applied once the second
+// transfer is under way (the first makes the remote allocate and fill its 256 MiB buffer, which
+// takes seconds on a loaded machine and would be counted as shutdown time). Returns the time from
+// the kill to the failure of the pending op.
 std::chrono::milliseconds time_to_failure(bool we_send, int kill_signal, Status* failure) {
   RemotePeer remote;
   EXPECT_TRUE(remote.child.started());
@@ -41,7 +43,7 @@ std::chrono::milliseconds time_to_failure(bool we_send, int kill_signal, Status*
       (*link)->recv(op, buffer, done.callback());
       (*link)->send_control(linkperf::encode({linkperf::Command::kSend, op, kBytes}));
     }
-    if (op == 1) {
+    if (op == 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // mid-transfer
       killed_at = std::chrono::steady_clock::now();
       remote.child.signal(kill_signal);
