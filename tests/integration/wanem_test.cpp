@@ -290,6 +290,20 @@ TEST(Wanem, BadFlagsExitNonZeroWithAClearMessage) {
   EXPECT_NE(err.find("cannot listen on " + taken.address()), std::string::npos) << err;
 }
 
+TEST(Wanem, HelpDescribesRoutesAndTheCommandProtocol) {
+  TempDir dir;
+  Child help({LONGHAUL_WANEM_BIN, "--help"}, dir.path() + "/help.log");
+  EXPECT_EQ(help.wait_exit(10s), 0);
+  // The example closes the text; wait for it so the reader thread has every line.
+  EXPECT_TRUE(help.wait_line(
+      [](const std::string& l) { return l.find("rate_mbit=100'") != std::string::npos; }, 10s));
+  std::string text;
+  for (const auto& line : help.lines()) text += line + "\n";
+  for (const char* needle : {"--route SPEC", "NAME=LISTEN>TARGET", "ROUTE NAME PORT", "READY",
+                             "blackhole NAME", "heal NAME", "stats NAME", "--schedule", "SIGTERM"})
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+}
+
 TEST(Wanem, ScheduleInjectsFaultsOnTime) {
   TestServer echo(TestServer::Mode::kEcho);
   Wanem wanem(
