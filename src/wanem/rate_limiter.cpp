@@ -5,9 +5,10 @@
 namespace longhaul::wanem {
 namespace {
 
-// How far a sender may run ahead of the cap after an idle spell: a small burst, so a measurement
-// over a second or more sees the cap, not the burst.
-constexpr auto kBurst = std::chrono::milliseconds(5);
+// How far a sender may run ahead of the cap after an idle spell, and so how much a sender woken
+// late (a busy machine) may catch up: small beside a measurement of a second or more, large
+// enough that the emulator's own scheduling delays do not cut the rate below the cap.
+constexpr auto kBurst = std::chrono::milliseconds(20);
 constexpr size_t kMaxPiece = 64 * 1024;
 constexpr size_t kMinPiece = 1024;
 

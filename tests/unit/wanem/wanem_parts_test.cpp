@@ -69,21 +69,21 @@ TEST(RateLimiter, HoldsTheLongRunRateAfterASmallBurst) {
   EXPECT_EQ(piece, 20'000u);                                         // 2 ms of the rate
   for (int i = 0; i < 1000; ++i) last = limiter.reserve(piece, t0);  // 20 MB asked at once
   const double seconds = std::chrono::duration<double>(last - t0).count();
-  // 20 MB at 10 MB/s: the last piece may start after ~2 s less the 5 ms burst and its own length.
-  EXPECT_NEAR(seconds, 2.0 - 0.005 - 0.002, 0.001);
+  // 20 MB at 10 MB/s: the last piece may start after ~2 s less the 20 ms burst and its own length.
+  EXPECT_NEAR(seconds, 2.0 - 0.020 - 0.002, 0.001);
 }
 
 TEST(RateLimiter, ServesReservationsInOrderSoSendersAlternate) {
   RateLimiter limiter;
   limiter.set_rate(1e6);
   const Clock::time_point t0 = Clock::now();
-  // 10 ms pieces, larger than the 5 ms burst: each starts when the one reserved before it ends.
-  const auto a1 = limiter.reserve(10'000, t0), b1 = limiter.reserve(10'000, t0);
-  const auto a2 = limiter.reserve(10'000, t0), b2 = limiter.reserve(10'000, t0);
+  // 30 ms pieces, larger than the 20 ms burst: each starts when the one reserved before it ends.
+  const auto a1 = limiter.reserve(30'000, t0), b1 = limiter.reserve(30'000, t0);
+  const auto a2 = limiter.reserve(30'000, t0), b2 = limiter.reserve(30'000, t0);
   EXPECT_EQ(a1, t0);
-  EXPECT_EQ(b1 - t0, 5ms);
-  EXPECT_EQ(a2 - b1, 10ms);
-  EXPECT_EQ(b2 - a2, 10ms);
+  EXPECT_EQ(b1 - t0, 10ms);
+  EXPECT_EQ(a2 - b1, 30ms);
+  EXPECT_EQ(b2 - a2, 30ms);
   RateLimiter unlimited;
   EXPECT_EQ(unlimited.reserve(1 << 20, t0), t0);
 }
