@@ -1,0 +1,237 @@
+// A peer process for the shared-state tests and the state benchmark, written against the C API.
+//
+//   state_peer --master HOST:PORT [--layout NAME:DTYPE:COUNT,...] [--connections K]
+//
+// Registers the tensors of --layout (default "w:f32:1048576"; dtypes f32 f64 f16 bf16 i8 u8 i32 u32
+// i64 u64), connects, prints "ready id <peer id>", then runs commands from stdin, one per line:
+//   fill SEED            fill every tensor with bytes derived from SEED (same SEED: same bytes)
+//   flip T BYTE BIT      flip one bit of tensor number T (in --layout order)
+//   revision R           lh_state_set_revision
+//   world N              lh_comm_update_topology until the group has N peers -> "world N epoch E"
+//   sync enforce|receive|send
+//                        lh_sync_state -> "sync <status> ms <ms> tx <bytes> rx <bytes> blocks <n>
+//                        sources <n> revision <r> hash <state hash> msg <error message>"
+//   hash                 -> "hash <state hash> revision <r>"
+//   dump PATH            write every tensor's bytes, in --layout order, to PATH -> "dumped"
+//   quit                 leave gracefully and exit 0
+// Errors outside sync print "error <what> <status> <message>" and exit 3.
+#include <getopt.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "longhaul/longhaul.h"
+
+namespace {
+
+[[noreturn]] void die(const char* what, lh_status s, const char* message) {
+  std::printf("error %s %s %s\n", what, lh_status_string(s), message);
+  std::fflush(stdout);
+  std::_Exit(3);
+}
+
+struct TensorSpec {
+  std::string name;
+  lh_dtype dtype = LH_DTYPE_F32;
+  size_t count = 0;
+  std::vector<unsigned char> bytes;
+};
+
+size_t element_size(lh_dtype d) {
+  switch (d) {
+    case LH_DTYPE_F64:
+    case LH_DTYPE_I64:
+    case LH_DTYPE_U64:
+      return 8;
+    case LH_DTYPE_F32:
+    case LH_DTYPE_I32:
+    case LH_DTYPE_U32:
+      return 4;
+    case LH_DTYPE_F16:
+    case LH_DTYPE_BF16:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+bool parse_dtype(const std::string& s, lh_dtype* d) {
+  static const std::pair<const char*, lh_dtype> names[] = {
+      {"f32", LH_DTYPE_F32}, {"f64", LH_DTYPE_F64}, {"f16", LH_DTYPE_F16}, {"bf16", LH_DTYPE_BF16},
+      {"i8", LH_DTYPE_I8},   {"u8", LH_DTYPE_U8},   {"i32", LH_DTYPE_I32}, {"u32", LH_DTYPE_U32},
+      {"i64", LH_DTYPE_I64}, {"u64", LH_DTYPE_U64}};
+  for (const auto& [n, v] : names)
+    if (s == n) return (*d = v), true;
+  return false;
+}
+
+std::vector<TensorSpec> parse_layout(const std::string& text) {
+  std::vector<TensorSpec> out;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    TensorSpec t;
+    const size_t a = item.find(':'), b = item.rfind(':');
+    if (a == std::string::npos || a == b || !parse_dtype(item.substr(a + 1, b - a - 1), &t.dtype))
+      die("layout", LH_ERR_INVALID_ARGUMENT, item.c_str());
+    t.name = item.substr(0, a);
+    t.count = std::stoull(item.substr(b + 1));
+    t.bytes.assign(t.count * element_size(t.dtype), 0);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// SplitMix64: every byte depends on (seed, tensor, position).
+void fill(std::vector<TensorSpec>& tensors, uint64_t seed) {
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    auto& b = tensors[t].bytes;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + t;
+    size_t i = 0;
+    for (; i + 8 <= b.size(); i += 8) {
+      uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      std::memcpy(&b[i], &z, 8);
+    }
+    for (; i < b.size(); ++i) b[i] = static_cast<unsigned char>(seed + i);
+  }
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string master, layout = "w:f32:1048576";
+  uint32_t connections = 1;
+  static const option opts[] = {{"master", required_argument, nullptr, 'm'},
+                                {"layout", required_argument, nullptr, 'l'},
+                                {"connections", required_argument, nullptr, 'k'},
+                                {nullptr, 0, nullptr, 0}};
+  for (int c; (c = getopt_long(argc, argv, "", opts, nullptr)) != -1;) {
+    if (c == 'm')
+      master = optarg;
+    else if (c == 'l')
+      layout = optarg;
+    else if (c == 'k')
+      connections = static_cast<uint32_t>(std::stoul(optarg));
+    else
+      die("usage", LH_ERR_INVALID_ARGUMENT,
+          "state_peer --master HOST:PORT [--layout L] [--connections K]");
+  }
+  auto tensors = parse_layout(layout);
+  lh_state* state = nullptr;
+  if (lh_status s = lh_state_create(&state); s != LH_OK) die("lh_state_create", s, lh_last_error());
+  for (auto& t : tensors)
+    if (lh_status s = lh_state_add_tensor(state, t.name.c_str(), t.bytes.data(), t.count, t.dtype);
+        s != LH_OK)
+      die("lh_state_add_tensor", s, lh_last_error());
+
+  lh_comm_options o;
+  lh_comm_options_init(&o);
+  o.master_address = master.c_str();
+  o.listen_address = "127.0.0.1:0";
+  o.connections_per_link = connections;
+  lh_comm* comm = nullptr;
+  if (lh_status s = lh_comm_create(&o, &comm); s != LH_OK)
+    die("lh_comm_create", s, lh_last_error());
+  if (lh_status s = lh_comm_connect(comm); s != LH_OK)
+    die("lh_comm_connect", s, lh_comm_last_error(comm));
+  int64_t id = 0;
+  lh_comm_get_attribute(comm, LH_ATTR_PEER_ID, &id);
+  std::printf("ready id %lld\n", static_cast<long long>(id));
+  std::fflush(stdout);
+
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    if (cmd == "fill") {
+      uint64_t seed = 0;
+      in >> seed;
+      fill(tensors, seed);
+      std::printf("filled\n");
+    } else if (cmd == "flip") {
+      size_t t = 0, byte = 0;
+      int bit = 0;
+      in >> t >> byte >> bit;
+      tensors.at(t).bytes.at(byte) ^= static_cast<unsigned char>(1u << bit);
+      std::printf("flipped\n");
+    } else if (cmd == "revision") {
+      uint64_t r = 0;
+      in >> r;
+      lh_state_set_revision(state, r);
+      std::printf("revision set\n");
+    } else if (cmd == "world") {
+      int64_t want = 0, world = 0, epoch = 0;
+      in >> want;
+      for (;;) {
+        lh_comm_get_attribute(comm, LH_ATTR_GROUP_WORLD_SIZE, &world);
+        if (world == want) break;
+        if (lh_status s = lh_comm_update_topology(comm); s != LH_OK)
+          die("lh_comm_update_topology", s, lh_comm_last_error(comm));
+      }
+      lh_comm_get_attribute(comm, LH_ATTR_EPOCH, &epoch);
+      std::printf("world %lld epoch %lld\n", static_cast<long long>(world),
+                  static_cast<long long>(epoch));
+    } else if (cmd == "sync") {
+      std::string how;
+      in >> how;
+      const lh_sync_strategy strategy = how == "receive" ? LH_SYNC_RECEIVE_ONLY
+                                        : how == "send"  ? LH_SYNC_SEND_ONLY
+                                                         : LH_SYNC_ENFORCE_POPULAR;
+      lh_sync_info info;
+      const auto t0 = std::chrono::steady_clock::now();
+      const lh_status s = lh_sync_state(comm, state, strategy, &info);
+      const double ms = ms_since(t0);
+      uint64_t hash = 0;
+      lh_state_hash(state, &hash);
+      std::printf(
+          "sync %s ms %.3f tx %llu rx %llu blocks %llu sources %llu revision %llu hash %016llx msg "
+          "%s\n",
+          lh_status_string(s), ms, static_cast<unsigned long long>(info.tx_bytes),
+          static_cast<unsigned long long>(info.rx_bytes),
+          static_cast<unsigned long long>(info.blocks_fetched),
+          static_cast<unsigned long long>(info.sources),
+          static_cast<unsigned long long>(info.revision), static_cast<unsigned long long>(hash),
+          s == LH_OK ? "" : lh_comm_last_error(comm));
+    } else if (cmd == "hash") {
+      uint64_t hash = 0, revision = 0;
+      lh_state_hash(state, &hash);
+      lh_state_get_revision(state, &revision);
+      std::printf("hash %016llx revision %llu\n", static_cast<unsigned long long>(hash),
+                  static_cast<unsigned long long>(revision));
+    } else if (cmd == "dump") {
+      std::string path;
+      in >> path;
+      std::ofstream out(path, std::ios::binary);
+      for (const auto& t : tensors)
+        out.write(reinterpret_cast<const char*>(t.bytes.data()),
+                  static_cast<std::streamsize>(t.bytes.size()));
+      std::printf(out ? "dumped\n" : "error dump\n");
+    } else if (cmd == "quit") {
+      break;
+    } else if (!cmd.empty()) {
+      std::printf("error unknown-command %s\n", cmd.c_str());
+    }
+    std::fflush(stdout);
+  }
+  lh_comm_leave(comm, "done");
+  lh_comm_destroy(comm);
+  lh_state_destroy(state);
+  std::fflush(stdout);
+  return 0;
+}

@@ -1,0 +1,374 @@
+// Shared-state sync end to end (issue 5): a real master daemon and state_peer processes on
+// loopback. A joiner takes 256 MiB from three peers at once; a one-bit drift moves exactly one
+// block; a source SIGKILLed mid-transfer is replaced; every strategy and error case; afterwards
+// every peer that succeeded holds the same bytes (compared by hash and byte by byte).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster.hpp"
+
+namespace longhaul::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct SyncLine {
+  std::string status;
+  double ms = 0;
+  uint64_t tx = 0, rx = 0, blocks = 0, sources = 0, revision = 0;
+  std::string hash, msg;
+};
+
+SyncLine parse_sync(const std::string& line) {
+  SyncLine s;
+  std::istringstream in(line);
+  std::string k;
+  in >> k >> s.status >> k >> s.ms >> k >> s.tx >> k >> s.rx >> k >> s.blocks >> k >> s.sources >>
+      k >> s.revision >> k >> s.hash >> k;
+  std::getline(in, s.msg);
+  if (!s.msg.empty() && s.msg.front() == ' ') s.msg.erase(0, 1);
+  return s;
+}
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+class StateSyncTest : public ::testing::Test {
+ protected:
+  // Starts a state_peer; `wait` waits for its "ready" line (a joiner is only admitted once the
+  // members call `world`).
+  Child& add(const std::string& layout, bool wait = true, uint32_t connections = 2) {
+    std::vector<std::string> argv = {LONGHAUL_STATE_PEER_BIN,
+                                     "--master",
+                                     cluster_.master_address(),
+                                     "--layout",
+                                     layout,
+                                     "--connections",
+                                     std::to_string(connections)};
+    peers_.push_back(std::make_unique<Child>(
+        argv, cluster_.dir().path() + "/state_peer" + std::to_string(peers_.size()) + ".log"));
+    Child& c = *peers_.back();
+    if (wait) ready(c);
+    return c;
+  }
+  void ready(Child& c) {
+    auto line = c.wait_line(
+        [](const std::string& l) {
+          return l.rfind("ready id", 0) == 0 || l.rfind("error", 0) == 0;
+        },
+        30s);
+    ASSERT_TRUE(line && line->rfind("ready", 0) == 0)
+        << (line ? *line : "no ready line") << c.stderr_text();
+  }
+  // Sends `command` to every peer, then waits for each one's answer line starting with `answer`.
+  std::vector<std::string> all(const std::vector<Child*>& peers, const std::string& command,
+                               const std::string& answer, std::chrono::milliseconds timeout = 60s) {
+    std::vector<size_t> from;
+    for (Child* p : peers) {
+      from.push_back(p->lines().size());
+      p->send(command);
+    }
+    std::vector<std::string> out;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      auto line = peers[i]->wait_line(
+          [&](const std::string& l) { return l.rfind(answer, 0) == 0 || l.rfind("error", 0) == 0; },
+          timeout, from[i]);
+      EXPECT_TRUE(line && line->rfind(answer, 0) == 0)
+          << "peer " << i << " after '" << command << "': " << (line ? *line : "nothing") << "\n"
+          << peers[i]->stderr_text();
+      out.push_back(line ? *line : "");
+    }
+    return out;
+  }
+  std::vector<SyncLine> sync(const std::vector<Child*>& peers,
+                             const std::vector<std::string>& strategies) {
+    std::vector<size_t> from;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      from.push_back(peers[i]->lines().size());
+      peers[i]->send("sync " + strategies[i]);
+    }
+    std::vector<SyncLine> out;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      auto line = peers[i]->wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; },
+                                      90s, from[i]);
+      EXPECT_TRUE(line) << "peer " << i << " did not finish its sync\n" << peers[i]->stderr_text();
+      if (line) std::cout << "  peer " << i << ": " << *line << "\n";
+      out.push_back(line ? parse_sync(*line) : SyncLine{});
+    }
+    return out;
+  }
+  std::vector<SyncLine> sync_all(const std::vector<Child*>& peers,
+                                 const std::string& strategy = "enforce") {
+    return sync(peers, std::vector<std::string>(peers.size(), strategy));
+  }
+  std::string dump(Child& peer, const std::string& name) {
+    const std::string path = cluster_.dir().path() + "/" + name;
+    all({&peer}, "dump " + path, "dumped");
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+    in.seekg(0);
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return bytes;
+  }
+  // Every peer's bytes equal the first one's.
+  void expect_same_bytes(const std::vector<Child*>& peers) {
+    const std::string first = dump(*peers[0], "dump0");
+    ASSERT_FALSE(first.empty());
+    for (size_t i = 1; i < peers.size(); ++i)
+      EXPECT_TRUE(dump(*peers[i], "dump" + std::to_string(i)) == first) << "peer " << i;
+  }
+
+  Cluster cluster_;
+  std::vector<std::unique_ptr<Child>> peers_;
+};
+
+std::string mib_layout(uint64_t mib) {
+  return "w:f32:" + std::to_string(mib * kMiB / 4);
+}
+
+TEST_F(StateSyncTest, JoinerReceives256MiBFromThreePeersAtOnce) {
+  const std::string layout =
+      "emb:f32:" + std::to_string(200 * kMiB / 4) + ",moments:f32:" + std::to_string(56 * kMiB / 4);
+  Child& a = add(layout);
+  Child& b = add(layout, false);
+  all({&a}, "world 2", "world 2");
+  ready(b);
+  all({&b}, "world 2", "world 2");
+  Child& c = add(layout, false);
+  all({&a, &b}, "world 3", "world 3");
+  ready(c);
+  all({&c}, "world 3", "world 3");
+  all({&a, &b, &c}, "fill 7", "filled");
+  auto first = sync_all({&a, &b, &c});
+  for (const auto& s : first) {
+    EXPECT_EQ(s.status, "LH_OK") << s.msg;
+    EXPECT_EQ(s.revision, 1u);
+    EXPECT_EQ(s.tx + s.rx, 0u) << "peers in sync move no tensor bytes";
+  }
+
+  Child& joiner = add(layout, false);
+  all({&a, &b, &c}, "world 4", "world 4");
+  ready(joiner);
+  all({&joiner}, "world 4", "world 4");
+  auto r = sync({&a, &b, &c, &joiner}, {"enforce", "enforce", "send", "receive"});
+  const SyncLine& j = r[3];
+  EXPECT_EQ(j.status, "LH_OK") << j.msg;
+  EXPECT_EQ(j.blocks, 256u);
+  EXPECT_EQ(j.sources, 3u);
+  EXPECT_EQ(j.rx, 256 * kMiB);
+  EXPECT_EQ(j.revision, 2u);
+  uint64_t served = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r[i].status, "LH_OK") << r[i].msg;
+    EXPECT_EQ(r[i].revision, 2u);
+    EXPECT_GT(r[i].tx, 0u) << "every source served part of the state";
+    EXPECT_EQ(r[i].hash, j.hash);
+    served += r[i].tx;
+  }
+  EXPECT_EQ(served, 256 * kMiB);
+  expect_same_bytes({&a, &b, &c, &joiner});
+}
+
+TEST_F(StateSyncTest, OneFlippedBitMovesExactlyThatBlock) {
+  const std::string layout = mib_layout(64) + ",step:i64:1";
+  Child& a = add(layout);
+  Child& b = add(layout, false);
+  all({&a}, "world 2", "world 2");
+  ready(b);
+  all({&b}, "world 2", "world 2");
+  Child& c = add(layout, false);
+  all({&a, &b}, "world 3", "world 3");
+  ready(c);
+  all({&c}, "world 3", "world 3");
+  all({&a, &b, &c}, "fill 3", "filled");
+  for (const auto& s : sync_all({&a, &b, &c})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+
+  all({&b}, "flip 0 " + std::to_string(37 * kMiB + 12345) + " 5", "flipped");
+  auto r = sync_all({&a, &b, &c});
+  EXPECT_EQ(r[1].status, "LH_OK") << r[1].msg;
+  EXPECT_EQ(r[1].blocks, 1u);
+  EXPECT_EQ(r[1].rx, kMiB);
+  EXPECT_EQ(r[1].sources, 1u);
+  EXPECT_EQ(r[0].tx + r[2].tx, kMiB);
+  EXPECT_EQ(r[0].rx + r[2].rx, 0u);
+  for (const auto& s : r) {
+    EXPECT_EQ(s.revision, 2u);
+    EXPECT_EQ(s.hash, r[0].hash);
+  }
+  // Steady state: nothing moves, the revision still advances by one.
+  for (const auto& s : sync_all({&a, &b, &c})) {
+    EXPECT_EQ(s.tx + s.rx + s.blocks, 0u);
+    EXPECT_EQ(s.revision, 3u);
+  }
+  expect_same_bytes({&a, &b, &c});
+}
+
+TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
+  const std::string layout = mib_layout(256);
+  Child& a = add(layout, true, 1);
+  Child& b = add(layout, false, 1);
+  all({&a}, "world 2", "world 2");
+  ready(b);
+  all({&b}, "world 2", "world 2");
+  Child& c = add(layout, false, 1);
+  all({&a, &b}, "world 3", "world 3");
+  ready(c);
+  all({&c}, "world 3", "world 3");
+  all({&a, &b, &c}, "fill 11", "filled");
+  for (const auto& s : sync_all({&a, &b, &c})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  Child& joiner = add(layout, false, 1);
+  all({&a, &b, &c}, "world 4", "world 4");
+  ready(joiner);
+  all({&joiner}, "world 4", "world 4");
+
+  // Once the master has sent the plans, freeze every source, let only b run for a moment (the
+  // joiner links to it and it serves part of its share), then kill b while it has fetches in
+  // flight and let the others go on: the joiner must finish from a and c.
+  const size_t from = cluster_.master().stderr_text().size();
+  for (Child* p : {&a, &b, &c}) p->send("sync enforce");
+  joiner.send("sync receive");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (cluster_.master().stderr_text().find("fetching 256 blocks", from) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  for (Child* p : {&a, &b, &c}) p->kill(SIGSTOP);
+  b.kill(SIGCONT);
+  std::this_thread::sleep_for(150ms);
+  b.kill(SIGKILL);
+  a.kill(SIGCONT);
+  c.kill(SIGCONT);
+
+  auto line = joiner.wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; }, 60s);
+  ASSERT_TRUE(line) << joiner.stderr_text();
+  const SyncLine j = parse_sync(*line);
+  std::cout << "  joiner: " << *line << "\n";
+  EXPECT_EQ(j.status, "LH_OK") << j.msg;
+  EXPECT_EQ(j.blocks, 256u);
+  EXPECT_EQ(j.revision, 2u);
+  EXPECT_EQ(j.sources, 3u) << "b served part of its share before it died";
+  EXPECT_NE(joiner.stderr_text().find("dropped"), std::string::npos)
+      << "source b was not in use when it died: " << joiner.stderr_text();
+  for (Child* p : {&a, &c}) {
+    auto l = p->wait_line(
+        [](const std::string& x) {
+          return x.rfind("sync ", 0) == 0 && x.find("revision 2") != std::string::npos;
+        },
+        60s);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(parse_sync(*l).status, "LH_OK");
+    EXPECT_EQ(parse_sync(*l).hash, j.hash);
+  }
+  expect_same_bytes({&a, &c, &joiner});
+}
+
+class StateStrategyTest : public StateSyncTest {
+ protected:
+  // Three peers of `layout`, filled alike and synced once (revision 1).
+  void start(const std::vector<std::string>& layouts) {
+    for (size_t i = 0; i < layouts.size(); ++i) {
+      Child& p = add(layouts[i], i == 0);
+      std::vector<Child*> members(group_.begin(), group_.end());
+      if (!members.empty()) all(members, "world " + std::to_string(i + 1), "world");
+      if (i > 0) {
+        ready(p);
+        all({&p}, "world " + std::to_string(i + 1), "world");
+      }
+      group_.push_back(&p);
+    }
+    all(group_, "fill 5", "filled");
+  }
+  std::vector<Child*> group_;
+};
+
+TEST_F(StateStrategyTest, SendOnlyThatDiffersIsAnErrorNotAnOverwrite) {
+  start({mib_layout(4), mib_layout(4), mib_layout(4)});
+  for (const auto& s : sync_all(group_)) EXPECT_EQ(s.status, "LH_OK");
+  all({group_[2]}, "flip 0 100 0", "flipped");
+  const std::string before = all({group_[2]}, "hash", "hash")[0];
+  auto r = sync(group_, {"enforce", "enforce", "send"});
+  EXPECT_EQ(r[2].status, "LH_ERR_STATE_MISMATCH");
+  EXPECT_NE(r[2].msg.find("tensor 'w' differs"), std::string::npos) << r[2].msg;
+  EXPECT_EQ(r[2].revision, 1u);
+  EXPECT_EQ(all({group_[2]}, "hash", "hash")[0], before) << "a send-only peer is never overwritten";
+  EXPECT_EQ(r[0].status, "LH_OK");
+  EXPECT_EQ(r[1].status, "LH_OK");
+  EXPECT_EQ(r[0].revision, 2u);
+  // Enforce-popular repairs it.
+  auto again = sync(group_, {"enforce", "enforce", "enforce"});
+  EXPECT_EQ(again[2].status, "LH_OK") << again[2].msg;
+  EXPECT_EQ(again[2].blocks, 1u);
+  EXPECT_EQ(again[2].revision, 3u);
+  EXPECT_EQ(again[2].hash, again[0].hash);
+}
+
+TEST_F(StateStrategyTest, RevisionAheadOfTheGroupIsRefused) {
+  start({mib_layout(2), mib_layout(2), mib_layout(2)});
+  all({group_[1]}, "revision 9", "revision set");
+  auto r = sync_all(group_);
+  EXPECT_EQ(r[1].status, "LH_ERR_STATE_MISMATCH");
+  EXPECT_NE(r[1].msg.find("revision 9 is ahead of the group's revision 0"), std::string::npos)
+      << r[1].msg;
+  EXPECT_EQ(r[1].revision, 9u);
+  EXPECT_EQ(r[0].status, "LH_OK");
+  EXPECT_EQ(r[0].revision, 1u);
+  // A receive-only joiner adopts the group's revision whatever it claims.
+  auto j = sync(group_, {"enforce", "receive", "enforce"});
+  EXPECT_EQ(j[1].status, "LH_OK") << j[1].msg;
+  EXPECT_EQ(j[1].revision, 2u);
+  EXPECT_EQ(j[1].blocks, 0u) << "same bytes: nothing to fetch";
+}
+
+TEST_F(StateStrategyTest, MismatchedNamesTypesAndSizesAreNamed) {
+  start({"a:f32:1000,b:i64:10", "a:f32:1000,b:i64:10", "a:f32:1000,b:i64:10", "a:f32:1000,c:i64:10",
+         "a:f32:1000,b:i32:10", "a:f32:999,b:i64:10"});
+  auto r = sync_all(group_);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r[i].status, "LH_OK") << r[i].msg;
+  EXPECT_EQ(r[3].status, "LH_ERR_STATE_MISMATCH");
+  EXPECT_NE(r[3].msg.find("tensor 'b' of the group's state is not registered here"),
+            std::string::npos)
+      << r[3].msg;
+  EXPECT_EQ(r[4].status, "LH_ERR_STATE_MISMATCH");
+  EXPECT_NE(r[4].msg.find("tensor 'b' is i32[10] here but i64[10] in the group"), std::string::npos)
+      << r[4].msg;
+  EXPECT_EQ(r[5].status, "LH_ERR_STATE_MISMATCH");
+  EXPECT_NE(r[5].msg.find("tensor 'a' is f32[999] here but f32[1000] in the group"),
+            std::string::npos)
+      << r[5].msg;
+}
+
+TEST_F(StateStrategyTest, EveryPeerReceiveOnlyHasNoSource) {
+  start({mib_layout(1), mib_layout(1)});
+  for (const auto& s : sync_all(group_, "receive")) {
+    EXPECT_EQ(s.status, "LH_ERR_STATE_MISMATCH");
+    EXPECT_NE(s.msg.find("every participant is receive-only"), std::string::npos) << s.msg;
+  }
+}
+
+TEST_F(StateStrategyTest, MajorityWinsAndTiesGoToTheLowestPeer) {
+  start({mib_layout(2), mib_layout(2), mib_layout(2)});
+  all({group_[0]}, "fill 99", "filled");  // peer 1 alone differs: the majority (2, 3) wins
+  auto r = sync_all(group_);
+  EXPECT_EQ(r[0].blocks, 2u);
+  EXPECT_EQ(r[0].hash, r[1].hash);
+  EXPECT_EQ(r[1].blocks + r[2].blocks, 0u);
+  // Two against two of... a tie between two contents: peers 1 and 2 differ, 3 receives.
+  all({group_[1]}, "fill 42", "filled");
+  const std::string lowest = all({group_[0]}, "hash", "hash")[0].substr(5, 16);
+  auto t = sync(group_, {"enforce", "enforce", "receive"});
+  for (const auto& s : t) {
+    EXPECT_EQ(s.status, "LH_OK") << s.msg;
+    EXPECT_EQ(s.hash, lowest) << "a tie goes to the content of the lowest peer id";
+  }
+  expect_same_bytes(group_);
+}
+
+}  // namespace
+}  // namespace longhaul::testing
