@@ -48,7 +48,24 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch) {
     out_.send(id, wire::TopologyUnchangedMsg{committed_epoch_});
     return Status::ok();
   }
+  // The first member of its group to wait runs no collective of this epoch any more, so the
+  // group's collectives in flight (and those the others are about to start) cannot complete. End
+  // them: a member that has not seen the peers-pending flag yet (it reaches each peer at its own
+  // time) then fails fast and comes to update_topology too, instead of waiting for this one
+  // forever.
+  const uint32_t group = m.group;
+  const auto same_group = [&](bool waiting) {
+    return std::any_of(members_.begin(), members_.end(), [&](const auto& kv) {
+      return kv.first != id && kv.second.state == State::kActive && kv.second.group == group &&
+             kv.second.waiting == waiting;
+    });
+  };
+  const bool first_to_wait = !same_group(true);
   m.waiting = true;
+  if (first_to_wait && same_group(false)) {
+    abort_group(group, fmt::format("peer {} is waiting for a reconfiguration", id));
+    out_.group_reconfiguring(group);
+  }
   maybe_start_round();
   return Status::ok();
 }

@@ -46,6 +46,10 @@ class Outbox {
   virtual void round_started(uint64_t epoch) = 0;
   // The peer is no longer a member (left, lost or evicted); other state keyed by it can go.
   virtual void peer_forgotten(PeerId /*who*/) {}
+  // A member of `group` waits in update_topology while others of the group do not: the group's
+  // operations of this epoch cannot complete any more (its collectives were aborted); a state sync
+  // still collecting reports must end too.
+  virtual void group_reconfiguring(uint32_t /*group*/) {}
 };
 
 class Membership {

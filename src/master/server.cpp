@@ -187,9 +187,10 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
           // Closing once BYE is written; the peer closes on BYE too.
           link->send_control(wire::encode_control(wire::ByeMsg{}),
                              [link](Status) { link->close(closed_error("peer left")); });
-          membership_.drop_peer(id,
-                                m.reason.empty() ? "left gracefully" : fmt::format("left gracefully ({})", m.reason),
-                                /*graceful=*/true);
+          membership_.drop_peer(
+              id,
+              m.reason.empty() ? "left gracefully" : fmt::format("left gracefully ({})", m.reason),
+              /*graceful=*/true);
           return Status::ok();
         } else {
           return protocol_error(
@@ -278,6 +279,10 @@ void MasterServer::disconnect(PeerId who, const Status& why) {
 
 void MasterServer::peer_forgotten(PeerId who) {
   state_.on_peer_gone(who);
+}
+
+void MasterServer::group_reconfiguring(uint32_t group) {
+  state_.on_group_reconfiguring(group);
 }
 
 void MasterServer::round_started(uint64_t epoch) {

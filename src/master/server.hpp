@@ -89,6 +89,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void disconnect(PeerId who, const Status& why) override;
   void round_started(uint64_t epoch) override;
   void peer_forgotten(PeerId who) override;
+  void group_reconfiguring(uint32_t group) override;
 
   net::IoRuntime& io_;
   const MasterOptions options_;

@@ -21,6 +21,10 @@ Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
                                       membership_.epoch()));
   LH_RETURN_IF_ERROR(state::validate_report(report));
   const uint32_t group = it->second.group;
+  if (reconfiguring(group)) {
+    out_.send(id, aborted_plan(report.epoch, group));
+    return Status::ok();
+  }
   Round& round = rounds_[group];
   if (round.planned)
     return protocol_error("STATE_REPORT while the group's sync is still transferring");
@@ -91,6 +95,28 @@ void StateArbiter::maybe_complete(uint32_t group) {
   if (round.releasing.size() > round.failed) revisions_[group] = round.next_revision;
   for (PeerId id : round.releasing) out_.send(id, wire::StateCompleteMsg{round.epoch});
   rounds_.erase(group);
+}
+
+bool StateArbiter::reconfiguring(uint32_t group) const {
+  for (const auto& [id, m] : membership_.members())
+    if (m.state == Membership::State::kActive && m.group == group && m.waiting) return true;
+  return false;
+}
+
+wire::StatePlanMsg StateArbiter::aborted_plan(uint64_t epoch, uint32_t group) {
+  wire::StatePlanMsg plan;
+  plan.epoch = epoch;
+  plan.code = LH_ERR_ABORTED;
+  plan.reason = fmt::format("group {} is reconfiguring: a member waits in update_topology", group);
+  return plan;
+}
+
+void StateArbiter::on_group_reconfiguring(uint32_t group) {
+  auto it = rounds_.find(group);
+  if (it == rounds_.end() || it->second.planned) return;  // a planned sync completes on its own
+  for (const auto& [id, p] : it->second.reports)
+    out_.send(id, aborted_plan(it->second.epoch, group));
+  rounds_.erase(it);
 }
 
 void StateArbiter::on_peer_gone(PeerId id) {

@@ -31,6 +31,10 @@ class StateArbiter {
   Status on_done(PeerId id, const wire::StateDoneMsg& done);
   // The peer left or was lost (Membership has forgotten it already).
   void on_peer_gone(PeerId id);
+  // A member of the group waits in update_topology (Membership aborted the group): it will not
+  // report in this epoch, so a sync still collecting reports is refused to those that reported
+  // (LH_ERR_ABORTED: they retry after update_topology).
+  void on_group_reconfiguring(uint32_t group);
 
   std::optional<uint64_t> group_revision(uint32_t group) const;
 
@@ -45,6 +49,8 @@ class StateArbiter {
     size_t failed = 0;
   };
   void maybe_plan(uint32_t group);
+  bool reconfiguring(uint32_t group) const;
+  static wire::StatePlanMsg aborted_plan(uint64_t epoch, uint32_t group);
   void maybe_complete(uint32_t group);
 
   Outbox& out_;

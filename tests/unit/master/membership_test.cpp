@@ -16,6 +16,8 @@ struct Recorder : Outbox {
   void send(PeerId to, const wire::ControlMessage& m) override { sent.emplace_back(to, m); }
   void disconnect(PeerId who, const Status& why) override { disconnected.emplace_back(who, why); }
   void round_started(uint64_t epoch) override { rounds.push_back(epoch); }
+  void group_reconfiguring(uint32_t group) override { reconfiguring.push_back(group); }
+  std::vector<uint32_t> reconfiguring;
 
   template <class T>
   std::vector<std::pair<PeerId, T>> take() {
@@ -239,6 +241,36 @@ TEST_F(MembershipTest, JoinerLeavingBeforeAdmissionReleasesTheWaiters) {
   EXPECT_EQ(unchanged[0].first, a);
   ASSERT_TRUE(m.on_update_topology(b, m.epoch()).is_ok());
   EXPECT_EQ(out.take<wire::TopologyUnchangedMsg>().size(), 1u);
+}
+
+// Peers sample the peers-pending flag at their own times: one may enter update_topology while
+// another of its group starts a collective that needs it. The first to wait aborts its group, so
+// the other fails fast and comes to update_topology instead of waiting forever.
+TEST_F(MembershipTest, FirstMemberToWaitAbortsTheRestOfItsGroupOnce) {
+  std::vector<PeerId> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(join(i == 3 ? 1 : 0));
+    if (i > 0) all_update(std::vector<PeerId>(ids.begin(), ids.end() - 1));
+    all_ready();
+  }
+  join();  // a newcomer: a reconfiguration is needed
+  out.sent.clear();
+  out.reconfiguring.clear();
+  all_update({ids[0]});
+  auto aborts = out.take<wire::AbortMsg>();
+  ASSERT_EQ(aborts.size(), 3u) << "group 0 only (the waiting member included)";
+  for (auto& [to, abort] : aborts) {
+    EXPECT_NE(to, ids[3]);
+    EXPECT_NE(abort.reason.find("waiting for a reconfiguration"), std::string::npos);
+  }
+  EXPECT_EQ(out.reconfiguring, (std::vector<uint32_t>{0}));
+  all_update({ids[1], ids[3]});  // later waiters of group 0, the only member of group 1: no abort
+  EXPECT_TRUE(out.take<wire::AbortMsg>().empty());
+  EXPECT_EQ(out.reconfiguring.size(), 1u);
+  all_update({ids[2]});
+  EXPECT_TRUE(out.take<wire::AbortMsg>().empty());
+  all_ready();
+  EXPECT_EQ(m.rings().at(0).size(), 4u);
 }
 
 TEST_F(MembershipTest, ProtocolViolationsAreRefusedWithoutChangingState) {
