@@ -34,8 +34,8 @@ Communicator::~Communicator() {
   }
   if (session_) session_->close();
   if (engine_) engine_->abort_all(closed_error("communicator destroyed"));
-  engine_.reset();      // waits for the workers
-  session_.reset();     // handlers still queued hold the last references until the runtime stops
+  engine_.reset();   // waits for the workers
+  session_.reset();  // handlers still queued hold the last references until the runtime stops
   io_.reset();
 }
 
@@ -63,19 +63,22 @@ collective::RingView Communicator::ring_view() const {
   return v;
 }
 
-Result<std::shared_ptr<collective::AllReduceOp>> Communicator::allreduce(const collective::AllReduceSpec& spec) {
+Result<std::shared_ptr<collective::AllReduceOp>> Communicator::allreduce(
+    const collective::AllReduceSpec& spec) {
   if (Status s = session_->failure(); !s) return s;
   return engine_->allreduce(ring_view(), spec);
 }
 
 namespace {
 
-bool retryable(const Status& s) { return s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED; }
+bool retryable(const Status& s) {
+  return s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED;
+}
 
 }  // namespace
 
-Status Communicator::allreduce_batch(const std::vector<BatchItem>& items, collective::AllReduceSpec spec,
-                                     uint32_t max_attempts) {
+Status Communicator::allreduce_batch(const std::vector<BatchItem>& items,
+                                     collective::AllReduceSpec spec, uint32_t max_attempts) {
   if (max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
   const size_t elem = quant::element_size(spec.dtype);
   // Outputs of operations that succeeded here may have failed elsewhere: keep the inputs so every
@@ -134,7 +137,9 @@ Status Communicator::allreduce_batch(const std::vector<BatchItem>& items, collec
       if (!retryable(s) || vote + 1 >= max_attempts) return s;
     }
   }
-  return last.is_ok() ? Status(LH_ERR_PEER_LOST, "the batch failed on another peer on every attempt") : last;
+  return last.is_ok()
+             ? Status(LH_ERR_PEER_LOST, "the batch failed on another peer on every attempt")
+             : last;
 }
 
 }  // namespace longhaul::peer

@@ -17,7 +17,8 @@ namespace longhaul::peer {
 class Communicator {
  public:
   // io_threads == 0 picks 2.
-  static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options, unsigned io_threads = 0);
+  static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options,
+                                                      unsigned io_threads = 0);
   // Closes the session (without a graceful leave), fails the collectives in flight, and joins the
   // I/O and worker threads.
   ~Communicator();
@@ -43,7 +44,8 @@ class Communicator {
   // any peer's attempt fails (a peer lost, an abort), every peer calls update_topology, the
   // survivors agree on the outcome with a one-byte MIN all-reduce, restore their inputs and retry
   // on the new ring, up to max_attempts attempts. Returns OK once every peer holds the results.
-  Status allreduce_batch(const std::vector<BatchItem>& items, collective::AllReduceSpec spec, uint32_t max_attempts);
+  Status allreduce_batch(const std::vector<BatchItem>& items, collective::AllReduceSpec spec,
+                         uint32_t max_attempts);
 
   // The master's aborts fail every collective in flight first, then reach `handler` (which may
   // be empty). Runs on a library thread; must not block.
@@ -52,7 +54,8 @@ class Communicator {
   // A per-communicator object of a layer above (the shared-state sync keeps its block server
   // here): the one stored under `key`, created by `make` on first use. It is destroyed before the
   // session and the I/O threads. Thread-safe.
-  std::shared_ptr<void> attachment(const std::string& key, const std::function<std::shared_ptr<void>()>& make);
+  std::shared_ptr<void> attachment(const std::string& key,
+                                   const std::function<std::shared_ptr<void>()>& make);
 
  private:
   Communicator() = default;

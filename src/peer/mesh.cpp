@@ -91,7 +91,8 @@ void Mesh::propose(const Topology& topology) {
   if (closed_) return;
   Proposal p;
   p.topology = topology;
-  for (PeerId n : options_.full_mesh ? topology.others() : topology.neighbours()) p.neighbours.insert(n);
+  for (PeerId n : options_.full_mesh ? topology.others() : topology.neighbours())
+    p.neighbours.insert(n);
   proposal_ = std::move(p);
   lost_before_commit_.clear();
   for (auto it = links_.begin(); it != links_.end();) {
@@ -323,7 +324,8 @@ void Mesh::publish_ring_links() {
     }
     r.by_rank.resize(n);
     for (size_t i = 0; i < n; ++i)
-      if (auto it = links_.find(r.ring[i]); it != links_.end() && i != r.rank) r.by_rank[i] = it->second;
+      if (auto it = links_.find(r.ring[i]); it != links_.end() && i != r.rank)
+        r.by_rank[i] = it->second;
   }
   std::lock_guard lock(ring_mu_);
   ring_links_ = std::move(r);

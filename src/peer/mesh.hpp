@@ -43,7 +43,8 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   // A service link: an inbound data link that introduced itself with a message other than
   // PEER_HELLO (the shared-state sync's STATE_FETCH). Its messages, decoded, and finally its
   // failure (as a non-OK Result) go to the service's handler.
-  using ServiceHandler = std::function<void(const std::shared_ptr<net::Link>& link, Result<wire::ControlMessage> message)>;
+  using ServiceHandler = std::function<void(const std::shared_ptr<net::Link>& link,
+                                            Result<wire::ControlMessage> message)>;
 
   // Binds the listener (options.listen_address) but accepts nothing until start().
   static Result<std::shared_ptr<Mesh>> create(net::IoRuntime& io, Strand strand,

@@ -359,7 +359,9 @@ Status PeerSession::handle(wire::ControlMessage message) {
       std::lock_guard lock(mu_);
       handler = on_state_;
     }
-    if (!handler) return protocol_error(fmt::format("{} while no state sync runs", wire::control_type_name(type)));
+    if (!handler)
+      return protocol_error(
+          fmt::format("{} while no state sync runs", wire::control_type_name(type)));
     handler(std::move(message));
     return Status::ok();
   }

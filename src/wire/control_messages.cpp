@@ -299,7 +299,8 @@ Status get(Reader& r, StateReportMsg* m) {
     if (i > 0 && !(m->tensors[i - 1].name < t.name))
       return protocol_error(fmt::format("tensor '{}' out of order or listed twice", t.name));
     LH_RETURN_IF_ERROR(r.u8(&t.dtype));
-    if (t.dtype > 9) return protocol_error(fmt::format("tensor '{}': unknown dtype {}", t.name, t.dtype));
+    if (t.dtype > 9)
+      return protocol_error(fmt::format("tensor '{}': unknown dtype {}", t.name, t.dtype));
     LH_RETURN_IF_ERROR(r.u64(&t.count));
     uint32_t blocks = 0;
     LH_RETURN_IF_ERROR(r.count(&blocks, 8));
@@ -308,10 +309,12 @@ Status get(Reader& r, StateReportMsg* m) {
     std::vector<std::byte> bitmap;
     LH_RETURN_IF_ERROR(r.bytes(&bitmap, (blocks + 7) / 8));
     if (bitmap.size() != (blocks + 7) / 8)
-      return protocol_error(fmt::format("tensor '{}': compressibility bitmap of {} bytes for {} blocks", t.name,
-                                        bitmap.size(), blocks));
+      return protocol_error(
+          fmt::format("tensor '{}': compressibility bitmap of {} bytes for {} blocks", t.name,
+                      bitmap.size(), blocks));
     t.compressible.resize(bitmap.size());
-    for (size_t b = 0; b < bitmap.size(); ++b) t.compressible[b] = std::to_integer<uint8_t>(bitmap[b]);
+    for (size_t b = 0; b < bitmap.size(); ++b)
+      t.compressible[b] = std::to_integer<uint8_t>(bitmap[b]);
   }
   return Status::ok();
 }
@@ -329,7 +332,8 @@ Status get(Reader& r, StatePlanMsg* m) {
     LH_RETURN_IF_ERROR(r.string(&s.host, kMaxHostBytes));
     LH_RETURN_IF_ERROR(r.u16(&s.port));
     if (s.peer_id == 0 || s.port == 0) return protocol_error("source with peer id or port 0");
-    if (!ids.insert(s.peer_id).second) return protocol_error(fmt::format("source {} listed twice", s.peer_id));
+    if (!ids.insert(s.peer_id).second)
+      return protocol_error(fmt::format("source {} listed twice", s.peer_id));
   }
   LH_RETURN_IF_ERROR(r.count(&n, 4 + 4 + 4, kMaxTensors));
   m->fetches.resize(n);
@@ -337,14 +341,16 @@ Status get(Reader& r, StatePlanMsg* m) {
     auto& f = m->fetches[i];
     LH_RETURN_IF_ERROR(r.u32(&f.tensor));
     if (i > 0 && f.tensor <= m->fetches[i - 1].tensor)
-      return protocol_error(fmt::format("fetch of tensor {} out of order or listed twice", f.tensor));
+      return protocol_error(
+          fmt::format("fetch of tensor {} out of order or listed twice", f.tensor));
     uint32_t k = 0;
     LH_RETURN_IF_ERROR(r.count(&k, 8, kMaxMembers));
     if (k == 0) return protocol_error(fmt::format("fetch of tensor {} without a source", f.tensor));
     f.sources.resize(k);
     for (auto& id : f.sources) {
       LH_RETURN_IF_ERROR(r.u64(&id));
-      if (!ids.contains(id)) return protocol_error(fmt::format("fetch names unlisted source {}", id));
+      if (!ids.contains(id))
+        return protocol_error(fmt::format("fetch names unlisted source {}", id));
     }
     LH_RETURN_IF_ERROR(r.count(&k, 4 + 8 + 1));
     if (k == 0) return protocol_error(fmt::format("fetch of tensor {} without blocks", f.tensor));
@@ -378,7 +384,8 @@ Status get(Reader& r, StateFetchMsg* m) {
   if (m->compressed && m->block_count > kMaxBlocksPerCompressedFetch)
     return protocol_error(fmt::format("compressed fetch of {} blocks (at most {})", m->block_count,
                                       kMaxBlocksPerCompressedFetch));
-  if (uint64_t{m->first_block} + m->block_count > UINT32_MAX) return protocol_error("block range overflows");
+  if (uint64_t{m->first_block} + m->block_count > UINT32_MAX)
+    return protocol_error("block range overflows");
   return Status::ok();
 }
 Status get(Reader& r, StateBlocksZMsg* m) {

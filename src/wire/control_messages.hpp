@@ -164,7 +164,7 @@ struct StatePlanMsg {
   uint64_t epoch = 0;
   lh_status code = LH_OK;  // not OK: this peer takes no further part (the reason says why)
   std::string reason;
-  uint64_t revision = 0;   // the revision this peer holds once its sync succeeds
+  uint64_t revision = 0;  // the revision this peer holds once its sync succeeds
   std::vector<StateSource> sources;
   std::vector<TensorFetch> fetches;  // ascending tensor
 };

@@ -28,6 +28,24 @@ std::vector<ControlMessage> samples() {
       RemovedMsg{LH_ERR_TIMEOUT, "too slow"},
       PeerHelloMsg{9, 1},
       PeerHelloAckMsg{9, 3},
+      StateReportMsg{
+          9,
+          1u << 20,
+          4,
+          SyncStrategy::kSendOnly,
+          {{"a", 0, 300000, {11, 12}, {0x02}}, {"b", 8, 1, {13}, {0}}, {"c", 5, 0, {}, {}}}},
+      StatePlanMsg{9,
+                   LH_OK,
+                   "",
+                   5,
+                   {{2, "h", 7}, {3, "i", 8}},
+                   {{0, {3, 2}, {{1, 12, true}}}, {1, {2}, {{0, 13, false}}}}},
+      StatePlanMsg{9, LH_ERR_STATE_MISMATCH, "tensor 'a' differs", 0, {}, {}},
+      StateDoneMsg{9, LH_ERR_PEER_LOST, "no source left"},
+      StateCompleteMsg{9},
+      StateFetchMsg{77, 1, 16, 8, false},
+      StateBlocksZMsg{77, {{true, {std::byte{1}, std::byte{2}}}, {false, {}}}},
+      StateFetchFailedMsg{77, LH_ERR_ABORTED, "not in a sync"},
   };
 }
 
@@ -71,6 +89,53 @@ TEST(ControlMessages, InconsistentTopologiesAreRefused) {
   EXPECT_FALSE(refused({1, {{1, 0, "a", 1}}, {{0, {1}}}}));
 }
 
+TEST(ControlMessages, InconsistentStateMessagesAreRefused) {
+  auto refused = [](const ControlMessage& m) { return !decode_control(encode_control(m)).is_ok(); };
+  const TensorReport a{"a", 0, 10, {1}, {0}};
+  const TensorReport b{"b", 0, 10, {1}, {0}};
+  EXPECT_FALSE(refused(StateReportMsg{1, 1, 0, SyncStrategy::kEnforcePopular, {a, b}}));
+  EXPECT_TRUE(refused(StateReportMsg{1, 1, 0, SyncStrategy::kEnforcePopular, {b, a}}))
+      << "names not ascending";
+  EXPECT_TRUE(refused(StateReportMsg{1, 1, 0, SyncStrategy::kEnforcePopular, {a, a}}))
+      << "name twice";
+  EXPECT_TRUE(
+      refused(StateReportMsg{1, 1, 0, SyncStrategy::kEnforcePopular, {{"", 0, 10, {1}, {0}}}}))
+      << "empty name";
+  EXPECT_TRUE(
+      refused(StateReportMsg{1, 1, 0, SyncStrategy::kEnforcePopular, {{"x", 10, 10, {1}, {0}}}}))
+      << "unknown dtype";
+  EXPECT_TRUE(
+      refused(StateReportMsg{1, 1, 0, SyncStrategy::kEnforcePopular, {{"x", 0, 10, {1, 2}, {}}}}))
+      << "bitmap shorter than the blocks";
+  EXPECT_TRUE(refused(StateReportMsg{1, 1, 0, static_cast<SyncStrategy>(3), {}}))
+      << "unknown strategy";
+  const std::vector<StateSource> sources = {{2, "h", 7}};
+  EXPECT_TRUE(refused(StatePlanMsg{1, LH_OK, "", 1, sources, {{0, {9}, {{0, 1, false}}}}}))
+      << "unlisted source";
+  EXPECT_TRUE(refused(StatePlanMsg{1, LH_OK, "", 1, sources, {{0, {}, {{0, 1, false}}}}}))
+      << "no source";
+  EXPECT_TRUE(refused(StatePlanMsg{1, LH_OK, "", 1, sources, {{0, {2}, {}}}})) << "no blocks";
+  EXPECT_TRUE(
+      refused(StatePlanMsg{1, LH_OK, "", 1, sources, {{0, {2}, {{3, 1, false}, {3, 1, false}}}}}))
+      << "block twice";
+  EXPECT_TRUE(refused(StatePlanMsg{
+      1, LH_OK, "", 1, sources, {{1, {2}, {{0, 1, false}}}, {0, {2}, {{0, 1, false}}}}}))
+      << "tensors out of order";
+  EXPECT_TRUE(refused(StatePlanMsg{1, LH_OK, "", 1, {{2, "h", 7}, {2, "h", 7}}, {}}))
+      << "source twice";
+  EXPECT_TRUE(refused(StatePlanMsg{1, LH_OK, "", 1, {{2, "h", 0}}, {}})) << "source port 0";
+  EXPECT_TRUE(
+      refused(StatePlanMsg{1, LH_ERR_ABORTED, "x", 1, sources, {{0, {2}, {{0, 1, false}}}}}))
+      << "a refusal with fetches";
+  EXPECT_TRUE(refused(StateFetchMsg{1, 0, 0, 0, false})) << "zero blocks";
+  EXPECT_TRUE(refused(StateFetchMsg{1, 0, 0, kMaxBlocksPerCompressedFetch + 1, true}))
+      << "compressed too many";
+  EXPECT_TRUE(refused(StateFetchMsg{1, 0, 0xFFFFFFFFu, 2, false})) << "block range overflows";
+  EXPECT_TRUE(refused(StateFetchFailedMsg{1, LH_OK, "ok is not a failure"}));
+  std::vector<CompressedBlock> five(kMaxBlocksPerCompressedFetch + 1);
+  EXPECT_TRUE(refused(StateBlocksZMsg{1, five})) << "more blocks than a compressed fetch asks for";
+}
+
 TEST(ControlMessages, HostileLengthsAndValuesAreRefused) {
   Writer huge_host;
   huge_host.u8(static_cast<uint8_t>(ControlType::kRegister));
@@ -101,7 +166,7 @@ TEST(ControlMessages, RandomInputNeverCrashes) {
   for (int i = 0; i < 20000; ++i) {
     std::vector<std::byte> bytes(rng() % 80);
     for (auto& b : bytes) b = static_cast<std::byte>(rng());
-    if (!bytes.empty()) bytes[0] = static_cast<std::byte>(rng() % 18);
+    if (!bytes.empty()) bytes[0] = static_cast<std::byte>(rng() % 25);
     auto r = decode_control(bytes);
     if (r) {
       ++accepted;
