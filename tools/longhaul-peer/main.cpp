@@ -207,6 +207,8 @@ int main(int argc, char** argv) {
         epoch = e;
         emit(fmt::format("TOPOLOGY epoch={} world={}", e,
                          attribute(comm, LH_ATTR_GROUP_WORLD_SIZE)));
+        // Check again, as a newcomer does right after joining: more peers may wait already.
+        continue;
       }
       if (g_stop) break;
     }

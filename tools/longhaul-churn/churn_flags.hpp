@@ -1,0 +1,48 @@
+// Command line of longhaul-churn: every flag, its default, and the parser.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace longhaul_churn {
+
+struct Flags {
+  uint32_t peers = 8;
+  double duration_s = 60;
+  uint64_t seed = 1;
+  // Churn: one disruptive event every kill_interval_ms on average (uniform in [0.5, 1.5] times it),
+  // picked with these weights.
+  uint32_t kill_interval_ms = 2000;
+  uint32_t weight_kill = 6, weight_term = 2, weight_stop = 2;
+  uint32_t stop_min_ms = 200, stop_max_ms = 1500;
+  uint32_t rejoin_delay_ms = 300;  // a replacement starts this long after a peer went
+  uint32_t min_alive = 3;          // never disrupt a peer when fewer would keep stepping
+  // Watching.
+  uint32_t hang_ms = 15000;  // a running peer with no completed step for longer is a violation
+  uint32_t join_ms = 30000;  // a started peer must have joined within this
+  // After the churn ends, every survivor must complete a step within this.
+  uint32_t grace_ms = 5000;
+  // > 0: a recovery p99 above this, or a kill never recovered from, is a violation.
+  uint32_t max_recovery_ms = 0;
+  // WAN emulation.
+  double wanem_fraction = 0;
+  double latency_ms = 10, jitter_ms = 2, rate_mbit = 0;
+  // Peers and the master.
+  std::string codec = "u8";
+  std::vector<std::string> peer_args;  // passed to every longhaul-peer
+  uint32_t heartbeat_interval_ms = 1000;
+  uint32_t heartbeat_misses = 3;
+  std::string bin_dir;  // where longhaul-master, longhaul-peer, longhaul-wanem are; "" = beside us
+  std::string log_dir;  // "" = a fresh temporary directory, removed after a clean run
+  bool keep_logs = false;
+  bool json = false;
+  bool status = false;  // the live status line even when stderr is not a terminal
+  bool help = false;
+};
+
+std::string usage();
+// Parses argv into *flags; on a bad flag returns false and sets *error to what to fix.
+bool parse_flags(int argc, char** argv, Flags* flags, std::string* error);
+
+}  // namespace longhaul_churn

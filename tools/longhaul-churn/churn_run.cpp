@@ -1,0 +1,533 @@
+#include "churn_run.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace longhaul_churn {
+
+namespace {
+
+constexpr double kTickMs = 100;
+constexpr double kLeaveTimeoutMs = 15000;
+constexpr double kStartTimeoutMs = 15000;
+
+std::string fmt_seconds(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", ms / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+ChurnRun::ChurnRun(const Flags& flags, Binaries bins, std::string log_dir)
+    : flags_(flags),
+      bins_(std::move(bins)),
+      log_dir_(std::move(log_dir)),
+      rng_(flags.seed),
+      start_(std::chrono::steady_clock::now()),
+      monitor_(MonitorLimits{
+          static_cast<double>(flags.hang_ms), static_cast<double>(flags.join_ms),
+          static_cast<double>(flags.heartbeat_interval_ms) * flags.heartbeat_misses}) {
+  uv_loop_init(&loop_);
+  status_tty_ = ::isatty(STDERR_FILENO) != 0;
+}
+
+ChurnRun::~ChurnRun() {
+  uv_loop_close(&loop_);
+}
+
+double ChurnRun::now_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+      .count();
+}
+
+std::string ChurnRun::log_path(const std::string& name, const char* ext) const {
+  return log_dir_ + "/" + name + ext;
+}
+
+void ChurnRun::append_log(const std::string& name, const std::string& line) {
+  std::ofstream out(log_path(name, ".out"), std::ios::app);
+  out << "[" << fmt_seconds(now_ms()) << "] " << line << "\n";
+}
+
+int ChurnRun::run() {
+  uv_timer_init(&loop_, &tick_timer_);
+  tick_timer_.data = this;
+  uv_timer_start(
+      &tick_timer_, [](uv_timer_t* t) { static_cast<ChurnRun*>(t->data)->tick(); },
+      static_cast<uint64_t>(kTickMs), static_cast<uint64_t>(kTickMs));
+  for (auto [sig, handle] : {std::pair{SIGINT, &sigint_}, std::pair{SIGTERM, &sigterm_}}) {
+    uv_signal_init(&loop_, handle);
+    handle->data = this;
+    uv_signal_start(
+        handle,
+        [](uv_signal_t* h, int signum) {
+          static_cast<ChurnRun*>(h->data)->shutdown(
+              130, signum == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)");
+        },
+        sig);
+  }
+  start_master();
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  report();
+  return exit_status_;
+}
+
+void ChurnRun::start_master() {
+  const std::string port_file = log_dir_ + "/master.port";
+  std::vector<std::string> argv = {bins_.master,
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--port-file",
+                                   port_file,
+                                   "--log-level",
+                                   "info",
+                                   "--heartbeat-interval-ms",
+                                   std::to_string(flags_.heartbeat_interval_ms),
+                                   "--heartbeat-misses",
+                                   std::to_string(flags_.heartbeat_misses)};
+  std::string error;
+  master_ = ChildProcess::spawn(
+      &loop_, argv, log_path("master", ".err"), false, [](const std::string&) {},
+      [this](int64_t status, int sig) {
+        if (phase_ != Phase::kShutdown) {
+          monitor_.on_infrastructure_exit("the master", status, sig, now_ms());
+          shutdown(1, "the master exited");
+        }
+      },
+      &error);
+  if (!master_) shutdown(3, error);
+  phase_deadline_ms_ = now_ms() + kStartTimeoutMs;
+}
+
+void ChurnRun::start_wanem() {
+  std::vector<std::string> argv = {bins_.wanem,
+                                   "--seed",
+                                   std::to_string(flags_.seed),
+                                   "--latency-ms",
+                                   std::to_string(flags_.latency_ms),
+                                   "--jitter-ms",
+                                   std::to_string(flags_.jitter_ms),
+                                   "--log-level",
+                                   "info",
+                                   "--route",
+                                   "master=127.0.0.1:0>127.0.0.1:" + std::to_string(master_port_)};
+  if (flags_.rate_mbit > 0) {
+    argv.push_back("--rate-mbit");
+    argv.push_back(std::to_string(flags_.rate_mbit));
+  }
+  std::string error;
+  wanem_ = ChildProcess::spawn(
+      &loop_, argv, log_path("wanem", ".err"), true,
+      [this](const std::string& line) { on_wanem_line(line); },
+      [this](int64_t status, int sig) {
+        if (phase_ != Phase::kShutdown) {
+          monitor_.on_infrastructure_exit("longhaul-wanem", status, sig, now_ms());
+          shutdown(1, "longhaul-wanem exited");
+        }
+      },
+      &error);
+  if (!wanem_) shutdown(3, error);
+}
+
+void ChurnRun::on_wanem_line(const std::string& line) {
+  append_log("wanem", line);
+  std::istringstream in(line);
+  std::string word;
+  in >> word;
+  if (word == "ROUTE") {
+    std::string name;
+    in >> name >> master_route_port_;
+  } else if (word == "READY") {
+    wanem_ready_ = true;
+  } else if ((word == "OK" || word == "ERR") && !wanem_answers_.empty()) {
+    auto answer = std::move(wanem_answers_.front());
+    wanem_answers_.pop_front();
+    if (word == "ERR") {
+      shutdown(3, "longhaul-wanem refused a command: " + line);
+      return;
+    }
+    answer(line);
+  }
+}
+
+void ChurnRun::wanem_command(const std::string& command,
+                             std::function<void(const std::string&)> on_answer) {
+  append_log("wanem", "> " + command);
+  wanem_answers_.push_back(std::move(on_answer));
+  wanem_->write_line(command);
+}
+
+void ChurnRun::start_peer() {
+  const std::string name = "p" + std::to_string(next_peer_++);
+  // Route the fraction asked for, spread evenly over the peers as they start.
+  const bool routed =
+      wanem_ && static_cast<double>(routed_count_ + 1) <=
+                    flags_.wanem_fraction * static_cast<double>(next_peer_ - 1) + 1e-9;
+  if (!routed) {
+    launch_peer(name, false, 0);
+    return;
+  }
+  ++routed_count_;
+  wanem_command("route " + name + " 127.0.0.1:0 -", [this, name](const std::string& answer) {
+    // OK ROUTE NAME PORT
+    std::istringstream in(answer);
+    std::string ok, route, n;
+    uint16_t port = 0;
+    in >> ok >> route >> n >> port;
+    launch_peer(name, true, port);
+  });
+}
+
+void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advertise_port) {
+  if (phase_ == Phase::kShutdown) return;
+  auto proc = std::make_unique<PeerProc>();
+  proc->name = name;
+  proc->routed = routed;
+  std::vector<std::string> argv = {
+      bins_.peer,
+      "--master",
+      "127.0.0.1:" + std::to_string(routed ? master_route_port_ : master_port_),
+      "--listen",
+      "127.0.0.1:0",
+      "--codec",
+      flags_.codec};
+  // The default workload, unless --peer-arg says otherwise.
+  for (const auto& [flag, value] :
+       {std::pair{"--tensor-size", "65536,1025"}, std::pair{"--inflight", "2"},
+        std::pair{"--step-delay-ms", "20"}}) {
+    const bool given = std::any_of(flags_.peer_args.begin(), flags_.peer_args.end(),
+                                   [&](const std::string& a) { return a.rfind(flag, 0) == 0; });
+    if (!given) {
+      argv.push_back(flag);
+      argv.push_back(value);
+    }
+  }
+  if (routed) {
+    argv.push_back("--advertise");
+    argv.push_back("127.0.0.1:" + std::to_string(advertise_port));
+  }
+  for (const auto& a : flags_.peer_args) argv.push_back(a);
+  PeerProc* raw = proc.get();
+  std::string error;
+  proc->child = ChildProcess::spawn(
+      &loop_, argv, log_path(name, ".err"), false,
+      [this, raw](const std::string& line) { on_peer_line(*raw, line); },
+      [this, raw](int64_t status, int sig) {
+        append_log(raw->name, "exited: " + (status < 0 ? "signal " + std::to_string(sig)
+                                                       : "status " + std::to_string(status)));
+        monitor_.on_exit(raw->name, status, sig, now_ms());
+        if (phase_ == Phase::kChurn) spawn_at_ms_.push_back(now_ms() + flags_.rejoin_delay_ms);
+      },
+      &error);
+  if (!proc->child) {
+    shutdown(3, error);
+    return;
+  }
+  append_log(name, "started pid " + std::to_string(proc->child->pid()) +
+                       (routed ? " (through longhaul-wanem)" : ""));
+  monitor_.on_spawn(name, now_ms());
+  peers_.push_back(std::move(proc));
+}
+
+void ChurnRun::on_peer_line(PeerProc& p, const std::string& line) {
+  append_log(p.name, line);
+  monitor_.on_line(p.name, line, now_ms());
+  if (p.routed && line.rfind("LISTEN ", 0) == 0) {
+    const auto f = parse_fields(line);
+    wanem_command("target " + p.name + " 127.0.0.1:" + f.at("port"), [](const std::string&) {});
+  }
+}
+
+void ChurnRun::schedule_next_event() {
+  if (flags_.kill_interval_ms == 0) {
+    next_event_ms_ = -1;
+    return;
+  }
+  std::uniform_real_distribution<double> d(0.5, 1.5);
+  next_event_ms_ = now_ms() + d(rng_) * flags_.kill_interval_ms;
+}
+
+void ChurnRun::disrupt() {
+  std::vector<std::string> candidates = monitor_.disruptable();
+  // Keep at least --min-alive peers stepping.
+  if (candidates.size() < flags_.min_alive + 1) return;
+  std::uniform_int_distribution<size_t> pick(0, candidates.size() - 1);
+  const std::string victim = candidates[pick(rng_)];
+  auto it =
+      std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) { return p->name == victim; });
+  if (it == peers_.end()) return;
+  PeerProc& p = **it;
+  const uint32_t total = flags_.weight_kill + flags_.weight_term + flags_.weight_stop;
+  const uint32_t r = std::uniform_int_distribution<uint32_t>(0, total - 1)(rng_);
+  const double now = now_ms();
+  if (r < flags_.weight_kill) {
+    append_log(p.name, "churn: SIGKILL");
+    monitor_.on_kill(p.name, now);
+    p.child->send_signal(SIGKILL);
+  } else if (r < flags_.weight_kill + flags_.weight_term) {
+    append_log(p.name, "churn: SIGTERM");
+    monitor_.on_term(p.name, now);
+    p.child->send_signal(SIGTERM);
+  } else {
+    const double ms =
+        std::uniform_int_distribution<uint32_t>(flags_.stop_min_ms, flags_.stop_max_ms)(rng_);
+    append_log(p.name, "churn: SIGSTOP for " + std::to_string(static_cast<int>(ms)) + " ms");
+    monitor_.on_stop(p.name, now);
+    p.child->send_signal(SIGSTOP);
+    p.resume_at_ms = now + ms;
+  }
+}
+
+void ChurnRun::tick() {
+  const double now = now_ms();
+  switch (phase_) {
+    case Phase::kStarting: {
+      if (master_port_ == 0) {
+        std::ifstream in(log_dir_ + "/master.port");
+        unsigned port = 0;
+        if (in >> port) {
+          master_port_ = static_cast<uint16_t>(port);
+          if (flags_.wanem_fraction > 0) start_wanem();
+        }
+      }
+      const bool ready = master_port_ != 0 && (flags_.wanem_fraction == 0 || wanem_ready_);
+      if (ready) {
+        phase_ = Phase::kChurn;
+        churn_start_ms_ = now;
+        for (uint32_t i = 0; i < flags_.peers; ++i) start_peer();
+        schedule_next_event();
+        // Give the first peers time to join before the churn starts.
+        next_event_ms_ = flags_.kill_interval_ms == 0
+                             ? -1
+                             : now + std::max<double>(flags_.kill_interval_ms, 2000);
+      } else if (now > phase_deadline_ms_) {
+        shutdown(3, master_port_ == 0 ? "the master did not report its port"
+                                      : "longhaul-wanem did not get ready");
+      }
+      break;
+    }
+    case Phase::kChurn: {
+      if (now - churn_start_ms_ >= flags_.duration_s * 1000) {
+        begin_final();
+        break;
+      }
+      if (next_event_ms_ >= 0 && now >= next_event_ms_) {
+        disrupt();
+        schedule_next_event();
+      }
+      for (auto it = spawn_at_ms_.begin(); it != spawn_at_ms_.end();) {
+        if (now >= *it) {
+          it = spawn_at_ms_.erase(it);
+          if (monitor_.running() < flags_.peers) start_peer();
+        } else {
+          ++it;
+        }
+      }
+      break;
+    }
+    case Phase::kFinal: {
+      if (monitor_.peers_without_final_step().empty()) {
+        begin_leaving();
+      } else if (now > phase_deadline_ms_) {
+        for (const auto& name : monitor_.peers_without_final_step())
+          monitor_.add_violation(
+              now, name +
+                       " completed no step within --grace-ms after the churn ended; last lines:\n" +
+                       monitor_.tail(name));
+        begin_leaving();
+      }
+      break;
+    }
+    case Phase::kLeaving: {
+      if (std::none_of(peers_.begin(), peers_.end(),
+                       [](const auto& p) { return p->child->running(); })) {
+        shutdown(monitor_.violations().empty() ? 0 : 1, "");
+      } else if (now > phase_deadline_ms_) {
+        for (const auto& p : peers_)
+          if (p->child->running())
+            monitor_.add_violation(now, p->name + " did not leave within 15 s of SIGTERM");
+        shutdown(1, "");
+      }
+      break;
+    }
+    case Phase::kShutdown:
+      if (all_children_gone()) {
+        uv_timer_stop(&tick_timer_);
+        uv_close(reinterpret_cast<uv_handle_t*>(&tick_timer_), nullptr);
+        uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
+        uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
+        print_status(true);
+      }
+      return;
+  }
+  // Stopped peers whose time is up resume (also when the churn has ended).
+  for (auto& p : peers_) {
+    if (p->resume_at_ms >= 0 && (now >= p->resume_at_ms || phase_ != Phase::kChurn)) {
+      p->resume_at_ms = -1;
+      append_log(p->name, "churn: SIGCONT");
+      p->child->send_signal(SIGCONT);
+      monitor_.on_cont(p->name, now);
+    }
+  }
+  if (phase_ == Phase::kChurn || phase_ == Phase::kFinal) monitor_.check_progress(now);
+  if (!monitor_.violations().empty() && phase_ != Phase::kShutdown && phase_ != Phase::kLeaving) {
+    // One violation is enough to fail; stop now so the logs end close to it.
+    shutdown(1, "violation");
+    return;
+  }
+  print_status(false);
+}
+
+void ChurnRun::begin_final() {
+  phase_ = Phase::kFinal;
+  spawn_at_ms_.clear();
+  const double now = now_ms();
+  for (auto& p : peers_) {
+    if (p->resume_at_ms >= 0) {
+      p->resume_at_ms = -1;
+      append_log(p->name, "churn: SIGCONT (churn over)");
+      p->child->send_signal(SIGCONT);
+      monitor_.on_cont(p->name, now);
+    }
+  }
+  monitor_.begin_final(now);
+  phase_deadline_ms_ = now + flags_.grace_ms;
+}
+
+void ChurnRun::begin_leaving() {
+  phase_ = Phase::kLeaving;
+  const double now = now_ms();
+  for (auto& p : peers_) {
+    if (!p->child->running()) continue;
+    append_log(p->name, "end of run: SIGTERM");
+    monitor_.on_term(p->name, now);
+    p->child->send_signal(SIGTERM);
+  }
+  phase_deadline_ms_ = now + kLeaveTimeoutMs;
+}
+
+void ChurnRun::shutdown(int exit_status, const std::string& why) {
+  if (phase_ == Phase::kShutdown) return;
+  phase_ = Phase::kShutdown;
+  exit_status_ = exit_status;
+  fatal_ = why;
+  // Every child we started, by its own pid; a stopped one dies of SIGKILL too.
+  for (auto& p : peers_) p->child->send_signal(SIGKILL);
+  if (wanem_) wanem_->send_signal(SIGKILL);
+  if (master_) master_->send_signal(exit_status == 0 ? SIGTERM : SIGKILL);
+  if (all_children_gone()) tick();
+}
+
+bool ChurnRun::all_children_gone() const {
+  if (master_ && master_->running()) return false;
+  if (wanem_ && wanem_->running()) return false;
+  return std::none_of(peers_.begin(), peers_.end(),
+                      [](const auto& p) { return p->child->running(); });
+}
+
+void ChurnRun::print_status(bool final_line) {
+  if (!status_tty_ && !flags_.status) return;
+  const double now = now_ms();
+  if (!final_line && now - last_status_ms_ < (status_tty_ ? 500 : 5000)) return;
+  last_status_ms_ = now;
+  const auto s = monitor_.summary();
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "[%6ss] peers %zu (%zu stepping, %zu stopped) rev %llu | kills %llu terms %llu "
+                "stops %llu joins %llu "
+                "| retried %llu | recovery p50 %.0f p99 %.0f ms | violations %zu",
+                fmt_seconds(now - churn_start_ms_).c_str(), monitor_.running(),
+                monitor_.joined_running(), monitor_.stopped(),
+                static_cast<unsigned long long>(s.group_steps),
+                static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
+                static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.joins),
+                static_cast<unsigned long long>(s.aborted_ops + s.sync_retries), s.recovery_p50_ms,
+                s.recovery_p99_ms, monitor_.violations().size());
+  if (status_tty_)
+    std::fprintf(stderr, "\r\033[K%s%s", buf, final_line ? "\n" : "");
+  else
+    std::fprintf(stderr, "%s\n", buf);
+  std::fflush(stderr);
+}
+
+void ChurnRun::report() {
+  if (flags_.max_recovery_ms > 0 && exit_status_ == 0) {
+    const auto r = monitor_.summary();
+    if (r.recovery_p99_ms > flags_.max_recovery_ms)
+      monitor_.add_violation(
+          now_ms(), "recovery p99 " + std::to_string(static_cast<int>(r.recovery_p99_ms)) +
+                        " ms exceeds --max-recovery-ms " + std::to_string(flags_.max_recovery_ms));
+    if (r.unrecovered > 0)
+      monitor_.add_violation(now_ms(),
+                             std::to_string(r.unrecovered) + " kill(s) never recovered from");
+    if (!monitor_.violations().empty()) exit_status_ = 1;
+  }
+  const auto s = monitor_.summary();
+  const auto& v = monitor_.violations();
+  std::printf("longhaul-churn: %s\n", exit_status_ == 0   ? "PASS"
+                                      : exit_status_ == 1 ? "FAIL (violations)"
+                                                          : ("ERROR: " + fatal_).c_str());
+  std::printf("  duration      %.1f s of churn, %u peers, seed %llu, %s\n", flags_.duration_s,
+              flags_.peers, static_cast<unsigned long long>(flags_.seed),
+              flags_.wanem_fraction > 0 ? ("wanem " + std::to_string(flags_.wanem_fraction)).c_str()
+                                        : "no wanem");
+  std::printf("  steps         %llu (group revisions), %llu peer-steps, %llu hash comparisons\n",
+              static_cast<unsigned long long>(s.group_steps),
+              static_cast<unsigned long long>(s.peer_steps),
+              static_cast<unsigned long long>(s.hashes_compared));
+  std::printf(
+      "  churn         %llu SIGKILL, %llu SIGTERM (incl. the final leave), %llu SIGSTOP; %llu "
+      "peers started, "
+      "%llu joins, %llu evicted after a long stop\n",
+      static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
+      static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.spawned),
+      static_cast<unsigned long long>(s.joins),
+      static_cast<unsigned long long>(s.evicted_after_stop));
+  std::printf("  retried       %llu all-reduce steps aborted and retried, %llu syncs retried\n",
+              static_cast<unsigned long long>(s.aborted_ops),
+              static_cast<unsigned long long>(s.sync_retries));
+  std::printf(
+      "  recovery      %zu measured: p50 %.0f ms, p99 %.0f ms, max %.0f ms; %llu unrecovered\n",
+      s.recoveries_ms.size(), s.recovery_p50_ms, s.recovery_p99_ms, s.recovery_max_ms,
+      static_cast<unsigned long long>(s.unrecovered));
+  std::printf("  violations    %zu\n", v.size());
+  for (const auto& text : v) std::printf("  VIOLATION %s\n", text.c_str());
+  if (exit_status_ != 0 || !flags_.log_dir.empty() || flags_.keep_logs)
+    std::printf("  logs          %s\n", log_dir_.c_str());
+  if (flags_.json) {
+    std::printf(
+        "{\"result\":\"%s\",\"duration_s\":%.1f,\"peers\":%u,\"seed\":%llu,\"wanem_fraction\":%g,"
+        "\"steps\":%llu,"
+        "\"peer_steps\":%llu,\"hash_comparisons\":%llu,\"kills\":%llu,\"terms\":%llu,\"stops\":%"
+        "llu,"
+        "\"spawned\":%llu,\"joins\":%llu,\"evicted_after_stop\":%llu,\"aborted_ops\":%llu,\"sync_"
+        "retries\":%llu,"
+        "\"recoveries\":%zu,\"recovery_p50_ms\":%.1f,\"recovery_p99_ms\":%.1f,\"recovery_max_ms\":%"
+        ".1f,"
+        "\"unrecovered\":%llu,\"violations\":%zu}\n",
+        exit_status_ == 0   ? "pass"
+        : exit_status_ == 1 ? "fail"
+                            : "error",
+        flags_.duration_s, flags_.peers, static_cast<unsigned long long>(flags_.seed),
+        flags_.wanem_fraction, static_cast<unsigned long long>(s.group_steps),
+        static_cast<unsigned long long>(s.peer_steps),
+        static_cast<unsigned long long>(s.hashes_compared),
+        static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
+        static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.spawned),
+        static_cast<unsigned long long>(s.joins),
+        static_cast<unsigned long long>(s.evicted_after_stop),
+        static_cast<unsigned long long>(s.aborted_ops),
+        static_cast<unsigned long long>(s.sync_retries), s.recoveries_ms.size(), s.recovery_p50_ms,
+        s.recovery_p99_ms, s.recovery_max_ms, static_cast<unsigned long long>(s.unrecovered),
+        v.size());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace longhaul_churn

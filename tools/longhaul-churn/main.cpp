@@ -1,0 +1,96 @@
+// longhaul-churn: spawns a longhaul-master and N longhaul-peer daemons, inflicts churn on them
+// (SIGKILL, SIGTERM, SIGSTOP/SIGCONT, new peers, optionally an emulated WAN) and reports
+// violations of longhaul's guarantees. See --help and docs/churn.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "churn_flags.hpp"
+#include "churn_run.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The directory of this executable.
+fs::path self_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return fs::current_path();
+  buf[n] = '\0';
+  return fs::path(buf).parent_path();
+}
+
+// NAME in --bin-dir, beside this program (an installed bin/), or in the build tree
+// (tools/longhaul-churn/../NAME/NAME).
+std::string find_binary(const std::string& bin_dir, const std::string& name) {
+  std::vector<fs::path> candidates;
+  if (!bin_dir.empty()) candidates.push_back(fs::path(bin_dir) / name);
+  const fs::path here = self_dir();
+  candidates.push_back(here / name);
+  candidates.push_back(here.parent_path() / name / name);
+  for (const auto& c : candidates)
+    if (::access(c.c_str(), X_OK) == 0) return c.string();
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  longhaul_churn::Flags flags;
+  std::string error;
+  if (!longhaul_churn::parse_flags(argc, argv, &flags, &error)) {
+    std::fprintf(stderr, "longhaul-churn: %s\n", error.c_str());
+    return 2;
+  }
+  if (flags.help) {
+    std::fputs(longhaul_churn::usage().c_str(), stdout);
+    return 0;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  longhaul_churn::Binaries bins{find_binary(flags.bin_dir, "longhaul-master"),
+                                find_binary(flags.bin_dir, "longhaul-peer"),
+                                find_binary(flags.bin_dir, "longhaul-wanem")};
+  for (const auto& [path, name] :
+       {std::pair{bins.master, "longhaul-master"}, std::pair{bins.peer, "longhaul-peer"},
+        std::pair{flags.wanem_fraction > 0 ? bins.wanem : std::string("-"), "longhaul-wanem"}}) {
+    if (path.empty()) {
+      std::fprintf(stderr, "longhaul-churn: cannot find %s (use --bin-dir)\n", name);
+      return 3;
+    }
+  }
+  std::string log_dir = flags.log_dir;
+  bool temporary = false;
+  if (log_dir.empty()) {
+    char tmpl[] = "/tmp/longhaul-churn.XXXXXX";
+    if (!::mkdtemp(tmpl)) {
+      std::perror("longhaul-churn: mkdtemp");
+      return 3;
+    }
+    log_dir = tmpl;
+    temporary = true;
+  } else {
+    std::error_code ec;
+    fs::create_directories(log_dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "longhaul-churn: cannot create %s: %s\n", log_dir.c_str(),
+                   ec.message().c_str());
+      return 3;
+    }
+  }
+  int status;
+  {
+    longhaul_churn::ChurnRun run(flags, bins, log_dir);
+    status = run.run();
+  }
+  if (status == 0 && temporary && !flags.keep_logs) {
+    std::error_code ec;
+    fs::remove_all(log_dir, ec);
+  }
+  return status;
+}

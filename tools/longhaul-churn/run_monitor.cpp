@@ -1,0 +1,288 @@
+#include "run_monitor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace longhaul_churn {
+
+namespace {
+
+std::string format_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1fs", ms / 1000.0);
+  return buf;
+}
+
+std::string word(const std::string& line) {
+  return line.substr(0, line.find(' '));
+}
+
+uint64_t to_u64(const std::map<std::string, std::string>& f, const char* key) {
+  auto it = f.find(key);
+  return it == f.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parse_fields(const std::string& line) {
+  std::map<std::string, std::string> out;
+  size_t i = line.find(' ');
+  while (i != std::string::npos && i < line.size()) {
+    while (i < line.size() && line[i] == ' ') ++i;
+    const size_t eq = line.find('=', i);
+    if (eq == std::string::npos) break;
+    std::string key = line.substr(i, eq - i);
+    size_t end;
+    std::string value;
+    if (eq + 1 < line.size() && line[eq + 1] == '"') {
+      end = line.find('"', eq + 2);
+      if (end == std::string::npos) end = line.size();
+      value = line.substr(eq + 2, end - eq - 2);
+      ++end;
+    } else {
+      end = line.find(' ', eq + 1);
+      if (end == std::string::npos) end = line.size();
+      value = line.substr(eq + 1, end - eq - 1);
+    }
+    out[std::move(key)] = std::move(value);
+    i = end;
+  }
+  return out;
+}
+
+RunMonitor::Peer* RunMonitor::find(const std::string& peer) {
+  auto it = peers_.find(peer);
+  return it == peers_.end() ? nullptr : &it->second;
+}
+
+void RunMonitor::violation(double now, const std::string& text) {
+  violations_.push_back("[" + format_ms(now) + "] " + text);
+}
+
+void RunMonitor::add_violation(double now, std::string text) {
+  violation(now, text);
+}
+
+void RunMonitor::on_spawn(const std::string& peer, double now) {
+  Peer p;
+  p.started_ms = now;
+  p.progress_ms = now;
+  peers_[peer] = p;
+  ++s_.spawned;
+}
+
+void RunMonitor::on_line(const std::string& peer, const std::string& line, double now) {
+  Peer* p = find(peer);
+  if (!p) return;
+  p->last_lines.push_back(line);
+  if (p->last_lines.size() > 6) p->last_lines.pop_front();
+  const std::string kind = word(line);
+  if (kind == "JOINED") {
+    const auto f = parse_fields(line);
+    p->joined = true;
+    p->id = static_cast<int64_t>(to_u64(f, "id"));
+    p->progress_ms = now;
+    max_epoch_ = std::max<int64_t>(max_epoch_, static_cast<int64_t>(to_u64(f, "epoch")));
+    ++s_.joins;
+  } else if (kind == "TOPOLOGY") {
+    max_epoch_ =
+        std::max<int64_t>(max_epoch_, static_cast<int64_t>(to_u64(parse_fields(line), "epoch")));
+  } else if (kind == "RETRY") {
+    const auto f = parse_fields(line);
+    (f.count("phase") && f.at("phase") == "sync" ? s_.sync_retries : s_.aborted_ops)++;
+  } else if (kind == "STEP") {
+    const auto f = parse_fields(line);
+    const uint64_t rev = to_u64(f, "rev");
+    const auto epoch = static_cast<int64_t>(to_u64(f, "epoch"));
+    const std::string hash = f.count("hash") ? f.at("hash") : "";
+    p->progress_ms = now;
+    p->rev = rev;
+    p->hang_reported = false;
+    ++p->steps_since_final;
+    ++s_.peer_steps;
+    s_.group_steps = std::max(s_.group_steps, rev);
+    max_epoch_ = std::max(max_epoch_, epoch);
+    auto [it, inserted] = revisions_.try_emplace(rev, RevisionRecord{hash, peer});
+    if (!inserted) {
+      ++s_.hashes_compared;
+      if (it->second.hash != hash)
+        violation(now, "state divergence at revision " + std::to_string(rev) + " (step " +
+                           std::to_string(rev - 1) + "): " + it->second.peer + " has hash " +
+                           it->second.hash + ", " + peer + " has hash " + hash + " (epoch " +
+                           std::to_string(epoch) + ")");
+    }
+    // A survivor completed a step in an epoch after the kill: the group has re-formed without the
+    // victim and reduces again.
+    for (auto r = pending_recoveries_.begin(); r != pending_recoveries_.end();) {
+      if (r->victim != peer && epoch > r->epoch) {
+        s_.recoveries_ms.push_back(now - r->killed_ms);
+        r = pending_recoveries_.erase(r);
+      } else {
+        ++r;
+      }
+    }
+  }
+}
+
+void RunMonitor::on_kill(const std::string& peer, double now) {
+  Peer* p = find(peer);
+  if (!p) return;
+  p->fate = Fate::kKilled;
+  ++s_.kills;
+  if (p->joined) pending_recoveries_.push_back({now, max_epoch_, peer});
+}
+
+void RunMonitor::on_term(const std::string& peer, double now) {
+  Peer* p = find(peer);
+  if (!p) return;
+  (void)now;
+  p->fate = Fate::kTermed;
+  ++s_.terms;
+}
+
+void RunMonitor::on_stop(const std::string& peer, double now) {
+  Peer* p = find(peer);
+  if (!p) return;
+  p->stopped = true;
+  p->stopped_at_ms = now;
+  ++s_.stops;
+}
+
+void RunMonitor::on_cont(const std::string& peer, double now) {
+  Peer* p = find(peer);
+  if (!p || !p->stopped) return;
+  p->stopped = false;
+  p->longest_stop_ms = std::max(p->longest_stop_ms, now - p->stopped_at_ms);
+  p->progress_ms = now;  // the time it was stopped does not count against it
+}
+
+void RunMonitor::on_exit(const std::string& peer, int64_t exit_status, int term_signal,
+                         double now) {
+  Peer* p = find(peer);
+  if (!p) return;
+  p->exited = true;
+  const std::string how = exit_status < 0 ? "signal " + std::to_string(term_signal)
+                                          : "exit status " + std::to_string(exit_status);
+  switch (p->fate) {
+    case Fate::kKilled:
+      if (exit_status < 0 && term_signal == 9) return;
+      violation(now, peer + " was SIGKILLed but ended with " + how);
+      return;
+    case Fate::kTermed:
+      if (exit_status == 0) return;
+      violation(
+          now, peer + " did not leave cleanly on SIGTERM: " + how + "; last lines:\n" + tail(peer));
+      return;
+    case Fate::kNone:
+      break;
+  }
+  if (p->longest_stop_ms >= limits_.evict_after_stop_ms || p->stopped) {
+    ++s_.evicted_after_stop;  // stopped past the master's failure detection: evicted, as it should
+                              // be
+    return;
+  }
+  violation(now, peer + " (peer id " + std::to_string(p->id) + ", revision " +
+                     std::to_string(p->rev) + ") crashed: " + how + "; last lines:\n" + tail(peer));
+}
+
+void RunMonitor::on_infrastructure_exit(const std::string& what, int64_t exit_status,
+                                        int term_signal, double now) {
+  violation(now, what + " exited unexpectedly: " +
+                     (exit_status < 0 ? "signal " + std::to_string(term_signal)
+                                      : "exit status " + std::to_string(exit_status)));
+}
+
+void RunMonitor::check_progress(double now) {
+  for (auto& [name, p] : peers_) {
+    if (p.exited || p.stopped || p.fate != Fate::kNone || p.hang_reported) continue;
+    if (!p.joined && now - p.started_ms > limits_.join_ms) {
+      p.hang_reported = true;
+      violation(now, name + " has not joined " + format_ms(now - p.started_ms) +
+                         " after it started; last lines:\n" + tail(name));
+    } else if (p.joined && now - p.progress_ms > limits_.hang_ms) {
+      p.hang_reported = true;
+      violation(now, name + " (peer id " + std::to_string(p.id) + ") hangs: no step for " +
+                         format_ms(now - p.progress_ms) + " after revision " +
+                         std::to_string(p.rev) + " (step " +
+                         std::to_string(p.rev == 0 ? 0 : p.rev - 1) + "); last lines:\n" +
+                         tail(name));
+    }
+  }
+}
+
+void RunMonitor::begin_final(double now) {
+  final_ = true;
+  for (auto& [name, p] : peers_) {
+    p.steps_since_final = 0;
+    if (!p.exited) p.progress_ms = std::max(p.progress_ms, now);
+  }
+  // Kills this close to the end may not have had time to recover; they count as unrecovered only
+  // if the grace period passes without it.
+}
+
+std::vector<std::string> RunMonitor::peers_without_final_step() const {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : peers_)
+    if (!p.exited && p.fate == Fate::kNone && p.steps_since_final == 0) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> RunMonitor::disruptable() const {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : peers_)
+    if (!p.exited && p.joined && !p.stopped && p.fate == Fate::kNone && p.rev > 0)
+      out.push_back(name);
+  return out;
+}
+
+bool RunMonitor::is_running(const std::string& peer) const {
+  auto it = peers_.find(peer);
+  return it != peers_.end() && !it->second.exited;
+}
+
+size_t RunMonitor::running() const {
+  return static_cast<size_t>(std::count_if(peers_.begin(), peers_.end(),
+                                           [](const auto& kv) { return !kv.second.exited; }));
+}
+
+size_t RunMonitor::stopped() const {
+  return static_cast<size_t>(std::count_if(peers_.begin(), peers_.end(), [](const auto& kv) {
+    return !kv.second.exited && kv.second.stopped;
+  }));
+}
+
+size_t RunMonitor::joined_running() const {
+  return static_cast<size_t>(std::count_if(peers_.begin(), peers_.end(), [](const auto& kv) {
+    return !kv.second.exited && kv.second.joined && kv.second.fate == Fate::kNone;
+  }));
+}
+
+RunMonitor::Summary RunMonitor::summary() const {
+  Summary s = s_;
+  s.unrecovered = pending_recoveries_.size();
+  s.recovery_p50_ms = percentile(s.recoveries_ms, 0.50);
+  s.recovery_p99_ms = percentile(s.recoveries_ms, 0.99);
+  s.recovery_max_ms = s.recoveries_ms.empty()
+                          ? 0
+                          : *std::max_element(s.recoveries_ms.begin(), s.recoveries_ms.end());
+  return s;
+}
+
+std::string RunMonitor::tail(const std::string& peer) const {
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return "";
+  std::string out;
+  for (const auto& l : it->second.last_lines) out += "    " + l + "\n";
+  return out;
+}
+
+}  // namespace longhaul_churn

@@ -1,0 +1,113 @@
+// What longhaul-churn knows about the run: every peer's reports (the key=value lines of
+// longhaul-peer), what was done to it, and the checks on top: state hashes per revision, hangs,
+// unexpected exits, recovery times after kills. Pure bookkeeping, no I/O: the caller passes the
+// time (ms since the start) with every event.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace longhaul_churn {
+
+struct MonitorLimits {
+  double hang_ms = 15000;
+  double join_ms = 30000;
+  double evict_after_stop_ms = 3000;  // a stop at least this long may get the peer evicted
+};
+
+class RunMonitor {
+ public:
+  explicit RunMonitor(MonitorLimits limits) : limits_(limits) {}
+
+  void on_spawn(const std::string& peer, double now);
+  void on_line(const std::string& peer, const std::string& line, double now);
+  void on_kill(const std::string& peer, double now);
+  void on_term(const std::string& peer, double now);
+  void on_stop(const std::string& peer, double now);
+  void on_cont(const std::string& peer, double now);
+  // exit_status -1: ended by term_signal.
+  void on_exit(const std::string& peer, int64_t exit_status, int term_signal, double now);
+  // Another process of the run (the master, the emulator) ended when it should not have.
+  void on_infrastructure_exit(const std::string& what, int64_t exit_status, int term_signal,
+                              double now);
+  // A violation found by the caller (e.g. a survivor that did not leave in time).
+  void add_violation(double now, std::string text);
+  // Hangs: running peers without progress, new peers not joined in time.
+  void check_progress(double now);
+
+  // The churn has ended: progress checks restart from `now` and, from now on, steps_since_final()
+  // counts each peer's steps.
+  void begin_final(double now);
+  // Peers that are running, joined or not, and have completed no step since begin_final.
+  std::vector<std::string> peers_without_final_step() const;
+
+  // Peers that may be disrupted: running, joined, not stopped, not already signalled.
+  std::vector<std::string> disruptable() const;
+  bool is_running(const std::string& peer) const;
+  size_t running() const;
+  size_t stopped() const;
+  size_t joined_running() const;
+
+  struct Summary {
+    uint64_t group_steps = 0;  // the highest revision any peer reached
+    uint64_t peer_steps = 0;   // STEP lines from all peers
+    uint64_t spawned = 0, joins = 0, kills = 0, terms = 0, stops = 0, evicted_after_stop = 0;
+    uint64_t aborted_ops = 0;   // all-reduce steps that failed and were retried
+    uint64_t sync_retries = 0;  // syncs that failed and were retried
+    uint64_t hashes_compared = 0;
+    std::vector<double> recoveries_ms;
+    uint64_t unrecovered = 0;  // kills with no recovery by the end of the run
+    double recovery_p50_ms = 0, recovery_p99_ms = 0, recovery_max_ms = 0;
+  };
+  Summary summary() const;
+  const std::vector<std::string>& violations() const { return violations_; }
+  // The last lines of a peer's stdout, for reports.
+  std::string tail(const std::string& peer) const;
+
+ private:
+  enum class Fate { kNone, kKilled, kTermed };
+  struct Peer {
+    double started_ms = 0;
+    bool joined = false;
+    int64_t id = -1;
+    double progress_ms = 0;  // the last step, join, start or resume
+    uint64_t rev = 0;
+    bool stopped = false;
+    double stopped_at_ms = 0;
+    double longest_stop_ms = 0;
+    Fate fate = Fate::kNone;
+    bool exited = false;
+    bool hang_reported = false;
+    uint64_t steps_since_final = 0;
+    std::deque<std::string> last_lines;
+  };
+  struct PendingRecovery {
+    double killed_ms;
+    int64_t epoch;
+    std::string victim;
+  };
+  struct RevisionRecord {
+    std::string hash;
+    std::string peer;
+  };
+
+  Peer* find(const std::string& peer);
+  void violation(double now, const std::string& text);
+
+  MonitorLimits limits_;
+  std::map<std::string, Peer> peers_;
+  std::map<uint64_t, RevisionRecord> revisions_;
+  std::vector<PendingRecovery> pending_recoveries_;
+  int64_t max_epoch_ = 0;
+  bool final_ = false;
+  Summary s_;
+  std::vector<std::string> violations_;
+};
+
+// "key=value key=\"quoted value\" ..." after a leading word; values keep their quotes stripped.
+std::map<std::string, std::string> parse_fields(const std::string& line);
+
+}  // namespace longhaul_churn
