@@ -2,21 +2,24 @@
 #include <gtest/gtest.h>
 
 #include "../../../tools/longhaul-linkperf/linkperf_protocol.hpp"
-#include "child_process.hpp"
+#include "process.hpp"
 #include "test_support.hpp"
 
 namespace longhaul::net {
 namespace {
 
-using longhaul::testing::ChildProcess;
+using longhaul::testing::Child;
+using longhaul::testing::TempDir;
 using testing::Done;
 
 constexpr size_t kBytes = 256u << 20;
 
 struct RemotePeer {
-  std::string dir = longhaul::testing::temp_dir();
-  ChildProcess child{{LINKPERF_PATH, "server", "--listen", "127.0.0.1:0", "--port-file", dir + "/port"}};
-  int port = longhaul::testing::read_port_file(dir + "/port");
+  TempDir dir;
+  Child child{
+      {LINKPERF_PATH, "server", "--listen", "127.0.0.1:0", "--port-file", dir.path() + "/port"},
+      dir.path() + "/stderr"};
+  int port = longhaul::testing::read_port_file(dir.path() + "/port");
 };
 
 // Runs transfers in the given direction until the link fails; `kill` is applied once the second
@@ -25,8 +28,7 @@ struct RemotePeer {
 // the kill to the failure of the pending op.
 std::chrono::milliseconds time_to_failure(bool we_send, int kill_signal, Status* failure) {
   RemotePeer remote;
-  EXPECT_TRUE(remote.child.started());
-  EXPECT_GT(remote.port, 0);
+  EXPECT_GT(remote.port, 0) << remote.child.stderr_text();
   IoRuntime io(2);
   auto link = connect_link(io, "127.0.0.1", static_cast<uint16_t>(remote.port), 4, {});
   EXPECT_TRUE(link.is_ok()) << link.status().to_string();
@@ -46,13 +48,14 @@ std::chrono::milliseconds time_to_failure(bool we_send, int kill_signal, Status*
     if (op == 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // mid-transfer
       killed_at = std::chrono::steady_clock::now();
-      remote.child.signal(kill_signal);
+      remote.child.kill(kill_signal);
     }
     Status s = done.wait(std::chrono::seconds(10));
     if (!s) {
       *failure = s;
       (*link)->close();
-      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed_at);
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - killed_at);
     }
     if (op > 100) break;
   }

@@ -1,5 +1,6 @@
-// Child processes for the integration tests: spawned with piped stdin/stdout, stderr to a log file,
-// and always killed by their own pid and reaped when the guard goes away, even when a test fails.
+// Child processes for tests (unit and integration): spawned with piped stdin/stdout, stderr to a
+// log file, and always killed by their own pid and reaped when the guard goes away, even when a
+// test fails.
 #pragma once
 
 #include <sys/types.h>
@@ -66,5 +67,10 @@ class Child {
   std::condition_variable cv_;
   std::vector<std::string> lines_;
 };
+
+// Waits until `path` holds a port number written by a child (atomically renamed into place);
+// -1 on timeout.
+int read_port_file(const std::string& path,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 }  // namespace longhaul::testing

@@ -148,4 +148,15 @@ std::string Child::stderr_text() const {
   return ss.str();
 }
 
+int read_port_file(const std::string& path, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream f(path);
+    int port = 0;
+    if (f >> port && port > 0) return port;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
 }  // namespace longhaul::testing
