@@ -6,9 +6,15 @@
 #include <fmt/format.h>
 #include <asio/post.hpp>
 
+#include "collective/stream_copy.hpp"
 #include "quant/reduce.hpp"
 
 namespace longhaul::collective {
+
+namespace {
+// The unit of the fused backup / combine / average passes: two operands of it fit in L1.
+constexpr size_t kPieceBytes = 16 << 10;
+}  // namespace
 
 // Scratch layout. Every slot of the arena holds one segment's bytes in flight (slot_bytes_: the
 // largest segment, encoded if a codec is used). S = segments per chunk, N = members, r = this
@@ -155,18 +161,49 @@ void AllReduceOp::start() {
 }
 
 void AllReduceOp::prepare_segment(size_t chunk, size_t seg) {
-  auto& done = prepared_[chunk * part_.segments() + seg];
-  if (done) return;
-  done = 1;
+  if (!claim_segment(chunk, seg)) return;
   const Range range = part_.segment(chunk, seg);
-  const size_t offset = range.begin * elem_, bytes = range.count * elem_;
+  first_touch(range.begin, range.count);
+}
+
+bool AllReduceOp::claim_segment(size_t chunk, size_t seg) {
+  auto& done = prepared_[chunk * part_.segments() + seg];
+  if (done) return false;
+  done = 1;
+  return true;
+}
+
+void AllReduceOp::first_touch(size_t begin, size_t count) {
+  const size_t offset = begin * elem_, bytes = count * elem_;
   if (bytes == 0) return;
+  // The backup is read only on failure: stream it past the caches, which keep the segment itself
+  // for the reduction that follows.
   if (in_place_)
-    std::memcpy(backup_.data() + offset, static_cast<const std::byte*>(spec_.output) + offset,
-                bytes);
+    copy_streaming(backup_.data() + offset, static_cast<const std::byte*>(spec_.output) + offset,
+                   bytes);
   else
     std::memcpy(static_cast<std::byte*>(spec_.output) + offset,
                 static_cast<const std::byte*>(spec_.input) + offset, bytes);
+}
+
+void AllReduceOp::combine_unencoded(size_t chunk, size_t seg,
+                                    std::span<const std::byte* const> incoming, bool finish) {
+  const bool copy = claim_segment(chunk, seg);
+  const Range range = part_.segment(chunk, seg);
+  const bool average = finish && spec_.op == quant::ReduceOp::kAvg;
+  auto* out = static_cast<std::byte*>(spec_.output);
+  // Piece by piece, small enough to stay in the L1 cache: keep the original, combine every
+  // contribution in order, average; one pass over memory instead of one per step. Every kernel
+  // is element-wise, so the result is the same bits as whole-segment calls.
+  const size_t piece = std::max<size_t>(1, kPieceBytes / elem_);
+  for (size_t done = 0; done < range.count; done += piece) {
+    const size_t k = std::min(piece, range.count - done);
+    const size_t begin = range.begin + done;
+    if (copy) first_touch(begin, k);
+    for (const std::byte* in : incoming)
+      check(quant::reduce_into(out + begin * elem_, in + done * elem_, k, spec_.dtype, spec_.op));
+    if (average) check(quant::finalize_avg(out + begin * elem_, k, spec_.dtype, n_));
+  }
 }
 
 void AllReduceOp::restore_input() {
@@ -433,16 +470,16 @@ void AllReduceOp::ring_reduce_scatter_received(size_t step, size_t seg) {
   const auto in =
       slot(rs_in_base_ + (step % 2) * segs + seg,
            encoded_ ? encoded_bytes(chunk, seg) : part_.segment(chunk, seg).count * elem_);
-  prepare_segment(chunk, seg);
-  if (!encoded_)
-    check(quant::reduce_into(work(chunk, seg), in.data(), part_.segment(chunk, seg).count,
-                             spec_.dtype, spec_.op));
-  else
+  if (!encoded_) {
+    const std::byte* incoming[] = {in.data()};
+    combine_unencoded(chunk, seg, incoming, /*finish=*/last);
+  } else {
+    prepare_segment(chunk, seg);
     check(quant::decode_accumulate(in, work_f32(chunk, seg), spec_.codec, spec_.block));
+  }
   if (last) {
     // chunk == rank + 1: this member owns it now.
     if (!encoded_) {
-      finish_owned_segment(chunk, seg, {});
       send(right, Phase::kAllGather, 0, seg, work_span(chunk, seg));
     } else {
       auto final_bytes = slot(final_base_ + seg, encoded_bytes(chunk, seg));
@@ -543,18 +580,22 @@ void AllReduceOp::direct_combine(size_t seg) {
   const size_t segs = part_.segments();
   const Range range = part_.segment(rank_, seg);
   const size_t bytes = encoded_ ? encoded_bytes(rank_, seg) : range.count * elem_;
-  prepare_segment(rank_, seg);
   // A fixed order: our own values, then the others in ring order after us.
-  for (size_t i = 1; i < n_; ++i) {
-    const size_t p = (rank_ + i) % n_;
-    const auto in = slot(rs_in_base_ + peer_index(p) * segs + seg, bytes);
-    if (!encoded_)
-      check(quant::reduce_into(work(rank_, seg), in.data(), range.count, spec_.dtype, spec_.op));
-    else
+  if (!encoded_) {
+    std::vector<const std::byte*> incoming;
+    for (size_t i = 1; i < n_; ++i)
+      incoming.push_back(
+          slot(rs_in_base_ + peer_index((rank_ + i) % n_) * segs + seg, bytes).data());
+    combine_unencoded(rank_, seg, incoming, /*finish=*/true);
+  } else {
+    prepare_segment(rank_, seg);
+    for (size_t i = 1; i < n_; ++i) {
+      const auto in = slot(rs_in_base_ + peer_index((rank_ + i) % n_) * segs + seg, bytes);
       check(quant::decode_accumulate(in, work_f32(rank_, seg), spec_.codec, spec_.block));
+    }
   }
   const auto final_bytes = encoded_ ? slot(final_base_ + seg, bytes) : std::span<std::byte>{};
-  finish_owned_segment(rank_, seg, final_bytes);
+  if (encoded_) finish_owned_segment(rank_, seg, final_bytes);
   for (size_t p = 0; p < n_; ++p) {
     if (p == rank_) continue;
     send(p, Phase::kAllGather, 0, seg, encoded_ ? final_bytes : work_span(rank_, seg));

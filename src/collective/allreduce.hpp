@@ -93,6 +93,12 @@ class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
   // The first touch of the output's segment: copies the input there (out of place) or keeps the
   // original for a restore on failure (in place). Each segment has one designated first toucher.
   void prepare_segment(size_t chunk, size_t seg);
+  bool claim_segment(size_t chunk, size_t seg);  // true once per segment: the caller copies
+  void first_touch(size_t begin, size_t count);  // the copy of prepare_segment, for a range
+  // Unencoded combining of `incoming` (each the segment's bytes, in order) into the output, with
+  // the first-touch copy and, when `finish`, the average fused in, piece by piece.
+  void combine_unencoded(size_t chunk, size_t seg, std::span<const std::byte* const> incoming,
+                         bool finish);
   void restore_input();  // requires mu_, nothing in flight
 
   void send(size_t peer, Phase phase, size_t step, size_t seg, std::span<const std::byte> data);
