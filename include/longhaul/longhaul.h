@@ -405,6 +405,9 @@ typedef struct lh_sync_info {
  *                          whose content or revision differs; every peer receive-only.
  *   LH_ERR_PEER_LOST       the master was lost, or every source of some blocks was lost.
  *   LH_ERR_TIMEOUT         a source stalled and no other source holds the blocks.
+ *   LH_ERR_ABORTED         the group began reconfiguring (a member waits in
+ *                          lh_comm_update_topology) before the sync was planned: call
+ *                          lh_comm_update_topology and retry.
  *   LH_ERR_INVALID_ARGUMENT a bad strategy or a communicator not connected.
  * On failure the revision is unchanged; tensors this peer was fetching hold unspecified bytes
  * (re-sync to repair them); tensors it was not fetching are untouched. Neither the tensors nor the

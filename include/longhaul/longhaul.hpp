@@ -19,6 +19,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -218,6 +219,94 @@ class Communicator {
   // Declared before the handle so it outlives it (the handle's destructor may still call it).
   std::unique_ptr<AbortHandler> abort_handler_;
   std::unique_ptr<lh_comm, Deleter> handle_;
+};
+
+// Mirrors lh_sync_strategy.
+enum class SyncStrategy {
+  kEnforcePopular = LH_SYNC_ENFORCE_POPULAR,
+  kReceiveOnly = LH_SYNC_RECEIVE_ONLY,
+  kSendOnly = LH_SYNC_SEND_ONLY,
+};
+
+// The lh_dtype of an element type (f16/bf16 have no standard C++ type: pass the lh_dtype).
+template <class T>
+constexpr lh_dtype dtype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return LH_DTYPE_F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return LH_DTYPE_F64;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return LH_DTYPE_I8;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return LH_DTYPE_U8;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return LH_DTYPE_I32;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return LH_DTYPE_U32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return LH_DTYPE_I64;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return LH_DTYPE_U64;
+  else
+    static_assert(sizeof(T) == 0, "no lh_dtype for this element type");
+}
+
+// Shared state: named tensors in the caller's memory, kept bit-identical across the peer group by
+// sync() (see lh_sync_state). Move-only RAII owner of an lh_state.
+//
+//   longhaul::State state;
+//   state.add("weights", std::span(weights));
+//   state.add("step", std::span(&step, 1));
+//   lh_sync_info info = state.sync(comm);  // a joiner: state.sync(comm,
+//   SyncStrategy::kReceiveOnly)
+class State {
+ public:
+  State() {
+    lh_state* raw = nullptr;
+    detail::check(lh_state_create(&raw), lh_last_error());
+    handle_.reset(raw);
+  }
+
+  // Registers a tensor; the memory stays the caller's and must outlive the State.
+  template <class T>
+  void add(const std::string& name, std::span<T> data) {
+    add(name, static_cast<void*>(data.data()), data.size(), dtype_of<std::remove_const_t<T>>());
+  }
+  void add(const std::string& name, void* data, size_t count, lh_dtype dtype) {
+    check(lh_state_add_tensor(get(), name.c_str(), data, count, dtype));
+  }
+
+  uint64_t revision() const {
+    uint64_t r = 0;
+    check(lh_state_get_revision(get(), &r));
+    return r;
+  }
+  void set_revision(uint64_t revision) { check(lh_state_set_revision(get(), revision)); }
+  // The state hash (same on every peer holding the same tensors and bytes).
+  uint64_t hash() {
+    uint64_t h = 0;
+    check(lh_state_hash(get(), &h));
+    return h;
+  }
+
+  // A collective of the communicator's group; throws Error (e.g. LH_ERR_STATE_MISMATCH naming the
+  // tensor) on failure.
+  lh_sync_info sync(Communicator& comm, SyncStrategy strategy = SyncStrategy::kEnforcePopular) {
+    lh_sync_info info{};
+    const lh_status s =
+        lh_sync_state(comm.get(), get(), static_cast<lh_sync_strategy>(strategy), &info);
+    detail::check(s, lh_state_last_error(get()));
+    return info;
+  }
+
+  lh_state* get() const { return handle_.get(); }
+
+ private:
+  struct Deleter {
+    void operator()(lh_state* s) const { lh_state_destroy(s); }
+  };
+  void check(lh_status s) const { detail::check(s, lh_state_last_error(handle_.get())); }
+  std::unique_ptr<lh_state, Deleter> handle_;
 };
 
 }  // namespace longhaul

@@ -65,13 +65,20 @@ extern "C" lh_status lh_state_hash(lh_state* state, uint64_t* hash) {
   return LH_OK;
 }
 
+// A sync's failure is recorded on both handles: longhaul.hpp reads it from the state.
+static lh_status sync_failed(lh_comm* comm, lh_state* state, const lh::Status& s) {
+  lh::capi::finish(state, s);
+  return lh::capi::finish(comm, s);
+}
+
 extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strategy strategy,
                                    lh_sync_info* info) {
   if (!comm || !state) return null_argument("lh_sync_state");
   if (info) *info = lh_sync_info{};
   if (strategy < LH_SYNC_ENFORCE_POPULAR || strategy > LH_SYNC_SEND_ONLY)
-    return lh::capi::finish(comm, lh::invalid_argument(fmt::format("unknown sync strategy {}",
-                                                                   static_cast<int>(strategy))));
+    return sync_failed(
+        comm, state,
+        lh::invalid_argument(fmt::format("unknown sync strategy {}", static_cast<int>(strategy))));
   try {
     lh::state::SyncResult r;
     lh::Status s = lh::state::sync_state(*comm->impl, state->impl,
@@ -83,13 +90,9 @@ extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strat
       info->sources = r.sources;
       info->revision = state->impl.revision();
     }
-    if (!s) {
-      lh::capi::finish(state, s);
-      return lh::capi::finish(comm, s);
-    }
-    return LH_OK;
+    return s ? LH_OK : sync_failed(comm, state, s);
   } catch (const std::exception& e) {
-    return lh::capi::finish(comm, lh::internal_error(fmt::format("lh_sync_state: {}", e.what())));
+    return sync_failed(comm, state, lh::internal_error(fmt::format("lh_sync_state: {}", e.what())));
   }
 }
 

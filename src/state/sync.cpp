@@ -1,5 +1,6 @@
 #include "state/sync.hpp"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -118,8 +119,16 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
     ~Serving() { result->tx_bytes = server.end(); }
   } serving{*server, result};
 
-  LH_RETURN_IF_ERROR(session.send_state_message(make_report(registry, epoch, strategy)));
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  auto report = make_report(registry, epoch, strategy);
+  const auto hashed = Clock::now();
+  LH_RETURN_IF_ERROR(session.send_state_message(std::move(report)));
   auto plan = await<wire::StatePlanMsg>(*inbox);
+  const auto planned = Clock::now();
   if (!plan) return plan.status();
   if (plan->code != LH_OK) return Status(plan->code, plan->reason);
   LH_RETURN_IF_ERROR(check_plan(registry, *plan));
@@ -136,8 +145,14 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
 
   LH_RETURN_IF_ERROR(session.send_state_message(wire::StateDoneMsg{
       epoch, fetched.code(), fetched.message().substr(0, wire::kMaxReasonBytes)}));
+  const auto done = Clock::now();
   auto complete = await<wire::StateCompleteMsg>(*inbox);
   if (!complete) return complete.status();
+  log::debug("state",
+             "sync: hashed in {:.1f} ms, plan after {:.1f} ms, fetched {} blocks in {:.1f} ms, "
+             "released after {:.1f} ms",
+             ms(t0, hashed), ms(hashed, planned), stats.blocks, ms(planned, done),
+             ms(done, Clock::now()));
   if (!fetched) return fetched;
   registry.set_revision(plan->revision);
   return Status::ok();
