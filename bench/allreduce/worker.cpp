@@ -20,7 +20,8 @@ namespace {
 
 struct Args {
   std::string master, listen = "127.0.0.1:0", codec = "none", schedule = "auto";
-  long world = 2, iterations = 5, warmup = 1, connections = 4;
+  long world = 2, iterations = 5, warmup = 1, connections = 1;  // K: the library's default
+  long io_threads = 0, segment_bytes = 0;                       // 0: the library's defaults
   size_t bytes = 256u << 20;
 };
 
@@ -62,34 +63,67 @@ int main(int argc, char** argv) {
                                    {"schedule", required_argument, nullptr, 's'},
                                    {"connections", required_argument, nullptr, 'k'},
                                    {"listen", required_argument, nullptr, 'l'},
+                                   {"io-threads", required_argument, nullptr, 't'},
+                                   {"segment-bytes", required_argument, nullptr, 'g'},
                                    {"help", no_argument, nullptr, 'h'},
                                    {nullptr, 0, nullptr, 0}};
   int opt;
   while ((opt = getopt_long(argc, argv, "h", options, nullptr)) != -1) {
     switch (opt) {
-      case 'm': a.master = optarg; break;
-      case 'w': a.world = std::atol(optarg); break;
-      case 'b': a.bytes = std::strtoull(optarg, nullptr, 10); break;
-      case 'i': a.iterations = std::atol(optarg); break;
-      case 'u': a.warmup = std::atol(optarg); break;
-      case 'c': a.codec = optarg; break;
-      case 's': a.schedule = optarg; break;
-      case 'k': a.connections = std::atol(optarg); break;
-      case 'l': a.listen = optarg; break;
+      case 'm':
+        a.master = optarg;
+        break;
+      case 'w':
+        a.world = std::atol(optarg);
+        break;
+      case 'b':
+        a.bytes = std::strtoull(optarg, nullptr, 10);
+        break;
+      case 'i':
+        a.iterations = std::atol(optarg);
+        break;
+      case 'u':
+        a.warmup = std::atol(optarg);
+        break;
+      case 'c':
+        a.codec = optarg;
+        break;
+      case 's':
+        a.schedule = optarg;
+        break;
+      case 'k':
+        a.connections = std::atol(optarg);
+        break;
+      case 'l':
+        a.listen = optarg;
+        break;
+      case 't':
+        a.io_threads = std::atol(optarg);
+        break;
+      case 'g':
+        a.segment_bytes = std::atol(optarg);
+        break;
       case 'h':
-        std::puts("longhaul-allreduce-worker --master HOST:PORT --world N [--bytes B] [--iterations I] [--warmup W]\n"
-                  "  [--codec none|fp16|bf16|u8|u4] [--schedule auto|ring|direct] [--connections K] [--listen HOST:0]");
+        std::puts(
+            "longhaul-allreduce-worker --master HOST:PORT --world N [--bytes B] [--iterations I] "
+            "[--warmup W]\n"
+            "  [--codec none|fp16|bf16|u8|u4] [--schedule auto|ring|direct] [--connections K] "
+            "[--listen HOST:0]\n"
+            "  [--io-threads T] [--segment-bytes B]   (0: the library's defaults)");
         return 0;
-      default: return 2;
+      default:
+        return 2;
     }
   }
-  if (a.master.empty() || a.world < 1 || a.iterations < 1 || a.bytes < 4) die("arguments", "see --help");
+  if (a.master.empty() || a.world < 1 || a.iterations < 1 || a.bytes < 4)
+    die("arguments", "see --help");
 
   lh_comm_options co;
   lh_comm_options_init(&co);
   co.master_address = a.master.c_str();
   co.listen_address = a.listen.c_str();
   co.connections_per_link = static_cast<uint32_t>(a.connections);
+  co.io_threads = static_cast<uint32_t>(a.io_threads);
   co.full_mesh = 1;  // so the direct schedule can run at any group size
   lh_comm* comm = nullptr;
   if (lh_comm_create(&co, &comm) != LH_OK) die("lh_comm_create", lh_last_error());
@@ -97,7 +131,8 @@ int main(int argc, char** argv) {
   // Grow to the full group: newcomers are admitted at update_topology.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (int64_t size = 0;;) {
-    if (lh_comm_update_topology(comm) != LH_OK) die("lh_comm_update_topology", lh_comm_last_error(comm));
+    if (lh_comm_update_topology(comm) != LH_OK)
+      die("lh_comm_update_topology", lh_comm_last_error(comm));
     lh_comm_get_attribute(comm, LH_ATTR_GROUP_WORLD_SIZE, &size);
     if (size >= a.world) break;
     if (std::chrono::steady_clock::now() > deadline) die("waiting for the group", "timed out");
@@ -108,31 +143,39 @@ int main(int argc, char** argv) {
 
   const size_t count = a.bytes / 4;
   std::vector<float> data(count);
-  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i * 2654435761u + static_cast<size_t>(rank)) % 1000) / 1000.0f;
+  for (size_t i = 0; i < count; ++i)
+    data[i] = static_cast<float>((i * 2654435761u + static_cast<size_t>(rank)) % 1000) / 1000.0f;
   lh_allreduce_options ro;
   lh_allreduce_options_init(&ro);
   ro.codec = parse_codec(a.codec);
   ro.schedule = parse_schedule(a.schedule);
+  if (a.segment_bytes > 0) ro.segment_bytes = static_cast<uint32_t>(a.segment_bytes);
   std::vector<double> times;
   lh_op_info info{};
   for (long it = 0; it < a.warmup + a.iterations; ++it) {
     const auto t0 = std::chrono::steady_clock::now();
     lh_op* op = nullptr;
-    if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, LH_OP_AVG, &ro, &op) != LH_OK)
+    if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, LH_OP_AVG, &ro,
+                           &op) != LH_OK)
       die("lh_allreduce_async", lh_comm_last_error(comm));
     if (lh_op_wait(op) != LH_OK) die("all-reduce", lh_op_last_error(op));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lh_op_get_info(op, &info);
     lh_op_destroy(op);
     if (it >= a.warmup) times.push_back(seconds);
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
-  std::printf("{\"rank\":%lld,\"world\":%ld,\"bytes\":%zu,\"codec\":\"%s\",\"schedule\":\"%s\",\"times_s\":[",
-              static_cast<long long>(rank), a.world, a.bytes, a.codec.c_str(), schedule_name(info.schedule));
+  std::printf(
+      "{\"rank\":%lld,\"world\":%ld,\"bytes\":%zu,\"codec\":\"%s\",\"schedule\":\"%s\",\"times_s\":"
+      "[",
+      static_cast<long long>(rank), a.world, a.bytes, a.codec.c_str(),
+      schedule_name(info.schedule));
   for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? "," : "", times[i]);
-  std::printf("],\"median_s\":%.6f,\"bytes_sent\":%llu,\"bytes_received\":%llu}\n", sorted[sorted.size() / 2],
-              static_cast<unsigned long long>(info.bytes_sent), static_cast<unsigned long long>(info.bytes_received));
+  std::printf("],\"median_s\":%.6f,\"bytes_sent\":%llu,\"bytes_received\":%llu}\n",
+              sorted[sorted.size() / 2], static_cast<unsigned long long>(info.bytes_sent),
+              static_cast<unsigned long long>(info.bytes_received));
   std::fflush(stdout);
   lh_comm_leave(comm, "benchmark done");
   lh_comm_destroy(comm);
