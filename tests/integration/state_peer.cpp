@@ -6,6 +6,7 @@
 // i64 u64), connects, prints "ready id <peer id>", then runs commands from stdin, one per line:
 //   fill SEED            fill every tensor with bytes derived from SEED (same SEED: same bytes)
 //   flip T BYTE BIT      flip one bit of tensor number T (in --layout order)
+//   zero T               set every byte of tensor number T to 0
 //   revision R           lh_state_set_revision
 //   world N              lh_comm_update_topology until the group has N peers -> "world N epoch E"
 //   sync enforce|receive|send
@@ -17,6 +18,7 @@
 // Errors outside sync print "error <what> <status> <message>" and exit 3.
 #include <getopt.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -170,6 +172,11 @@ int main(int argc, char** argv) {
       in >> t >> byte >> bit;
       tensors.at(t).bytes.at(byte) ^= static_cast<unsigned char>(1u << bit);
       std::printf("flipped\n");
+    } else if (cmd == "zero") {
+      size_t t = 0;
+      in >> t;
+      std::fill(tensors.at(t).bytes.begin(), tensors.at(t).bytes.end(), 0);
+      std::printf("zeroed\n");
     } else if (cmd == "revision") {
       uint64_t r = 0;
       in >> r;

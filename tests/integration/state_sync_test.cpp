@@ -269,6 +269,74 @@ TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
   expect_same_bytes({&a, &c, &joiner});
 }
 
+TEST_F(StateSyncTest, ZeroFilledTensorsTravelCompressed) {
+  const std::string layout =
+      "moments:f32:" + std::to_string(32 * kMiB / 4) + ",w:f32:" + std::to_string(8 * kMiB / 4);
+  Child& a = add(layout);
+  all({&a}, "fill 9", "filled");
+  all({&a}, "zero 0", "zeroed");
+  for (const auto& s : sync_all({&a})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  Child& joiner = add(layout, false);
+  all({&a}, "world 2", "world 2");
+  ready(joiner);
+  all({&joiner}, "world 2", "world 2");
+  all({&joiner}, "fill 4", "filled");
+  auto r = sync({&a, &joiner}, {"enforce", "receive"});
+  EXPECT_EQ(r[1].status, "LH_OK") << r[1].msg;
+  EXPECT_EQ(r[1].blocks, 40u);
+  EXPECT_LT(r[1].rx, 8 * kMiB + kMiB)
+      << "32 MiB of zeros must shrink to almost nothing; the 8 MiB of noise go raw";
+  EXPECT_GE(r[1].rx, 8 * kMiB);
+  EXPECT_EQ(r[0].tx, r[1].rx);
+  EXPECT_EQ(r[1].hash, r[0].hash);
+  expect_same_bytes({&a, &joiner});
+}
+
+TEST_F(StateSyncTest, LosingTheOnlySourceFailsTypedAndTheNextSyncRepairs) {
+  const std::string layout = mib_layout(128);
+  Child& a = add(layout, true, 1);
+  Child& b = add(layout, false, 1);
+  all({&a}, "world 2", "world 2");
+  ready(b);
+  all({&b}, "world 2", "world 2");
+  all({&a, &b}, "fill 2", "filled");
+  for (const auto& s : sync_all({&a, &b})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  Child& joiner = add(layout, false, 1);
+  all({&a, &b}, "world 3", "world 3");
+  ready(joiner);
+  all({&joiner}, "world 3", "world 3");
+  all({&b}, "fill 3", "filled");  // a and b now differ: the tie goes to a, the only source
+  const size_t from = cluster_.master().stderr_text().size();
+  const size_t b_from = b.lines().size(), joiner_from = joiner.lines().size();
+  a.send("sync enforce");
+  b.send("sync enforce");
+  joiner.send("sync receive");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (cluster_.master().stderr_text().find("fetching", from) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  a.kill(SIGSTOP);
+  std::this_thread::sleep_for(100ms);
+  a.kill(SIGKILL);
+  for (Child* p : {&b, &joiner}) {
+    auto line = p->wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; }, 60s,
+                             p == &b ? b_from : joiner_from);
+    ASSERT_TRUE(line) << p->stderr_text();
+    const SyncLine s = parse_sync(*line);
+    EXPECT_EQ(s.status, "LH_ERR_PEER_LOST") << *line;
+    EXPECT_NE(s.msg.find("no source left for blocks"), std::string::npos) << s.msg;
+    EXPECT_NE(s.msg.find("of tensor 'w'"), std::string::npos) << s.msg;
+    EXPECT_EQ(s.revision, p == &b ? 1u : 0u) << "a failed sync leaves the revision alone";
+  }
+  // The survivors re-form the group and sync again: b's content is now the only one.
+  all({&b, &joiner}, "world 2", "world 2");
+  auto r = sync({&b, &joiner}, {"enforce", "receive"});
+  EXPECT_EQ(r[0].status, "LH_OK") << r[0].msg;
+  EXPECT_EQ(r[1].status, "LH_OK") << r[1].msg;
+  EXPECT_EQ(r[1].hash, r[0].hash);
+  expect_same_bytes({&b, &joiner});
+}
+
 class StateStrategyTest : public StateSyncTest {
  protected:
   // Three peers of `layout`, filled alike and synced once (revision 1).
