@@ -1,8 +1,9 @@
 // longhaul-allreduce-worker: one member of the all-reduce benchmark (bench/run allreduce).
 //
 // Joins the master, waits until the group has --world members, then times --iterations in-place
-// all-reduces of --bytes of f32 and prints one JSON line. The members synchronize through the
-// collective itself: every all-reduce completes on all of them together.
+// all-reduces of --bytes of f32 and prints one JSON line. Each timed op is preceded by an untimed
+// one-element all-reduce that lines the members up (the gloo reference times its all_reduce
+// after an untimed barrier the same way).
 #include <getopt.h>
 
 #include <algorithm>
@@ -152,7 +153,18 @@ int main(int argc, char** argv) {
   if (a.segment_bytes > 0) ro.segment_bytes = static_cast<uint32_t>(a.segment_bytes);
   std::vector<double> times;
   lh_op_info info{};
+  lh_allreduce_options barrier_options;
+  lh_allreduce_options_init(&barrier_options);
   for (long it = 0; it < a.warmup + a.iterations; ++it) {
+    // Untimed: a one-element all-reduce lines the members up, as the gloo reference's barrier
+    // does, so an op's time does not include waiting for a member still finishing the last one.
+    float token = 0;
+    lh_op* barrier = nullptr;
+    if (lh_allreduce_async(comm, &token, &token, 1, LH_DTYPE_F32, LH_OP_SUM, &barrier_options,
+                           &barrier) != LH_OK)
+      die("lh_allreduce_async (barrier)", lh_comm_last_error(comm));
+    if (lh_op_wait(barrier) != LH_OK) die("barrier", lh_op_last_error(barrier));
+    lh_op_destroy(barrier);
     const auto t0 = std::chrono::steady_clock::now();
     lh_op* op = nullptr;
     if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, LH_OP_AVG, &ro,
