@@ -96,7 +96,8 @@ void ChildProcess::write_line(const std::string& line) {
 void ChildProcess::on_exit_cb(uv_process_t* handle, int64_t exit_status, int term_signal) {
   auto* c = static_cast<ChildProcess*>(handle->data);
   c->exited_ = true;
-  if (c->on_exit_) c->on_exit_(term_signal != 0 ? -1 : exit_status, term_signal);
+  c->exit_status_ = term_signal != 0 ? -1 : exit_status;
+  c->term_signal_ = term_signal;
   c->maybe_close();
 }
 
@@ -126,6 +127,8 @@ void ChildProcess::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* b
 void ChildProcess::maybe_close() {
   if (closed_ || !exited_ || !out_ended_) return;
   closed_ = true;
+  // Reported only now, after its last stdout line (an error message) was delivered.
+  if (on_exit_) on_exit_(exit_status_, term_signal_);
   uv_close(reinterpret_cast<uv_handle_t*>(&process_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&out_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&in_), nullptr);

@@ -20,6 +20,7 @@ class ChildProcess {
  public:
   using LineHandler = std::function<void(const std::string& line)>;
   // exit_status is the exit code, or -1 if a signal ended it (term_signal then says which).
+  // Called once the process has exited and its stdout has ended (every line was delivered).
   using ExitHandler = std::function<void(int64_t exit_status, int term_signal)>;
 
   // Starts argv[0] (a path) with argv. On failure returns null and sets *error.
@@ -52,6 +53,8 @@ class ChildProcess {
   bool exited_ = false;
   bool out_ended_ = false;
   bool closed_ = false;
+  int64_t exit_status_ = 0;
+  int term_signal_ = 0;
   pid_t pid_ = -1;
   std::string partial_;
   char buffer_[65536];

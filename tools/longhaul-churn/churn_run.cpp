@@ -418,6 +418,7 @@ void ChurnRun::shutdown(int exit_status, const std::string& why) {
   exit_status_ = exit_status;
   fatal_ = why;
   // Every child we started, by its own pid; a stopped one dies of SIGKILL too.
+  monitor_.on_shutdown();
   for (auto& p : peers_) p->child->send_signal(SIGKILL);
   if (wanem_) wanem_->send_signal(SIGKILL);
   if (master_) master_->send_signal(exit_status == 0 ? SIGTERM : SIGKILL);

@@ -201,6 +201,11 @@ void RunMonitor::on_infrastructure_exit(const std::string& what, int64_t exit_st
                                       : "exit status " + std::to_string(exit_status)));
 }
 
+void RunMonitor::on_shutdown() {
+  for (auto& [name, p] : peers_)
+    if (!p.exited) p.fate = Fate::kKilled;
+}
+
 void RunMonitor::check_progress(double now) {
   for (auto& [name, p] : peers_) {
     if (p.exited || p.stopped || p.fate != Fate::kNone || p.hang_reported) continue;

@@ -35,6 +35,8 @@ class RunMonitor {
                               double now);
   // A violation found by the caller (e.g. a survivor that did not leave in time).
   void add_violation(double now, std::string text);
+  // The run is being torn down: every peer still running is about to be SIGKILLed by us.
+  void on_shutdown();
   // Hangs: running peers without progress, new peers not joined in time.
   void check_progress(double now);
 

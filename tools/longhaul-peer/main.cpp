@@ -120,6 +120,25 @@ lh_status allreduce_step(lh_comm* comm, const SyntheticWorkload& work,
   return result;
 }
 
+// The same all-reduces through lh_allreduce_batch: all in flight at once, retried on the new ring
+// (after its own update_topology) until every peer of an attempt succeeded.
+lh_status allreduce_batch_step(lh_comm* comm, const SyntheticWorkload& work,
+                               const lh_allreduce_options& options, uint32_t attempts,
+                               std::string* message) {
+  std::vector<const void*> sends;
+  std::vector<void*> recvs;
+  std::vector<size_t> counts;
+  for (const auto& slice : work.slices()) {
+    sends.push_back(slice.send);
+    recvs.push_back(slice.recv);
+    counts.push_back(slice.count);
+  }
+  lh_status s = lh_allreduce_batch(comm, sends.data(), recvs.data(), counts.data(), counts.size(),
+                                   LH_DTYPE_F32, LH_OP_AVG, &options, attempts);
+  if (s != LH_OK) *message = lh_comm_last_error(comm);
+  return s;
+}
+
 lh_comm* connect(const Flags& f) {
   lh_comm_options o;
   lh_comm_options_init(&o);
@@ -219,10 +238,14 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     work.make_update(step, peer_id);
     std::string message;
-    lh_status s = allreduce_step(comm, work, ar, &message);
+    lh_status s = flags.retry == "batch"
+                      ? allreduce_batch_step(comm, work, ar, flags.batch_attempts, &message)
+                      : allreduce_step(comm, work, ar, &message);
     const int64_t ar_ms = ms_since(t0);
     if (s != LH_OK) {
-      if (!retryable_collective(s)) fail("lh_allreduce_async", s, message.c_str());
+      if (!retryable_collective(s))
+        fail(flags.retry == "batch" ? "lh_allreduce_batch" : "lh_allreduce_async", s,
+             message.c_str());
       emit(fmt::format("RETRY step={} phase=allreduce status={} message={}", step,
                        lh_status_string(s), quoted(message.c_str())));
       must_update = true;

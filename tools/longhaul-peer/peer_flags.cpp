@@ -55,6 +55,10 @@ Workload:
   --schedule S           auto, ring or direct (default auto)
   --inflight N           all-reduce operations per tensor per step, 1..64 (default 2)
   --seed N               seed of the pseudo-updates (default 1; the same on every peer)
+  --retry step|batch     step (default): a failed all-reduce fails the step, which starts again
+                         after update_topology; batch: the step's all-reduces run through
+                         lh_allreduce_batch, which retries on the new ring itself
+  --batch-attempts N     attempts of lh_allreduce_batch (default 3)
 
 Other:
   --log-level LEVEL      the library's log level on stderr: debug, info, warn (default), error, off
@@ -166,6 +170,15 @@ bool parse_flags(int argc, char** argv, Flags* f, std::string* error) {
     } else if (arg == "--inflight") {
       if (!number(1, 64, &n)) return false;
       f->inflight = static_cast<uint32_t>(n);
+    } else if (arg == "--retry") {
+      if (value != "step" && value != "batch") {
+        *error = "--retry must be step or batch, got '" + value + "'";
+        return false;
+      }
+      f->retry = value;
+    } else if (arg == "--batch-attempts") {
+      if (!number(1, 1000, &n)) return false;
+      f->batch_attempts = static_cast<uint32_t>(n);
     } else if (arg == "--steps") {
       if (!number(0, UINT64_MAX, &n)) return false;
       f->steps = n;

@@ -22,7 +22,11 @@ struct Flags {
   lh_codec codec = LH_CODEC_NONE;
   lh_schedule schedule = LH_SCHEDULE_AUTO;
   uint32_t inflight = 2;  // all-reduces per tensor per step, all in flight at once
-  uint64_t steps = 0;     // 0: until stopped
+  // "step": a failed step is retried whole after update_topology; "batch": the step's
+  // all-reduces run through lh_allreduce_batch (its own agreed retry, batch_attempts attempts).
+  std::string retry = "step";
+  uint32_t batch_attempts = 3;
+  uint64_t steps = 0;  // 0: until stopped
   uint32_t step_delay_ms = 0;
   uint64_t seed = 1;
   uint32_t connect_timeout_ms = 60000;
