@@ -408,7 +408,8 @@ typedef struct lh_sync_info {
  *   LH_ERR_ABORTED         the group began reconfiguring (a member waits in
  *                          lh_comm_update_topology) before the sync was planned: call
  *                          lh_comm_update_topology and retry.
- *   LH_ERR_INVALID_ARGUMENT a bad strategy or a communicator not connected.
+ *   LH_ERR_INVALID_ARGUMENT a bad strategy, a communicator not connected, or another
+ *                          lh_sync_state running on the same communicator (one at a time).
  * On failure the revision is unchanged; tensors this peer was fetching hold unspecified bytes
  * (re-sync to repair them); tensors it was not fetching are untouched. Neither the tensors nor the
  * registry may be touched by other threads during the call. `info` may be NULL. */

@@ -17,10 +17,12 @@ BlockServer::~BlockServer() {
   compressors_.join();
 }
 
-void BlockServer::begin(const Registry& registry) {
+Status BlockServer::begin(const Registry& registry) {
   std::lock_guard lock(mu_);
+  if (registry_) return invalid_argument("another lh_sync_state is running on this communicator");
   registry_ = &registry;
   tx_bytes_ = 0;
+  return Status::ok();
 }
 
 uint64_t BlockServer::end() {

@@ -30,7 +30,8 @@ class BlockServer : public std::enable_shared_from_this<BlockServer> {
   void on_service_message(const std::shared_ptr<net::Link>& link,
                           Result<wire::ControlMessage> message);
 
-  void begin(const Registry& registry);
+  // Fails if a sync is already being served (one lh_sync_state at a time per communicator).
+  Status begin(const Registry& registry);
   // Stops serving; returns the tensor bytes sent since begin().
   uint64_t end();
 

@@ -104,20 +104,19 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
             });
         return std::shared_ptr<void>(s);
       }));
+  // From the report on, fetchers may ask for blocks: serve until the master releases the group.
+  LH_RETURN_IF_ERROR(server->begin(registry));
+  struct Serving {
+    BlockServer& server;
+    SyncResult* result;
+    ~Serving() { result->tx_bytes = server.end(); }
+  } serving{*server, result};
   auto inbox = std::make_shared<Inbox>();
   session.set_state_handler([inbox](Result<wire::ControlMessage> m) { inbox->push(std::move(m)); });
   struct Cleanup {
     peer::PeerSession& session;
     ~Cleanup() { session.set_state_handler({}); }
   } cleanup{session};
-
-  // From the report on, fetchers may ask for blocks: serve until the master releases the group.
-  server->begin(registry);
-  struct Serving {
-    BlockServer& server;
-    SyncResult* result;
-    ~Serving() { result->tx_bytes = server.end(); }
-  } serving{*server, result};
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
