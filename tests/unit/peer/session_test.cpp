@@ -73,7 +73,8 @@ TEST(PeerSession, RingLinksCarryDataBetweenNeighbours) {
   ASSERT_TRUE(a->session().update_topology().is_ok());
   ASSERT_TRUE(joined.get().is_ok());
 
-  const RingLinks ra = a->session().ring_links(), rb = b->session().ring_links();
+  const RingLinks ra = a->session().ring_links();
+  RingLinks rb = b->session().ring_links();
   EXPECT_EQ(ra.epoch, rb.epoch);
   EXPECT_EQ(ra.ring, rb.ring);
   EXPECT_EQ(ra.ring.size(), 2u);
@@ -101,6 +102,7 @@ TEST(PeerSession, RingLinksCarryDataBetweenNeighbours) {
       [&, once = std::make_shared<std::once_flag>()](uint64_t, const Status& why) {
         std::call_once(*once, [&] { aborted.set_value(why); });
       });
+  rb = {};  // b's links must not outlive b's I/O runtime, which b.reset() destroys
   b.reset();
   auto abort_future = aborted.get_future();
   ASSERT_EQ(abort_future.wait_for(10s), std::future_status::ready);
