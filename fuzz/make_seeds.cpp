@@ -10,6 +10,7 @@
 #include "net/frame.hpp"
 #include "net/handshake.hpp"
 #include "wire/codec.hpp"
+#include "wire/control_messages.hpp"
 #include "wire_fuzz_format.hpp"
 
 namespace {
@@ -178,6 +179,19 @@ int main(int argc, char** argv) {
 
   // Whole frames as a connection reads them.
   const auto hello_payload = net::encode(hello);
+  // Control messages: the shared-state ones, whose fields are the richest.
+  write_seed("control_state_report", fz::kControl,
+             wire::encode_control(wire::StateReportMsg{
+                 3, 1u << 20, 7, wire::SyncStrategy::kEnforcePopular,
+                 {{"moments", 0, 300000, {11, 12}, {0x02}}, {"step", 8, 1, {13}, {0}}}}));
+  write_seed("control_state_plan", fz::kControl,
+             wire::encode_control(wire::StatePlanMsg{
+                 3, LH_OK, "", 8, {{2, "10.0.0.2", 4000}, {5, "10.0.0.5", 4000}}, {{0, {2, 5}, {{1, 99, true}}}}}));
+  write_seed("control_state_blocks_z", fz::kControl,
+             wire::encode_control(wire::StateBlocksZMsg{9, {{true, {std::byte{0x28}, std::byte{0xb5}}}, {false, {}}}}));
+  write_seed("control_state_fetch", fz::kControl, wire::encode_control(wire::StateFetchMsg{9, 1, 16, 8, false}));
+  write_seed("control_topology", fz::kControl,
+             wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));
   write_seed("frame_hello", fz::kFrameStream,
              cat(header_bytes({net::FrameType::kHello, 0, static_cast<uint32_t>(hello_payload.size()), 0, 0, 0}),
                  hello_payload));

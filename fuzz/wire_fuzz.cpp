@@ -1,5 +1,5 @@
-// libFuzzer target for the wire codec (wire::Reader / Writer), the frame header decoder and the
-// handshake message decoders. The input format is in wire_fuzz_format.hpp.
+// libFuzzer target for the wire codec (wire::Reader / Writer), the frame header decoder, the
+// handshake message decoders and the control-message decoder. The input format is in wire_fuzz_format.hpp.
 //
 // Every decode is checked two ways, and any disagreement traps (so a finding is always real):
 //   - against an independent model of what the bytes mean (accept/reject, and the values), and
@@ -24,6 +24,7 @@
 #include "net/frame.hpp"
 #include "net/handshake.hpp"
 #include "wire/codec.hpp"
+#include "wire/control_messages.hpp"
 
 namespace longhaul::fuzz {
 namespace {
@@ -357,6 +358,17 @@ void check_reject(Bytes in) {
   FUZZ_CHECK(same_bytes(net::encode(m), in));
 }
 
+// ---- Control messages -------------------------------------------------------------------------
+
+// No model of every message here (control_messages_test.cpp checks the schema's rules); what must
+// hold for any input: no crash, no unbounded allocation, a rejection is a protocol error, and an
+// accepted message re-encodes to exactly the input.
+void check_control(Bytes in) {
+  auto m = wire::decode_control(in);
+  if (!m) return check_rejection(m.status());
+  FUZZ_CHECK(same_bytes(wire::encode_control(*m), in));
+}
+
 // ---- A frame as a connection reads it ----------------------------------------------------------
 
 void run_frame_stream(Bytes in) {
@@ -388,6 +400,7 @@ int fuzz_one(const uint8_t* data, size_t size) {
     case kAuth: check_auth(in); break;
     case kReject: check_reject(in); break;
     case kFrameStream: run_frame_stream(in); break;
+    case kControl: check_control(in); break;
     case kModeCount: break;
   }
   return 0;

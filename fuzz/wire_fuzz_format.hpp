@@ -7,6 +7,8 @@
 //                   on the stream, op = byte & 0x0f (modulo kOpCount), arg = byte >> 4.
 //   kFrameHeader    [32-byte header] [optional: max_control u32 LE, max_data u32 LE]
 //   kHello .. kReject  the message's payload exactly as it travels in its frame.
+//   kControl        a CONTROL frame's payload (wire::decode_control: every control message,
+//                   the shared-state ones included).
 //   kFrameStream    [32-byte header] [payload]: the header is decoded with the default limits and,
 //                   for handshake types, the payload with the type's decoder (as a connection does).
 #pragma once
@@ -24,7 +26,8 @@ enum Mode : uint8_t {
   kAuth = 4,
   kReject = 5,
   kFrameStream = 6,
-  kModeCount = 7,
+  kControl = 7,
+  kModeCount = 8,
 };
 
 enum Op : uint8_t {
