@@ -337,6 +337,39 @@ TEST_F(StateSyncTest, LosingTheOnlySourceFailsTypedAndTheNextSyncRepairs) {
   expect_same_bytes({&b, &joiner});
 }
 
+TEST_F(StateSyncTest, AFetcherKilledMidTransferDoesNotHoldTheSourcesUp) {
+  const std::string layout = mib_layout(128);
+  Child& a = add(layout, true, 1);
+  Child& b = add(layout, false, 1);
+  all({&a}, "world 2", "world 2");
+  ready(b);
+  all({&b}, "world 2", "world 2");
+  all({&a, &b}, "fill 6", "filled");
+  for (const auto& s : sync_all({&a, &b})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  Child& joiner = add(layout, false, 1);
+  all({&a, &b}, "world 3", "world 3");
+  ready(joiner);
+  all({&joiner}, "world 3", "world 3");
+  const size_t from = cluster_.master().stderr_text().size();
+  const size_t a_from = a.lines().size(), b_from = b.lines().size();
+  a.send("sync enforce");
+  b.send("sync enforce");
+  joiner.send("sync receive");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (cluster_.master().stderr_text().find("fetching", from) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  joiner.kill(SIGKILL);
+  for (Child* p : {&a, &b}) {
+    auto line = p->wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; }, 30s,
+                             p == &a ? a_from : b_from);
+    ASSERT_TRUE(line) << p->stderr_text();
+    const SyncLine s = parse_sync(*line);
+    EXPECT_EQ(s.status, "LH_OK") << s.msg;
+    EXPECT_EQ(s.revision, 2u);
+  }
+}
+
 class StateStrategyTest : public StateSyncTest {
  protected:
   // Three peers of `layout`, filled alike and synced once (revision 1).
