@@ -327,9 +327,18 @@ const char* lh_op_last_error(const lh_op* op);
 void lh_op_destroy(lh_op* op);
 
 /* Runs `count` all-reduces (ops[i] of buffers sends[i] -> recvs[i] with counts[i] elements, all of
- * `dtype`, `op` and `options`) as one batch, all in flight at once. If the batch fails because a
- * peer was lost or the master aborted it, calls lh_comm_update_topology and retries the whole
- * batch on the new ring, up to `max_attempts` times in total. Returns the last outcome. */
+ * `dtype`, `op` and `options`) as one batch, all in flight at once, all or nothing for the whole
+ * group: it returns LH_OK on this peer exactly when it returns LH_OK on every peer of the group,
+ * and then every recvs[i] holds its result. After each attempt every peer reports its outcome to
+ * the master, which decides for the group (docs/collectives.md); when the attempt failed anywhere
+ * (a peer lost or leaving, an abort), every peer restores its sends (and the error-feedback
+ * residual), calls lh_comm_update_topology itself, admitting no new peer (they are admitted at
+ * the caller's next lh_comm_update_topology), and retries on the new ring, up to `max_attempts`
+ * attempts in total. On failure the sends and the residual hold what they held on entry, recvs
+ * are unspecified: LH_ERR_PEER_LOST / LH_ERR_ABORTED after the last attempt (call
+ * lh_comm_update_topology and retry), or another error. A decision not received within 10
+ * minutes ends the communicator with LH_ERR_TIMEOUT. Every peer of the group must call it with
+ * the same shape at the same point of its sequence of collectives. */
 lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* const* recvs, const size_t* counts,
                              size_t count, lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
                              uint32_t max_attempts);

@@ -29,13 +29,23 @@ bool Membership::reconfiguration_needed() const {
                      [](const auto& kv) { return kv.second.state == State::kPending; });
 }
 
+bool Membership::pending_flag() const {
+  return ring_broken_ || (!joiners_held_ && reconfiguration_needed());
+}
+
+void Membership::release_held_joiners() {
+  if (!joiners_held_) return;
+  joiners_held_ = false;
+  sync_pending_flags();
+}
+
 size_t Membership::active_count() const {
   return static_cast<size_t>(std::count_if(members_.begin(), members_.end(), [](const auto& kv) {
     return kv.second.state == State::kActive;
   }));
 }
 
-Status Membership::on_update_topology(PeerId id, uint64_t epoch) {
+Status Membership::on_update_topology(PeerId id, uint64_t epoch, bool admit_joiners) {
   auto it = members_.find(id);
   if (it == members_.end()) return internal_error(fmt::format("unknown peer {}", id));
   Member& m = it->second;
@@ -62,6 +72,7 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch) {
   };
   const bool first_to_wait = !same_group(true);
   m.waiting = true;
+  m.admit_joiners = admit_joiners;
   if (first_to_wait && same_group(false)) {
     abort_group(group, fmt::format("peer {} is waiting for a reconfiguration", id));
     out_.group_reconfiguring(group);
@@ -148,7 +159,10 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
   std::erase_if(banned_, [id](const PeerPair& p) { return p.first == id || p.second == id; });
   if (m.state == State::kActive) {
     ring_broken_ = true;
-    if (!graceful) abort_group(m.group, fmt::format("peer {} left: {}", id, reason));
+    if (graceful)
+      out_.group_epoch_failed(m.group);  // no ABORT (see drop_peer), but it runs no more batches
+    else
+      abort_group(m.group, fmt::format("peer {} left: {}", id, reason));
   }
   if (round_ && round_->participants.contains(id)) {
     // Every participant has a proposal that names the lost peer; replace it.
@@ -167,6 +181,7 @@ void Membership::abort_group(uint32_t group, const std::string& reason) {
   for (const auto& [id, m] : members_)
     if (m.state == State::kActive && m.group == group)
       out_.send(id, wire::AbortMsg{committed_epoch_, group, reason});
+  out_.group_epoch_failed(group);
 }
 
 void Membership::maybe_start_round() {
@@ -176,6 +191,7 @@ void Membership::maybe_start_round() {
     for (auto& [id, m] : members_) {
       if (!m.waiting) continue;
       m.waiting = false;
+      m.admit_joiners = true;
       out_.send(id, wire::TopologyUnchangedMsg{committed_epoch_});
     }
     return;
@@ -186,9 +202,16 @@ void Membership::maybe_start_round() {
 }
 
 void Membership::start_round() {
+  // A member retrying a batch asked that no joiner be admitted: the new epoch's members must be
+  // exactly those that run the retry.
+  const bool admit = std::all_of(members_.begin(), members_.end(), [](const auto& kv) {
+    return kv.second.state != State::kActive || !kv.second.waiting || kv.second.admit_joiners;
+  });
+  const auto takes_part = [admit](const Member& m) { return admit || m.state == State::kActive; };
   for (;;) {
     std::map<uint32_t, std::vector<PeerId>> groups;
-    for (const auto& [id, m] : members_) groups[m.group].push_back(id);
+    for (const auto& [id, m] : members_)
+      if (takes_part(m)) groups[m.group].push_back(id);
     if (groups.empty()) {
       ring_broken_ = false;
       rings_.clear();
@@ -221,9 +244,9 @@ void Membership::start_round() {
         if (score < worst) continue;
         worst = score;
         victim = id;
-        victim_reason = fmt::format(
-            "no ring of group {} avoids its unreachable links (cannot reach peers {})", group,
-            fmt::join(cut, ", "));
+        victim_reason =
+            fmt::format("no ring of group {} avoids its unreachable links (cannot reach peers {})",
+                        group, fmt::join(cut, ", "));
       }
       break;
     }
@@ -235,9 +258,11 @@ void Membership::start_round() {
     Round round;
     round.epoch = ++last_epoch_;
     round.rings = std::move(rings);
+    round.admits_joiners = admit;
     wire::TopologyMsg proposal;
     proposal.epoch = round.epoch;
     for (const auto& [id, m] : members_) {
+      if (!takes_part(m)) continue;
       round.participants.insert(id);
       proposal.members.push_back({id, m.group, m.host, m.port});
     }
@@ -254,19 +279,22 @@ void Membership::commit() {
   committed_epoch_ = round_->epoch;
   rings_ = std::move(round_->rings);
   const std::set<PeerId> participants = std::move(round_->participants);
+  const bool held = !round_->admits_joiners;
   round_.reset();
   ring_broken_ = false;
   for (PeerId id : participants) {
     Member& m = members_.at(id);
     m.state = State::kActive;
     m.waiting = false;
+    m.admit_joiners = true;
   }
+  joiners_held_ = held && reconfiguration_needed();
   std::string rings;
   for (const auto& [group, order] : rings_)
     rings += fmt::format(" group {}: [{}]", group, fmt::join(order, " "));
   log::info("master", "epoch {}: {} peers in {} group(s);{}", committed_epoch_, participants.size(),
             rings_.size(), rings);
-  const bool pending = reconfiguration_needed();
+  const bool pending = pending_flag();
   for (PeerId id : participants) {
     members_.at(id).pending_sent = pending;
     out_.send(id, wire::EpochCommitMsg{committed_epoch_, op_sequence_, pending});
@@ -275,7 +303,7 @@ void Membership::commit() {
 }
 
 void Membership::sync_pending_flags() {
-  const bool pending = reconfiguration_needed();
+  const bool pending = pending_flag();
   for (auto& [id, m] : members_) {
     if (m.state != State::kActive || m.waiting || m.pending_sent == pending) continue;
     m.pending_sent = pending;

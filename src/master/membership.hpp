@@ -50,6 +50,10 @@ class Outbox {
   // operations of this epoch cannot complete any more (its collectives were aborted); a state sync
   // still collecting reports must end too.
   virtual void group_reconfiguring(uint32_t /*group*/) {}
+  // Not every member of `group` will complete the operations of the committed epoch: a member was
+  // lost or left, a link broke, or a member waits in update_topology. A batch attempt of the
+  // group in this epoch that is not decided yet can only fail (batch_arbiter.hpp).
+  virtual void group_epoch_failed(uint32_t /*group*/) {}
 };
 
 class Membership {
@@ -63,6 +67,7 @@ class Membership {
     State state = State::kPending;
     bool waiting = false;       // active and blocked in update_topology
     bool pending_sent = false;  // the last peers-pending flag this peer was told
+    bool admit_joiners = true;  // what its waiting update_topology asked (UpdateTopologyMsg)
   };
 
   explicit Membership(Outbox& outbox) : out_(outbox) {}
@@ -74,7 +79,14 @@ class Membership {
 
   // Messages from a registered peer. A non-OK result means the peer broke the protocol; the
   // caller drops it (drop_peer) and closes its connection. Nothing was changed in that case.
-  Status on_update_topology(PeerId id, uint64_t epoch);
+  // `admit_joiners` false: a batch all-reduce retries right after this call, so the round admits
+  // no waiting peer (it would not run the retry). Joiners then stay pending, and the
+  // peers-pending flag stays down for the new epoch until release_held_joiners(): the members'
+  // next step must be the retry, not another update_topology that would abort it.
+  Status on_update_topology(PeerId id, uint64_t epoch, bool admit_joiners = true);
+  // The retry that held joiners back has been decided: raise the peers-pending flag again so the
+  // members admit them at their next update_topology.
+  void release_held_joiners();
   Status on_links_ready(PeerId id, uint64_t epoch, const std::vector<PeerId>& unreachable);
   Status on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost, const std::string& reason);
   // The round proposing `epoch` ran out of time: participants that did not answer are evicted.
@@ -90,6 +102,8 @@ class Membership {
   uint64_t op_sequence() const { return op_sequence_; }
   // Whether update_topology has work to do (a peer waits to join or the ring must be re-formed).
   bool reconfiguration_needed() const;
+  // The flag peers are told: reconfiguration_needed(), except joiners held back for a batch retry.
+  bool pending_flag() const;
   bool round_in_progress() const { return round_.has_value(); }
   const std::map<PeerId, Member>& members() const { return members_; }
   size_t active_count() const;
@@ -104,6 +118,7 @@ class Membership {
     std::set<PeerId> ready;
     std::map<uint32_t, std::vector<PeerId>> rings;
     bool new_unreachable = false;
+    bool admits_joiners = true;
   };
 
   void maybe_start_round();
@@ -122,9 +137,10 @@ class Membership {
   std::optional<Round> round_;
   PeerId last_id_ = 0;
   uint64_t committed_epoch_ = 0;
-  uint64_t last_epoch_ = 0;   // last epoch number proposed
-  uint64_t op_sequence_ = 0;  // advanced by the collective layer (issue 4)
-  bool ring_broken_ = false;  // an active member or a link was lost since the last commit
+  uint64_t last_epoch_ = 0;    // last epoch number proposed
+  uint64_t op_sequence_ = 0;   // advanced by the collective layer (issue 4)
+  bool ring_broken_ = false;   // an active member or a link was lost since the last commit
+  bool joiners_held_ = false;  // the committed epoch's round held pending peers back
 };
 
 }  // namespace longhaul::master

@@ -171,9 +171,11 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
         if constexpr (std::is_same_v<T, wire::HeartbeatMsg>) {
           return Status::ok();
         } else if constexpr (std::is_same_v<T, wire::UpdateTopologyMsg>) {
-          return membership_.on_update_topology(id, m.epoch);
+          return membership_.on_update_topology(id, m.epoch, m.admit_joiners);
         } else if constexpr (std::is_same_v<T, wire::LinksReadyMsg>) {
           return membership_.on_links_ready(id, m.epoch, m.unreachable);
+        } else if constexpr (std::is_same_v<T, wire::BatchReportMsg>) {
+          return batch_.on_report(id, m);
         } else if constexpr (std::is_same_v<T, wire::StateReportMsg>) {
           return state_.on_report(id, std::move(m));
         } else if constexpr (std::is_same_v<T, wire::StateDoneMsg>) {
@@ -283,6 +285,10 @@ void MasterServer::peer_forgotten(PeerId who) {
 
 void MasterServer::group_reconfiguring(uint32_t group) {
   state_.on_group_reconfiguring(group);
+}
+
+void MasterServer::group_epoch_failed(uint32_t group) {
+  batch_.on_group_epoch_failed(group);
 }
 
 void MasterServer::round_started(uint64_t epoch) {

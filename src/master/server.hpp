@@ -19,6 +19,7 @@
 #include <asio/strand.hpp>
 
 #include "common/status.hpp"
+#include "master/batch_arbiter.hpp"
 #include "master/membership.hpp"
 #include "master/state_arbiter.hpp"
 #include "net/endpoint.hpp"
@@ -90,6 +91,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void round_started(uint64_t epoch) override;
   void peer_forgotten(PeerId who) override;
   void group_reconfiguring(uint32_t group) override;
+  void group_epoch_failed(uint32_t group) override;
 
   net::IoRuntime& io_;
   const MasterOptions options_;
@@ -100,6 +102,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   asio::steady_timer round_timer_;
   Membership membership_{*this};
   StateArbiter state_{*this, membership_};
+  BatchArbiter batch_{*this, membership_};
   std::map<uint64_t, Session> sessions_;
   std::map<PeerId, uint64_t> by_peer_;
   uint64_t next_conn_ = 0;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace longhaul::peer {
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOptions& options,
@@ -81,8 +83,8 @@ Status Communicator::allreduce_batch(const std::vector<BatchItem>& items,
                                      collective::AllReduceSpec spec, uint32_t max_attempts) {
   if (max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
   const size_t elem = quant::element_size(spec.dtype);
-  // Outputs of operations that succeeded here may have failed elsewhere: keep the inputs so every
-  // peer can start over from the same data.
+  // Outputs of operations that succeeded here may have failed elsewhere (and in-place outputs are
+  // the inputs): keep the inputs so every member can start over from the same data.
   std::vector<std::vector<std::byte>> saved(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const auto* in = static_cast<const std::byte*>(items[i].input);
@@ -90,56 +92,58 @@ Status Communicator::allreduce_batch(const std::vector<BatchItem>& items,
   }
   std::vector<float> saved_residual;
   if (spec.residual) saved_residual.assign(spec.residual, spec.residual + items.front().count);
-  Status last;
-  for (uint32_t attempt = 0; attempt < max_attempts; ++attempt) {
-    if (attempt > 0) {
-      for (size_t i = 0; i < items.size(); ++i)
-        std::memcpy(const_cast<void*>(items[i].input), saved[i].data(), saved[i].size());
-      if (spec.residual) std::copy(saved_residual.begin(), saved_residual.end(), spec.residual);
+  const auto restore = [&] {
+    for (size_t i = 0; i < items.size(); ++i)
+      std::memcpy(const_cast<void*>(items[i].input), saved[i].data(), saved[i].size());
+    if (spec.residual) std::copy(saved_residual.begin(), saved_residual.end(), spec.residual);
+  };
+  for (uint32_t attempt = 1;; ++attempt) {
+    Status local = run_batch_attempt(items, spec);
+    // The master is the commit point: whatever each member saw (an abort can reach one member
+    // after its all-reduces completed and another before), all of them get the same decision.
+    auto decision = session_->decide_batch(local.is_ok());
+    if (!decision) {
+      restore();
+      return decision.status();
     }
-    std::vector<std::shared_ptr<collective::AllReduceOp>> ops;
-    last = Status::ok();
-    for (const auto& item : items) {
-      collective::AllReduceSpec s = spec;
-      s.input = item.input;
-      s.output = item.output;
-      s.count = item.count;
-      auto op = allreduce(s);
-      if (!op) {
-        last = op.status();
-        break;
-      }
-      ops.push_back(*op);
-    }
-    for (auto& op : ops) {
-      Status s = op->wait();
-      if (last.is_ok() && !s) last = s;
-    }
-    if (!last.is_ok() && !retryable(last)) return last;
-    // Agree on the outcome. A peer whose attempt failed re-forms the ring first; a peer whose
-    // attempt succeeded finds out when this vote fails on the old ring, and re-forms it too.
-    for (uint32_t vote = 0;; ++vote) {
-      if (!last.is_ok() || vote > 0) {
-        if (Status s = session_->update_topology(); !s) return s;
-      }
-      uint8_t ok = last.is_ok() ? 1 : 0;
-      collective::AllReduceSpec v;
-      v.input = v.output = &ok;
-      v.count = 1;
-      v.dtype = quant::DType::kU8;
-      v.op = quant::ReduceOp::kMin;
-      auto op = allreduce(v);
-      Status s = op ? (*op)->wait() : op.status();
-      if (s) {
-        if (ok == 1) return Status::ok();
-        break;  // someone failed: everyone retries
-      }
-      if (!retryable(s) || vote + 1 >= max_attempts) return s;
-    }
+    if (*decision) return Status::ok();
+    restore();
+    if (!local.is_ok() && !retryable(local)) return local;
+    if (attempt == max_attempts)
+      return local.is_ok()
+                 ? Status(LH_ERR_PEER_LOST,
+                          fmt::format("the batch failed on another peer on all {} attempts",
+                                      max_attempts))
+                 : local;
+    // Every member of the group got the same decision and re-forms the ring here, so the new
+    // epoch's members are exactly the ones that run the retry: it must admit no newcomer (its
+    // first operation would not be this retry). Joiners are admitted at the caller's next
+    // update_topology.
+    if (Status s = session_->update_topology(/*admit_joiners=*/false); !s) return s;
   }
-  return last.is_ok()
-             ? Status(LH_ERR_PEER_LOST, "the batch failed on another peer on every attempt")
-             : last;
+}
+
+Status Communicator::run_batch_attempt(const std::vector<BatchItem>& items,
+                                       const collective::AllReduceSpec& spec) {
+  std::vector<std::shared_ptr<collective::AllReduceOp>> ops;
+  Status result;
+  for (const auto& item : items) {
+    collective::AllReduceSpec s = spec;
+    s.input = item.input;
+    s.output = item.output;
+    s.count = item.count;
+    auto op = allreduce(s);
+    if (!op) {
+      result = op.status();
+      break;
+    }
+    ops.push_back(*op);
+  }
+  for (auto& op : ops) {
+    Status s = op->wait();
+    if (result.is_ok() && !s) result = s;
+  }
+  return result;
 }
 
 }  // namespace longhaul::peer

@@ -40,10 +40,13 @@ class Communicator {
     void* output = nullptr;
     size_t count = 0;
   };
-  // Runs every item with `spec`'s type, op and codec, all in flight at once, all or nothing: when
-  // any peer's attempt fails (a peer lost, an abort), every peer calls update_topology, the
-  // survivors agree on the outcome with a one-byte MIN all-reduce, restore their inputs and retry
-  // on the new ring, up to max_attempts attempts. Returns OK once every peer holds the results.
+  // Runs every item with `spec`'s type, op and codec, all in flight at once, all or nothing. After
+  // each attempt every member reports its outcome to the master, which decides for the whole
+  // group (OK once every member succeeded; FAILED as soon as one failed or a member is lost, leaves
+  // or waits in update_topology). On FAILED every member restores its inputs (and residual), calls
+  // update_topology without admitting joiners, and retries on the new ring, up to max_attempts
+  // attempts. Returns OK exactly when every member of the group returns OK, with the results; on
+  // any error the inputs (and residual) are as they were on entry. See docs/collectives.md.
   Status allreduce_batch(const std::vector<BatchItem>& items, collective::AllReduceSpec spec,
                          uint32_t max_attempts);
 
@@ -59,6 +62,9 @@ class Communicator {
 
  private:
   Communicator() = default;
+  // Starts every item's all-reduce and waits for all of them; the first failure.
+  Status run_batch_attempt(const std::vector<BatchItem>& items,
+                           const collective::AllReduceSpec& spec);
   std::unique_ptr<net::IoRuntime> io_;
   std::unique_ptr<collective::CollectiveEngine> engine_;
   std::shared_ptr<PeerSession> session_;

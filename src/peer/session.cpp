@@ -173,18 +173,33 @@ Status PeerSession::connect() {
       options_.connect_timeout, "connect");
 }
 
-Status PeerSession::update_topology() {
+Status PeerSession::update_topology(bool admit_joiners) {
   return run_call(
-      [this] {
+      [this, admit_joiners] {
         if (state_ == State::kFailed) return complete_call(failure());
         if (state_ == State::kLeft)
           return complete_call(closed_error("the communicator has left the run"));
         if (state_ != State::kActive)
           return complete_call(invalid_argument("update_topology needs a connected communicator"));
         state_ = State::kUpdating;
-        send(wire::UpdateTopologyMsg{epoch_});
+        send(wire::UpdateTopologyMsg{epoch_, admit_joiners});
       },
       std::nullopt, "update_topology");
+}
+
+Result<bool> PeerSession::decide_batch(bool ok) {
+  auto decision = std::make_shared<bool>(false);
+  Status s = run_call(
+      [this, ok, decision] {
+        if (state_ == State::kFailed) return complete_call(failure());
+        if (state_ != State::kActive)
+          return complete_call(invalid_argument("a batch needs a connected communicator"));
+        batch_decision_ = decision;
+        send(wire::BatchReportMsg{epoch_, ++batch_attempt_, ok});
+      },
+      kBatchDecisionTimeout, "the batch decision");
+  if (!s) return s;
+  return *decision;
 }
 
 Status PeerSession::leave(const std::string& reason) {
@@ -325,6 +340,7 @@ Status PeerSession::handle(wire::ControlMessage message) {
     publish_view(*proposal_);
     proposal_.reset();
     pending_.store(m->peers_pending);
+    batch_attempt_ = 0;
     state_ = State::kActive;
     log::info("peer", "peer {} entered epoch {}", id_, epoch_);
     complete_call(Status::ok());
@@ -338,6 +354,15 @@ Status PeerSession::handle(wire::ControlMessage message) {
       handler = on_abort_;
     }
     if (handler) handler(m->epoch, peer_lost(m->reason));
+    return Status::ok();
+  }
+  if (auto* m = std::get_if<wire::BatchDecisionMsg>(&message)) {
+    if (!batch_decision_ || m->epoch != epoch_ || m->attempt != batch_attempt_)
+      return protocol_error(fmt::format("BATCH_DECISION for attempt {} of epoch {} not awaited",
+                                        m->attempt, m->epoch));
+    *batch_decision_ = m->ok;
+    batch_decision_.reset();
+    complete_call(Status::ok());
     return Status::ok();
   }
   if (auto* m = std::get_if<wire::PendingChangedMsg>(&message)) {

@@ -7,7 +7,8 @@
 // the network.
 //
 // Failure: the master closing or going silent for heartbeat_misses intervals, a REMOVED from the
-// master, or a protocol violation ends the session: every later call returns that Status, and the
+// master, a batch decision that does not come within kBatchDecisionTimeout, or a protocol
+// violation ends the session: every later call returns that Status, and the
 // abort handler runs with it (in-flight collectives must end).
 #pragma once
 
@@ -27,6 +28,12 @@
 #include "peer/topology.hpp"
 
 namespace longhaul::peer {
+
+// The master decides a batch attempt once the slowest member finished its all-reduces, or at once
+// when one failed or a member is lost (heartbeats, by default within 3 s). So this bounds only
+// all-reduces that make no progress and are never aborted; generous for slow links and large
+// batches.
+inline constexpr std::chrono::milliseconds kBatchDecisionTimeout{std::chrono::minutes(10)};
 
 // A consistent snapshot of the committed epoch as this peer sees it.
 struct TopologyView {
@@ -71,8 +78,15 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   Status connect();
   // Blocks until the master either reports nothing to do or moves everyone into a new epoch
   // (admitting waiting peers, re-forming the ring without lost ones). Every active peer must call
-  // it for a reconfiguration to happen.
-  Status update_topology();
+  // it for a reconfiguration to happen. `admit_joiners` false (a batch retry follows at once): the
+  // new epoch admits no waiting peer; they stay pending (docs/protocol.md).
+  Status update_topology(bool admit_joiners = true);
+  // Reports this member's outcome of its next batch attempt in the current epoch (attempts count
+  // from 1 per epoch; every member of an epoch runs the same ones) and blocks until the master
+  // decides the group's outcome: true when every member succeeded, false when the attempt failed
+  // somewhere. Not deciding within kBatchDecisionTimeout ends the session with LH_ERR_TIMEOUT
+  // (this member no longer knows the outcome, so it must not go on).
+  Result<bool> decide_batch(bool ok);
   // Announces the leave and waits (bounded) for the master's acknowledgement, then closes.
   Status leave(const std::string& reason);
   // Closes everything without telling the master (it notices the closed socket). Idempotent.
@@ -138,6 +152,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   uint32_t heartbeat_misses_ = 3;
   Clock::time_point last_heard_;
   std::shared_ptr<std::promise<Status>> call_;
+  uint64_t batch_attempt_ = 0;            // batch reports sent in the current epoch
+  std::shared_ptr<bool> batch_decision_;  // set while decide_batch waits for attempt batch_attempt_
 
   std::atomic<bool> pending_{false};
   std::atomic<bool> failed_{false};

@@ -11,7 +11,7 @@ namespace longhaul::wire {
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
-constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kStateFetchFailed);
+constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kBatchDecision);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
 void put(Writer& w, const RegisterMsg& m) {
@@ -27,6 +27,7 @@ void put(Writer& w, const WelcomeMsg& m) {
 void put(Writer&, const HeartbeatMsg&) {}
 void put(Writer& w, const UpdateTopologyMsg& m) {
   w.u64(m.epoch);
+  w.boolean(m.admit_joiners);
 }
 void put(Writer& w, const TopologyUnchangedMsg& m) {
   w.u64(m.epoch);
@@ -173,7 +174,8 @@ Status get(Reader&, HeartbeatMsg*) {
   return Status::ok();
 }
 Status get(Reader& r, UpdateTopologyMsg* m) {
-  return r.u64(&m->epoch);
+  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
+  return r.boolean(&m->admit_joiners);
 }
 Status get(Reader& r, TopologyUnchangedMsg* m) {
   return r.u64(&m->epoch);
@@ -404,6 +406,31 @@ Status get(Reader& r, StateFetchFailedMsg* m) {
   LH_RETURN_IF_ERROR(get_status(r, false, &m->code));
   return r.string(&m->reason, kMaxReasonBytes);
 }
+void put(Writer& w, const BatchReportMsg& m) {
+  w.u64(m.epoch);
+  w.u64(m.attempt);
+  w.boolean(m.ok);
+}
+void put(Writer& w, const BatchDecisionMsg& m) {
+  w.u64(m.epoch);
+  w.u64(m.attempt);
+  w.boolean(m.ok);
+}
+// Only admitted peers run batches (epoch 0 is "not admitted") and attempts count from 1.
+Status get_batch_outcome(Reader& r, uint64_t* epoch, uint64_t* attempt, bool* ok) {
+  LH_RETURN_IF_ERROR(r.u64(epoch));
+  LH_RETURN_IF_ERROR(r.u64(attempt));
+  LH_RETURN_IF_ERROR(r.boolean(ok));
+  if (*epoch == 0) return protocol_error("batch outcome for epoch 0");
+  if (*attempt == 0) return protocol_error("batch attempt 0 (attempts count from 1)");
+  return Status::ok();
+}
+Status get(Reader& r, BatchReportMsg* m) {
+  return get_batch_outcome(r, &m->epoch, &m->attempt, &m->ok);
+}
+Status get(Reader& r, BatchDecisionMsg* m) {
+  return get_batch_outcome(r, &m->epoch, &m->attempt, &m->ok);
+}
 
 template <size_t I>
 Status decode_alternative(Reader& r, size_t index, ControlMessage* out) {
@@ -470,6 +497,10 @@ const char* control_type_name(ControlType t) {
       return "STATE_BLOCKS_Z";
     case ControlType::kStateFetchFailed:
       return "STATE_FETCH_FAILED";
+    case ControlType::kBatchReport:
+      return "BATCH_REPORT";
+    case ControlType::kBatchDecision:
+      return "BATCH_DECISION";
   }
   return "UNKNOWN";
 }

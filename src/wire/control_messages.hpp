@@ -46,6 +46,9 @@ enum class ControlType : uint8_t {
   kStateFetch = 21,        // fetcher -> source, on a state link: send me these blocks
   kStateBlocksZ = 22,      // source -> fetcher: the blocks of a compressed fetch
   kStateFetchFailed = 23,  // source -> fetcher: I cannot serve this fetch
+  // Batch all-reduce outcome (docs/collectives.md, lh_allreduce_batch).
+  kBatchReport = 24,    // peer -> master: my outcome of batch attempt `attempt` in `epoch`
+  kBatchDecision = 25,  // master -> peer: the group's outcome of that attempt
 };
 const char* control_type_name(ControlType t);
 
@@ -71,6 +74,9 @@ struct WelcomeMsg {
 struct HeartbeatMsg {};
 struct UpdateTopologyMsg {
   uint64_t epoch = 0;
+  // false: a batch all-reduce retries right after this call; the round must not admit waiting
+  // peers (they would not run the retry). A round admits joiners only if every member asked.
+  bool admit_joiners = true;
 };
 struct TopologyUnchangedMsg {
   uint64_t epoch = 0;
@@ -197,13 +203,26 @@ struct StateFetchFailedMsg {
   std::string reason;
 };
 
+// Batch all-reduce: attempts are numbered 1, 2, ... per epoch on every member (all members of an
+// epoch run the same attempts), so (epoch, attempt) names one attempt of the whole group.
+struct BatchReportMsg {
+  uint64_t epoch = 0;
+  uint64_t attempt = 0;
+  bool ok = false;  // every all-reduce of the attempt succeeded here
+};
+struct BatchDecisionMsg {
+  uint64_t epoch = 0;
+  uint64_t attempt = 0;
+  bool ok = false;  // every member reported OK: keep the outputs; false: restore and retry
+};
+
 // Alternative i holds the message whose ControlType value is i + 1.
 using ControlMessage =
     std::variant<RegisterMsg, WelcomeMsg, HeartbeatMsg, UpdateTopologyMsg, TopologyUnchangedMsg,
                  TopologyMsg, LinksReadyMsg, EpochCommitMsg, AbortMsg, PendingChangedMsg,
                  ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg,
                  StateReportMsg, StatePlanMsg, StateDoneMsg, StateCompleteMsg, StateFetchMsg,
-                 StateBlocksZMsg, StateFetchFailedMsg>;
+                 StateBlocksZMsg, StateFetchFailedMsg, BatchReportMsg, BatchDecisionMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

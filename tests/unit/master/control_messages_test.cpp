@@ -16,6 +16,7 @@ std::vector<ControlMessage> samples() {
       WelcomeMsg{42, 250, 5},
       HeartbeatMsg{},
       UpdateTopologyMsg{7},
+      UpdateTopologyMsg{7, false},
       TopologyUnchangedMsg{7},
       TopologyMsg{9, {{1, 0, "a", 1}, {2, 1, "b", 2}, {3, 0, "c", 3}}, {{0, {3, 1}}, {1, {2}}}},
       LinksReadyMsg{9, {2, 3}},
@@ -46,6 +47,10 @@ std::vector<ControlMessage> samples() {
       StateFetchMsg{77, 1, 16, 8, false},
       StateBlocksZMsg{77, {{true, {std::byte{1}, std::byte{2}}}, {false, {}}}},
       StateFetchFailedMsg{77, LH_ERR_ABORTED, "not in a sync"},
+      BatchReportMsg{9, 1, true},
+      BatchReportMsg{9, 3, false},
+      BatchDecisionMsg{9, 2, true},
+      BatchDecisionMsg{9, 3, false},
   };
 }
 
@@ -87,6 +92,32 @@ TEST(ControlMessages, InconsistentTopologiesAreRefused) {
   EXPECT_TRUE(refused({1, {{0, 0, "a", 1}}, {{0, {0}}}})) << "peer id 0";
   EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {1}}, {0, {}}}})) << "two rings for a group";
   EXPECT_FALSE(refused({1, {{1, 0, "a", 1}}, {{0, {1}}}}));
+}
+
+TEST(ControlMessages, UpdateTopologyCarriesTheAdmissionFlag) {
+  auto back = decode_control(encode_control(UpdateTopologyMsg{7, false}));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_FALSE(std::get<UpdateTopologyMsg>(*back).admit_joiners);
+  back = decode_control(encode_control(UpdateTopologyMsg{7}));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_TRUE(std::get<UpdateTopologyMsg>(*back).admit_joiners) << "admits by default";
+}
+
+TEST(ControlMessages, BatchOutcomesOutsideAnAttemptAreRefused) {
+  auto refused = [](const ControlMessage& m) { return !decode_control(encode_control(m)).is_ok(); };
+  EXPECT_TRUE(refused(BatchReportMsg{0, 1, true})) << "epoch 0";
+  EXPECT_TRUE(refused(BatchReportMsg{1, 0, true})) << "attempt 0";
+  EXPECT_TRUE(refused(BatchDecisionMsg{0, 1, false})) << "epoch 0";
+  EXPECT_TRUE(refused(BatchDecisionMsg{1, 0, false})) << "attempt 0";
+  auto bytes = encode_control(BatchDecisionMsg{1, 1, true});
+  bytes.back() = std::byte{2};
+  EXPECT_FALSE(decode_control(bytes).is_ok()) << "a flag that is neither 0 nor 1";
+  auto back = decode_control(encode_control(BatchReportMsg{4, 2, false}));
+  ASSERT_TRUE(back.is_ok());
+  const auto& report = std::get<BatchReportMsg>(*back);
+  EXPECT_EQ(report.epoch, 4u);
+  EXPECT_EQ(report.attempt, 2u);
+  EXPECT_FALSE(report.ok);
 }
 
 TEST(ControlMessages, InconsistentStateMessagesAreRefused) {

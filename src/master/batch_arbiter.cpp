@@ -1,0 +1,77 @@
+#include "master/batch_arbiter.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+
+namespace longhaul::master {
+
+Status BatchArbiter::on_report(PeerId id, const wire::BatchReportMsg& report) {
+  auto it = membership_.members().find(id);
+  if (it == membership_.members().end()) return internal_error(fmt::format("unknown peer {}", id));
+  if (it->second.state != Membership::State::kActive)
+    return protocol_error("BATCH_REPORT before being admitted");
+  const uint64_t epoch = membership_.epoch();
+  if (report.epoch > epoch)
+    return protocol_error(
+        fmt::format("BATCH_REPORT for epoch {} but the epoch is {}", report.epoch, epoch));
+  forget_old_epochs();
+  const uint32_t group = it->second.group;
+  const Key key{group, report.epoch, report.attempt};
+  Attempt& attempt = attempts_[key];
+  if (!attempt.reported.insert(id).second)
+    return protocol_error(fmt::format("second BATCH_REPORT for attempt {} of epoch {}",
+                                      report.attempt, report.epoch));
+  if (attempt.decision) {
+    out_.send(id, wire::BatchDecisionMsg{report.epoch, report.attempt, *attempt.decision});
+    return Status::ok();
+  }
+  const auto failed = failed_epoch_.find(group);
+  if (!report.ok || report.epoch < epoch ||
+      (failed != failed_epoch_.end() && failed->second == report.epoch)) {
+    decide(key, attempt, false);
+  } else if (everyone_reported(group, attempt)) {
+    decide(key, attempt, true);
+  }
+  // A retry that held joiners back has been decided: they may be admitted now. (Not from
+  // on_group_epoch_failed, which runs inside Membership; a reconfiguration follows that anyway.)
+  if (attempt.decision && report.epoch == epoch) membership_.release_held_joiners();
+  return Status::ok();
+}
+
+void BatchArbiter::on_group_epoch_failed(uint32_t group) {
+  const uint64_t epoch = membership_.epoch();
+  failed_epoch_[group] = epoch;
+  for (auto& [key, attempt] : attempts_)
+    if (std::get<0>(key) == group && std::get<1>(key) == epoch && !attempt.decision)
+      decide(key, attempt, false);
+}
+
+void BatchArbiter::decide(const Key& key, Attempt& attempt, bool ok) {
+  const auto [group, epoch, number] = key;
+  attempt.decision = ok;
+  log::debug("master", "epoch {}: batch attempt {} of group {} {}", epoch, number, group,
+             ok ? "succeeded" : "failed");
+  for (PeerId id : attempt.reported) out_.send(id, wire::BatchDecisionMsg{epoch, number, ok});
+}
+
+bool BatchArbiter::everyone_reported(uint32_t group, const Attempt& attempt) const {
+  return std::all_of(membership_.members().begin(), membership_.members().end(),
+                     [&](const auto& kv) {
+                       const Membership::Member& m = kv.second;
+                       return m.state != Membership::State::kActive || m.group != group ||
+                              attempt.reported.contains(kv.first);
+                     });
+}
+
+void BatchArbiter::forget_old_epochs() {
+  // Every member of an older epoch has received its decisions and moved on (it reports in order
+  // on one connection, and joined the newer epoch after its last report).
+  const uint64_t epoch = membership_.epoch();
+  std::erase_if(attempts_, [epoch](const auto& kv) { return std::get<1>(kv.first) < epoch; });
+  std::erase_if(failed_epoch_, [epoch](const auto& kv) { return kv.second < epoch; });
+}
+
+}  // namespace longhaul::master

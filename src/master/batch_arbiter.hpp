@@ -1,0 +1,53 @@
+// The master's side of lh_allreduce_batch: the commit point of every batch attempt. After an
+// attempt each member reports whether all of its all-reduces succeeded (BATCH_REPORT); the master
+// decides once per (group, epoch, attempt) and tells every member that reported or will report
+// (BATCH_DECISION), so the members of a group never disagree on an attempt's outcome, however
+// late an abort reached each of them.
+//
+// The decision is OK once every active member of the group has reported OK, and FAILED as soon
+// as one reports a failure or the group's epoch fails (Outbox::group_epoch_failed: a member lost
+// or left, a link broke, a member waits in update_topology). A decision is final. Reports for an
+// epoch the group has moved past get the recorded decision, or FAILED if none was recorded (an
+// honest member cannot report for an old epoch: it joined the newer one after its report).
+//
+// Like Membership it is pure logic on the master's strand: events are calls, effects go out
+// through the Outbox.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "master/membership.hpp"
+
+namespace longhaul::master {
+
+class BatchArbiter {
+ public:
+  BatchArbiter(Outbox& outbox, Membership& membership) : out_(outbox), membership_(membership) {}
+
+  // A non-OK result is a protocol violation by `id` (the caller drops it).
+  Status on_report(PeerId id, const wire::BatchReportMsg& report);
+  // Not every member of `group` completes the committed epoch's operations: its undecided
+  // attempts in that epoch, and any later one in it, fail. Called from inside Membership (an
+  // Outbox effect), so it does not call back into it.
+  void on_group_epoch_failed(uint32_t group);
+
+ private:
+  using Key = std::tuple<uint32_t, uint64_t, uint64_t>;  // group, epoch, attempt
+  struct Attempt {
+    std::set<PeerId> reported;
+    std::optional<bool> decision;
+  };
+  void decide(const Key& key, Attempt& attempt, bool ok);
+  bool everyone_reported(uint32_t group, const Attempt& attempt) const;
+  void forget_old_epochs();
+
+  Outbox& out_;
+  Membership& membership_;
+  std::map<Key, Attempt> attempts_;
+  std::map<uint32_t, uint64_t> failed_epoch_;  // group -> the epoch its operations failed in
+};
+
+}  // namespace longhaul::master
