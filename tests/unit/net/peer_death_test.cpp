@@ -12,7 +12,9 @@ using longhaul::testing::Child;
 using longhaul::testing::TempDir;
 using testing::Done;
 
-constexpr size_t kBytes = 256u << 20;
+// Large enough to be mid-transfer 20 ms in, small enough that the remote fills its buffer (on an
+// I/O thread, not reading) well inside TCP_USER_TIMEOUT (10 s) even in a sanitizer build.
+constexpr size_t kBytes = 64u << 20;
 
 struct RemotePeer {
   TempDir dir;
@@ -23,7 +25,7 @@ struct RemotePeer {
 };
 
 // Runs transfers in the given direction until the link fails; `kill` is applied once the second
-// transfer is under way (the first makes the remote allocate and fill its 256 MiB buffer, which
+// transfer is under way (the first makes the remote allocate and fill its buffer, which
 // takes seconds on a loaded machine and would be counted as shutdown time). Returns the time from
 // the kill to the failure of the pending op.
 std::chrono::milliseconds time_to_failure(bool we_send, int kill_signal, Status* failure) {
@@ -50,7 +52,8 @@ std::chrono::milliseconds time_to_failure(bool we_send, int kill_signal, Status*
       killed_at = std::chrono::steady_clock::now();
       remote.child.kill(kill_signal);
     }
-    Status s = done.wait(std::chrono::seconds(10));
+    // Generous: a sanitizer build on a loaded machine moves 256 MiB in seconds, not milliseconds.
+    Status s = done.wait(std::chrono::seconds(60));
     if (!s) {
       *failure = s;
       (*link)->close();

@@ -27,21 +27,24 @@ struct LinkPair {
 };
 
 // Connects a K-connection link; both ends are started. Fails the test on error.
-std::unique_ptr<LinkPair> connect_pair(IoRuntime& io, uint16_t connections, const TransportOptions& server_options,
-                                       const TransportOptions& client_options, const std::string& host = "127.0.0.1");
+std::unique_ptr<LinkPair> connect_pair(IoRuntime& io, uint16_t connections,
+                                       const TransportOptions& server_options,
+                                       const TransportOptions& client_options,
+                                       const std::string& host = "127.0.0.1");
 
-// A completion whose Status can be awaited with a timeout.
+// A completion whose Status can be awaited with a timeout. The callback owns the promise, so a
+// completion that runs after a timed-out wait (and after the Done is gone) is harmless.
 class Done {
  public:
   Link::Completion callback() {
-    return [this](Status s) { promise_.set_value(std::move(s)); };
+    return [promise = promise_](Status s) { promise->set_value(std::move(s)); };
   }
   // Returns LH_ERR_TIMEOUT if the completion did not run in time.
   Status wait(std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
  private:
-  std::promise<Status> promise_;
-  std::future<Status> future_ = promise_.get_future();
+  std::shared_ptr<std::promise<Status>> promise_ = std::make_shared<std::promise<Status>>();
+  std::future<Status> future_ = promise_->get_future();
 };
 
 }  // namespace longhaul::net::testing
