@@ -153,6 +153,10 @@ std::vector<std::vector<std::byte>> hostile_control_messages(std::mt19937_64& rn
       RemovedMsg{LH_ERR_AUTH, "no"},
       PeerHelloMsg{1, 1},
       PeerHelloAckMsg{1, 1},
+      UpdateTopologyMsg{1, false},
+      BatchReportMsg{1, 1, true},
+      BatchReportMsg{99, 7, false},
+      BatchDecisionMsg{1, 1, true},
   };
   std::vector<std::vector<std::byte>> out;
   out.push_back({});                              // empty message
