@@ -120,9 +120,11 @@ void StateArbiter::on_group_reconfiguring(uint32_t group) {
 }
 
 void StateArbiter::on_peer_gone(PeerId id) {
+  // Every round may have been waiting for this peer, also one it never reported to (the others
+  // reported first and wait for its report): re-check them all.
   std::vector<uint32_t> groups;
   for (auto& [group, round] : rounds_) {
-    if (!round.reports.erase(id)) continue;
+    round.reports.erase(id);
     round.fetching.erase(id);
     round.releasing.erase(id);
     groups.push_back(group);
