@@ -101,7 +101,11 @@ void ChurnRun::start_master() {
         }
       },
       &error);
-  if (!master_) shutdown(3, error);
+  if (!master_) {
+    shutdown(3, error);
+    return;
+  }
+  append_log("master", "started pid " + std::to_string(master_->pid()));
   phase_deadline_ms_ = now_ms() + kStartTimeoutMs;
 }
 
@@ -132,7 +136,11 @@ void ChurnRun::start_wanem() {
         }
       },
       &error);
-  if (!wanem_) shutdown(3, error);
+  if (!wanem_) {
+    shutdown(3, error);
+    return;
+  }
+  append_log("wanem", "started pid " + std::to_string(wanem_->pid()));
 }
 
 void ChurnRun::on_wanem_line(const std::string& line) {
