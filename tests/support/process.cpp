@@ -68,7 +68,14 @@ void Child::read_stdout(int fd) {
   char buf[4096];
   for (;;) {
     const ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
+    if (n <= 0) {
+      {
+        std::lock_guard lock(mu_);
+        stdout_closed_ = true;
+      }
+      cv_.notify_all();
+      break;
+    }
     partial.append(buf, static_cast<size_t>(n));
     size_t nl;
     while ((nl = partial.find('\n')) != std::string::npos) {
@@ -111,6 +118,11 @@ std::optional<int> Child::wait_exit(std::chrono::milliseconds timeout) {
     if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  // The process is gone, but the reader may not have drained the pipe yet: a test that checks
+  // the last line right after the exit must see it. (A descendant still holding the pipe open
+  // would delay EOF; then give up at the deadline and return what is known.)
+  std::unique_lock lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return stdout_closed_; });
   return exit_code_;
 }
 

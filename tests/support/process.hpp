@@ -41,7 +41,9 @@ class Child {
   // Writes one line to the child's stdin (ignored once it has exited).
   void send(const std::string& line);
   void kill(int signal);
-  // Waits for the child to exit; its exit code (or 128 + signal), or nullopt on timeout.
+  // Waits for the child to exit and for its stdout to be read to the end (so lines() and
+  // last_line() hold everything it printed); its exit code (or 128 + signal), or nullopt on
+  // timeout.
   std::optional<int> wait_exit(std::chrono::milliseconds timeout);
   bool running();
 
@@ -66,6 +68,7 @@ class Child {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::string> lines_;
+  bool stdout_closed_ = false;  // the reader saw EOF: lines_ is complete
 };
 
 // Waits until `path` holds a port number written by a child (atomically renamed into place);
