@@ -282,6 +282,7 @@ void ChurnRun::disrupt() {
     append_log(p.name, "churn: SIGTERM");
     monitor_.on_term(p.name, now);
     p.child->send_signal(SIGTERM);
+    p.leaving = true;
   } else {
     const double ms =
         std::uniform_int_distribution<uint32_t>(flags_.stop_min_ms, flags_.stop_max_ms)(rng_);
@@ -412,7 +413,9 @@ void ChurnRun::begin_leaving() {
   phase_ = Phase::kLeaving;
   const double now = now_ms();
   for (auto& p : peers_) {
-    if (!p->child->running()) continue;
+    // A peer still leaving from a churn SIGTERM (slow under a sanitizer) is not signalled again:
+    // longhaul-peer treats a second stop signal as "exit now" (status 128 + signal).
+    if (!p->child->running() || p->leaving) continue;
     append_log(p->name, "end of run: SIGTERM");
     monitor_.on_term(p->name, now);
     p->child->send_signal(SIGTERM);

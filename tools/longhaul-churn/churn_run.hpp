@@ -43,6 +43,7 @@ class ChurnRun {
     std::unique_ptr<ChildProcess> child;
     bool routed = false;
     double resume_at_ms = -1;  // a stopped peer gets SIGCONT then
+    bool leaving = false;      // SIGTERMed already: a second SIGTERM would make it exit at once
   };
 
   double now_ms() const;
