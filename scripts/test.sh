@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=default
+excluded=()
 if [[ ${1:-} == --preset ]]; then
   preset=${2:?usage: scripts/test.sh [--preset default|asan|tsan] [CTEST_ARGS...]}
   shift 2
@@ -20,6 +21,10 @@ case $preset in
     # processes (nothing instrumented is loaded into the interpreter), so they need no preload.
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    # The install test builds the examples against the installed (instrumented) library with
+    # the plain compiler flags, and the ASan runtime refuses to start when it is not the first
+    # library loaded; the default preset runs it.
+    excluded=(-E '^integration_install_find_package$')
     ;;
   tsan)
     # Every report fails its test. Suppressions, if any are ever needed, belong in
@@ -43,4 +48,4 @@ else
 fi
 labels=()
 [[ ${LONGHAUL_LONG:-0} == 1 ]] || labels=(-LE long)
-ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 900 "${labels[@]}" "$@"
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 900 "${labels[@]}" "${excluded[@]}" "$@"
