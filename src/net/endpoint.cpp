@@ -3,6 +3,7 @@
 #include <charconv>
 #include <future>
 
+#include <fmt/format.h>
 #include <asio/co_spawn.hpp>
 #include <asio/connect.hpp>
 #include <asio/detached.hpp>
@@ -11,7 +12,6 @@
 #include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
-#include <fmt/format.h>
 
 #include "common/log.hpp"
 #include "net/socket_tuning.hpp"
@@ -19,35 +19,11 @@
 
 namespace longhaul::net {
 
-Status parse_host_port(std::string_view text, std::string* host, uint16_t* port) {
-  std::string_view h, p;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      return invalid_argument(fmt::format("'{}' is not [ipv6]:port", text));
-    h = text.substr(1, close - 1);
-    p = text.substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos || text.find(':') != colon)
-      return invalid_argument(fmt::format("'{}' is not host:port (write IPv6 as [addr]:port)", text));
-    h = text.substr(0, colon);
-    p = text.substr(colon + 1);
-  }
-  unsigned value = 0;
-  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
-  if (h.empty() || ec != std::errc() || end != p.data() + p.size() || value > 65535)
-    return invalid_argument(fmt::format("'{}' is not host:port with a port in 0..65535", text));
-  *host = std::string(h);
-  *port = static_cast<uint16_t>(value);
-  return Status::ok();
-}
-
 // ---------------------------------------------------------------------------------------------
 // Listener
 
-Result<std::shared_ptr<Listener>> Listener::create(IoRuntime& io, const std::string& host, uint16_t port,
-                                                   const TransportOptions& options) {
+Result<std::shared_ptr<Listener>> Listener::create(IoRuntime& io, const std::string& host,
+                                                   uint16_t port, const TransportOptions& options) {
   std::shared_ptr<asio::ssl::context> tls;
   if (options.tls.enabled) {
     auto ctx = make_server_tls_context(options.tls);
@@ -57,7 +33,8 @@ Result<std::shared_ptr<Listener>> Listener::create(IoRuntime& io, const std::str
   asio::error_code ec;
   asio::ip::tcp::resolver resolver(io.context());
   auto results = resolver.resolve(host, std::to_string(port), asio::ip::resolver_base::passive, ec);
-  if (ec || results.empty()) return io_error(fmt::format("cannot resolve listen address '{}': {}", host, ec.message()));
+  if (ec || results.empty())
+    return io_error(fmt::format("cannot resolve listen address '{}': {}", host, ec.message()));
   asio::ip::tcp::endpoint endpoint = *results.begin();
   asio::ip::tcp::acceptor acceptor(asio::make_strand(io.context()));
   acceptor.open(endpoint.protocol(), ec);
@@ -74,14 +51,18 @@ Listener::Listener(IoRuntime& io, asio::ip::tcp::acceptor acceptor, const Transp
   port_ = acceptor_.local_endpoint().port();
 }
 
-Listener::~Listener() { close(); }
+Listener::~Listener() {
+  close();
+}
 
 void Listener::start(AcceptHandler on_link) {
   {
     std::lock_guard lock(mu_);
     on_link_ = std::move(on_link);
   }
-  asio::co_spawn(acceptor_.get_executor(), [self = shared_from_this()] { return self->accept_loop(); }, asio::detached);
+  asio::co_spawn(
+      acceptor_.get_executor(), [self = shared_from_this()] { return self->accept_loop(); },
+      asio::detached);
 }
 
 void Listener::close() {
@@ -107,7 +88,8 @@ void Listener::close() {
 asio::awaitable<void> Listener::accept_loop() {
   for (;;) {
     asio::error_code ec;
-    asio::ip::tcp::socket socket(asio::make_strand(io_.context()));  // each connection gets its own strand
+    asio::ip::tcp::socket socket(
+        asio::make_strand(io_.context()));  // each connection gets its own strand
     co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
     {
       std::lock_guard lock(mu_);
@@ -123,7 +105,9 @@ asio::awaitable<void> Listener::accept_loop() {
       continue;
     }
     auto conn = std::make_shared<Connection>(std::move(socket), tls_, true, options_.limits);
-    asio::co_spawn(conn->strand(), [self = shared_from_this(), conn] { return self->admit(conn); }, asio::detached);
+    asio::co_spawn(
+        conn->strand(), [self = shared_from_this(), conn] { return self->admit(conn); },
+        asio::detached);
   }
 }
 
@@ -140,7 +124,8 @@ asio::awaitable<void> Listener::admit(std::shared_ptr<Connection> conn) {
   if (!who) {
     ++refused_;
     log::warn("net", "refused connection from {}: {}", conn->remote(),
-              *timed_out ? fmt::format("no complete handshake within {} ms", options_.handshake_timeout.count())
+              *timed_out ? fmt::format("no complete handshake within {} ms",
+                                       options_.handshake_timeout.count())
                          : who.status().to_string());
     conn->close();
     co_return;
@@ -178,10 +163,13 @@ void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConne
         self->pending_.erase(stale);
       });
     }
-    if (p.connections.size() != who.connection_count || p.connections[who.connection_index] || p.role != who.role) {
+    if (p.connections.size() != who.connection_count || p.connections[who.connection_index] ||
+        p.role != who.role) {
       ++refused_;
-      log::warn("net", "refused connection from {}: inconsistent with the other connections of link {:016x}",
-                conn->remote(), who.link_id);
+      log::warn(
+          "net",
+          "refused connection from {}: inconsistent with the other connections of link {:016x}",
+          conn->remote(), who.link_id);
       conn->close();
       return;
     }
@@ -197,8 +185,10 @@ void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConne
     std::lock_guard lock(mu_);
     closed = closed_;
   }
-  if (handler && !closed) handler(std::move(link), role);
-  else link->close();
+  if (handler && !closed)
+    handler(std::move(link), role);
+  else
+    link->close();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -220,8 +210,10 @@ struct ConnectAttempt {
     Result<std::shared_ptr<Link>> outcome = internal_error("unset");
     {
       std::lock_guard lock(mu);
-      if (result) connections[index] = *result;
-      else if (error.is_ok()) error = result.status();
+      if (result)
+        connections[index] = *result;
+      else if (error.is_ok())
+        error = result.status();
       if (--remaining > 0) return;
       callback = std::move(done);
       if (error.is_ok()) {
@@ -239,7 +231,8 @@ struct ConnectAttempt {
 // Reference parameters are safe: the only caller, connect_one, awaits this and owns the objects.
 asio::awaitable<Result<std::shared_ptr<Connection>>> connect_and_handshake(
     const asio::ip::tcp::resolver::results_type& endpoints, ConnectAttempt* attempt,
-    const std::shared_ptr<asio::ssl::context>& tls, uint64_t link_id, uint16_t index, uint16_t count) {
+    const std::shared_ptr<asio::ssl::context>& tls, uint64_t link_id, uint16_t index,
+    uint16_t count) {
   const TransportOptions& options = attempt->options;
   auto executor = co_await asio::this_coro::executor;  // a strand of its own
   asio::ip::tcp::socket socket(executor);
@@ -256,8 +249,10 @@ asio::awaitable<Result<std::shared_ptr<Connection>>> connect_and_handshake(
     if (ec) return;
     guard->expired = true;
     asio::error_code ignored;
-    if (guard->conn) guard->conn->close();
-    else if (guard->socket) guard->socket->close(ignored);
+    if (guard->conn)
+      guard->conn->close();
+    else if (guard->socket)
+      guard->socket->close(ignored);
   });
   auto timeout = [&] {
     return timeout_error(fmt::format("connecting to {} took longer than {} ms", attempt->peer,
@@ -285,18 +280,22 @@ asio::awaitable<Result<std::shared_ptr<Connection>>> connect_and_handshake(
 }
 
 asio::awaitable<void> connect_one(asio::ip::tcp::resolver::results_type endpoints,
-                                  std::shared_ptr<ConnectAttempt> attempt, std::shared_ptr<asio::ssl::context> tls,
-                                  uint64_t link_id, uint16_t index, uint16_t count) {
-  auto result = co_await connect_and_handshake(endpoints, attempt.get(), tls, link_id, index, count);
+                                  std::shared_ptr<ConnectAttempt> attempt,
+                                  std::shared_ptr<asio::ssl::context> tls, uint64_t link_id,
+                                  uint16_t index, uint16_t count) {
+  auto result =
+      co_await connect_and_handshake(endpoints, attempt.get(), tls, link_id, index, count);
   attempt->finish_one(index, std::move(result));
 }
 
 }  // namespace
 
 void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, uint16_t connections,
-                        const TransportOptions& options, std::function<void(Result<std::shared_ptr<Link>>)> done) {
+                        const TransportOptions& options,
+                        std::function<void(Result<std::shared_ptr<Link>>)> done) {
   if (connections == 0 || connections > kMaxConnectionsPerLink) {
-    done(invalid_argument(fmt::format("connections per link must be 1..{}, got {}", kMaxConnectionsPerLink, connections)));
+    done(invalid_argument(fmt::format("connections per link must be 1..{}, got {}",
+                                      kMaxConnectionsPerLink, connections)));
     return;
   }
   std::shared_ptr<asio::ssl::context> tls;
@@ -311,7 +310,8 @@ void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, u
   auto attempt = std::make_shared<ConnectAttempt>();
   attempt->connections.resize(connections);
   attempt->remaining = connections;
-  attempt->peer = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+  attempt->peer = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                                      : fmt::format("{}:{}", host, port);
   attempt->options = options;
   attempt->done = std::move(done);
   asio::co_spawn(
@@ -319,8 +319,8 @@ void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, u
       [&io, host, port, attempt, tls, connections]() -> asio::awaitable<void> {
         asio::ip::tcp::resolver resolver(co_await asio::this_coro::executor);
         asio::error_code ec;
-        auto endpoints = co_await resolver.async_resolve(host, std::to_string(port),
-                                                         asio::redirect_error(asio::use_awaitable, ec));
+        auto endpoints = co_await resolver.async_resolve(
+            host, std::to_string(port), asio::redirect_error(asio::use_awaitable, ec));
         if (ec || endpoints.empty()) {
           auto callback = std::move(attempt->done);
           callback(io_error(fmt::format("cannot resolve '{}': {}", host, ec.message())));
@@ -328,7 +328,8 @@ void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, u
         }
         const uint64_t link_id = random_u64();
         for (uint16_t i = 0; i < connections; ++i) {
-          asio::co_spawn(asio::make_strand(io.context()), connect_one(endpoints, attempt, tls, link_id, i, connections),
+          asio::co_spawn(asio::make_strand(io.context()),
+                         connect_one(endpoints, attempt, tls, link_id, i, connections),
                          asio::detached);
         }
       },
@@ -337,11 +338,13 @@ void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, u
 
 Result<std::shared_ptr<Link>> connect_link(IoRuntime& io, const std::string& host, uint16_t port,
                                            uint16_t connections, const TransportOptions& options) {
-  if (io.in_runtime_thread()) return internal_error("connect_link would block an I/O thread; use async_connect_link");
+  if (io.in_runtime_thread())
+    return internal_error("connect_link would block an I/O thread; use async_connect_link");
   std::promise<Result<std::shared_ptr<Link>>> promise;
   auto future = promise.get_future();
-  async_connect_link(io, host, port, connections, options,
-                     [&promise](Result<std::shared_ptr<Link>> r) { promise.set_value(std::move(r)); });
+  async_connect_link(
+      io, host, port, connections, options,
+      [&promise](Result<std::shared_ptr<Link>> r) { promise.set_value(std::move(r)); });
   return future.get();
 }
 

@@ -12,6 +12,7 @@
 #include <asio/ssl/context.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "common/host_port.hpp"
 #include "common/status.hpp"
 #include "net/handshake_flow.hpp"
 #include "net/io_runtime.hpp"
@@ -21,7 +22,7 @@
 namespace longhaul::net {
 
 // "host:port", "[v6]:port" → host and port. Port 0 is allowed (ephemeral, for listeners).
-Status parse_host_port(std::string_view text, std::string* host, uint16_t* port);
+using longhaul::parse_host_port;  // common/host_port.hpp
 
 // Accepts connections, runs the server handshake on each, and hands out a Link once all K
 // connections of a client's link have arrived. Refused connections (bad secret, wrong version,
@@ -33,8 +34,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
   using AcceptHandler = std::function<void(std::shared_ptr<Link> link, Role role)>;
 
   // Binds host:port (port 0 = ephemeral; host may be an IPv4 or IPv6 literal or a name).
-  static Result<std::shared_ptr<Listener>> create(IoRuntime& io, const std::string& host, uint16_t port,
-                                                  const TransportOptions& options);
+  static Result<std::shared_ptr<Listener>> create(IoRuntime& io, const std::string& host,
+                                                  uint16_t port, const TransportOptions& options);
   ~Listener();
   void start(AcceptHandler on_link);
   // Stops accepting and drops half-assembled links. When it returns no accept handler is running
@@ -74,7 +75,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
 // Opens K connections to host:port in parallel, handshakes each, and completes with a Link (not
 // yet started) or the first error. `done` runs on an I/O thread.
 void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, uint16_t connections,
-                        const TransportOptions& options, std::function<void(Result<std::shared_ptr<Link>>)> done);
+                        const TransportOptions& options,
+                        std::function<void(Result<std::shared_ptr<Link>>)> done);
 // Blocking form; must not be called from one of io's threads.
 Result<std::shared_ptr<Link>> connect_link(IoRuntime& io, const std::string& host, uint16_t port,
                                            uint16_t connections, const TransportOptions& options);

@@ -1,5 +1,7 @@
 #include "wanem/route_spec.hpp"
 
+#include "common/host_port.hpp"
+
 #include <charconv>
 
 #include <fmt/format.h>
@@ -23,31 +25,9 @@ Status check_route_name(std::string_view name) {
   return Status::ok();
 }
 
-// The same syntax as net::parse_host_port; kept here so the emulator does not depend on the
-// transport (it must build and run whatever state the protocol layers are in).
 Status parse_address(std::string_view text, bool allow_zero_port, HostPort* out) {
-  std::string_view h, p;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      return invalid_argument(fmt::format("'{}' is not [ipv6]:port", text));
-    h = text.substr(1, close - 1);
-    p = text.substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos || text.find(':') != colon)
-      return invalid_argument(
-          fmt::format("'{}' is not host:port (write IPv6 as [addr]:port)", text));
-    h = text.substr(0, colon);
-    p = text.substr(colon + 1);
-  }
-  unsigned value = 0;
-  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
-  if (h.empty() || ec != std::errc() || end != p.data() + p.size() || value > 65535)
-    return invalid_argument(fmt::format("'{}' is not host:port with a port in 0..65535", text));
   HostPort a;
-  a.host = std::string(h);
-  a.port = static_cast<uint16_t>(value);
+  LH_RETURN_IF_ERROR(parse_host_port(text, &a.host, &a.port));
   if (a.port == 0 && !allow_zero_port)
     return invalid_argument(fmt::format("address '{}': port 0 cannot be connected to", text));
   *out = std::move(a);
