@@ -67,8 +67,10 @@ int main(int argc, char** argv) {
   std::string log_dir = flags.log_dir;
   bool temporary = false;
   if (log_dir.empty()) {
-    char tmpl[] = "/tmp/longhaul-churn.XXXXXX";
-    if (!::mkdtemp(tmpl)) {
+    // Under $TMPDIR (temp_directory_path), not a fixed /tmp.
+    std::error_code ec;
+    std::string tmpl = (fs::temp_directory_path(ec) / "longhaul-churn.XXXXXX").string();
+    if (ec || !::mkdtemp(tmpl.data())) {
       std::perror("longhaul-churn: mkdtemp");
       return 3;
     }
