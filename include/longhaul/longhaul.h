@@ -213,8 +213,9 @@ lh_status lh_comm_get_attribute(lh_comm* comm, lh_attribute attribute, int64_t* 
 lh_status lh_comm_get_ring(lh_comm* comm, uint64_t* ids, size_t capacity, size_t* count);
 
 /* Called (on a library thread; must not block or call back into the communicator) when the master
- * aborts the in-flight operations of this peer's group because a peer or link was lost
- * (status LH_ERR_PEER_LOST), and once more if the communicator fails (the master is lost, or it
+ * aborts the in-flight operations of this peer's group: because a peer or link was lost (status
+ * LH_ERR_PEER_LOST), or because a member is waiting in lh_comm_update_topology to re-form the ring
+ * for a joiner (status LH_ERR_ABORTED); and once more if the communicator fails (the master is lost, or it
  * removed this peer); not for lh_comm_leave or lh_comm_destroy. `reason` is valid during the call
  * only. Set it before lh_comm_connect. */
 typedef void (*lh_abort_callback)(void* user_data, uint64_t epoch, lh_status status, const char* reason);

@@ -74,7 +74,7 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch, bool admit_join
   m.waiting = true;
   m.admit_joiners = admit_joiners;
   if (first_to_wait && same_group(false)) {
-    abort_group(group, fmt::format("peer {} is waiting for a reconfiguration", id));
+    abort_group(group, LH_ERR_ABORTED, fmt::format("peer {} is waiting for a reconfiguration", id));
     out_.group_reconfiguring(group);
   }
   maybe_start_round();
@@ -123,7 +123,7 @@ Status Membership::on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost,
             reason);
   banned_.insert(make_peer_pair(reporter, lost));
   ring_broken_ = true;
-  abort_group(rep->second.group,
+  abort_group(rep->second.group, LH_ERR_PEER_LOST,
               fmt::format("peer {} lost its link to peer {}: {}", reporter, lost, reason));
   maybe_start_round();
   sync_pending_flags();
@@ -162,7 +162,7 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
     if (graceful)
       out_.group_epoch_failed(m.group);  // no ABORT (see drop_peer), but it runs no more batches
     else
-      abort_group(m.group, fmt::format("peer {} left: {}", id, reason));
+      abort_group(m.group, LH_ERR_PEER_LOST, fmt::format("peer {} left: {}", id, reason));
   }
   if (round_ && round_->participants.contains(id)) {
     // Every participant has a proposal that names the lost peer; replace it.
@@ -177,10 +177,10 @@ void Membership::evict(PeerId id, const Status& why) {
   out_.disconnect(id, why);
 }
 
-void Membership::abort_group(uint32_t group, const std::string& reason) {
+void Membership::abort_group(uint32_t group, lh_status code, const std::string& reason) {
   for (const auto& [id, m] : members_)
     if (m.state == State::kActive && m.group == group)
-      out_.send(id, wire::AbortMsg{committed_epoch_, group, reason});
+      out_.send(id, wire::AbortMsg{committed_epoch_, group, code, reason});
   out_.group_epoch_failed(group);
 }
 

@@ -127,7 +127,7 @@ class Membership {
   // Forgets the peer; aborts its group if it was active. Does not start rounds.
   void forget(PeerId id, const std::string& reason, bool graceful = false);
   void evict(PeerId id, const Status& why);
-  void abort_group(uint32_t group, const std::string& reason);
+  void abort_group(uint32_t group, lh_status code, const std::string& reason);
   void sync_pending_flags();
 
   Outbox& out_;

@@ -353,7 +353,7 @@ Status PeerSession::handle(wire::ControlMessage message) {
       std::lock_guard lock(mu_);
       handler = on_abort_;
     }
-    if (handler) handler(m->epoch, peer_lost(m->reason));
+    if (handler) handler(m->epoch, Status(m->code, m->reason));
     return Status::ok();
   }
   if (auto* m = std::get_if<wire::BatchDecisionMsg>(&message)) {

@@ -49,7 +49,8 @@ struct TopologyView {
 class PeerSession : public std::enable_shared_from_this<PeerSession> {
  public:
   // Runs on the session strand when the master aborts the group's in-flight operations of
-  // `epoch` (LH_ERR_PEER_LOST with the reason), and once with the session's failure when the
+  // `epoch` (LH_ERR_PEER_LOST with the reason when a member was lost, LH_ERR_ABORTED when the
+  // group only reconfigures), and once with the session's failure when the
   // session fails (not when it is closed or left locally). Must not block.
   using AbortHandler = std::function<void(uint64_t epoch, const Status& why)>;
 

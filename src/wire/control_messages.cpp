@@ -61,6 +61,7 @@ void put(Writer& w, const EpochCommitMsg& m) {
 void put(Writer& w, const AbortMsg& m) {
   w.u64(m.epoch);
   w.u32(m.group);
+  w.u32(static_cast<uint32_t>(m.code));
   w.string(m.reason);
 }
 void put(Writer& w, const PendingChangedMsg& m) {
@@ -156,6 +157,15 @@ void put(Writer& w, const StateFetchFailedMsg& m) {
   w.string(m.reason);
 }
 
+Status get_status(Reader& r, bool allow_ok, lh_status* out) {
+  uint32_t code = 0;
+  LH_RETURN_IF_ERROR(r.u32(&code));
+  if ((code == LH_OK && !allow_ok) || code > LH_ERR_INTERNAL)
+    return protocol_error(fmt::format("invalid status code {}", code));
+  *out = static_cast<lh_status>(code);
+  return Status::ok();
+}
+
 Status get(Reader& r, RegisterMsg* m) {
   LH_RETURN_IF_ERROR(r.u32(&m->group));
   LH_RETURN_IF_ERROR(r.string(&m->advertised_host, kMaxHostBytes));
@@ -240,6 +250,7 @@ Status get(Reader& r, EpochCommitMsg* m) {
 Status get(Reader& r, AbortMsg* m) {
   LH_RETURN_IF_ERROR(r.u64(&m->epoch));
   LH_RETURN_IF_ERROR(r.u32(&m->group));
+  LH_RETURN_IF_ERROR(get_status(r, false, &m->code));
   return r.string(&m->reason, kMaxReasonBytes);
 }
 Status get(Reader& r, PendingChangedMsg* m) {
@@ -274,14 +285,6 @@ Status get(Reader& r, PeerHelloAckMsg* m) {
 }
 
 // A status code on the wire: any lh_status, or only failures when `allow_ok` is false.
-Status get_status(Reader& r, bool allow_ok, lh_status* out) {
-  uint32_t code = 0;
-  LH_RETURN_IF_ERROR(r.u32(&code));
-  if ((code == LH_OK && !allow_ok) || code > LH_ERR_INTERNAL)
-    return protocol_error(fmt::format("invalid status code {}", code));
-  *out = static_cast<lh_status>(code);
-  return Status::ok();
-}
 Status get(Reader& r, StateReportMsg* m) {
   LH_RETURN_IF_ERROR(r.u64(&m->epoch));
   LH_RETURN_IF_ERROR(r.u32(&m->block_bytes));

@@ -108,6 +108,9 @@ struct EpochCommitMsg {
 struct AbortMsg {
   uint64_t epoch = 0;
   uint32_t group = 0;
+  // LH_ERR_PEER_LOST when a member was lost or a link broke; LH_ERR_ABORTED when the group only
+  // reconfigures (a member waits in update_topology to admit a joiner).
+  lh_status code = LH_ERR_PEER_LOST;
   std::string reason;
 };
 struct PendingChangedMsg {

@@ -23,10 +23,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.rfind(p, 0) == 0;
+}
 
 int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -46,7 +49,8 @@ std::map<long, StepLine> steps_of(const Child& c) {
     std::string w, k1, k2, k3, k4, k5;
     long step = 0;
     StepLine s;
-    in >> w >> step >> k1 >> s.epoch >> k2 >> s.world >> k3 >> s.hash >> k4 >> s.maxerr >> k5 >> s.ms;
+    in >> w >> step >> k1 >> s.epoch >> k2 >> s.world >> k3 >> s.hash >> k4 >> s.maxerr >> k5 >>
+        s.ms;
     if (in && k5 == "ms") out[step] = s;
   }
   return out;
@@ -56,7 +60,9 @@ struct Params {
   bool batch;
   std::string codec;
 };
-void PrintTo(const Params& p, std::ostream* os) { *os << (p.batch ? "batch" : "single") << " codec " << p.codec; }
+void PrintTo(const Params& p, std::ostream* os) {
+  *os << (p.batch ? "batch" : "single") << " codec " << p.codec;
+}
 
 class AllReduceChurn : public ::testing::TestWithParam<Params> {};
 
@@ -68,11 +74,20 @@ TEST_P(AllReduceChurn, SigkillMidOperationFailsFastAndTheSmallerRingRetries) {
   ASSERT_NE(cluster.port(), 0);
   std::vector<std::unique_ptr<Child>> peers;
   for (int i = 0; i < kPeers; ++i) {
-    std::vector<std::string> argv = {LONGHAUL_ALLREDUCE_PEER_BIN, "--master", cluster.master_address(),
-                                     "--world", std::to_string(kPeers), "--steps", std::to_string(kSteps),
-                                     "--mib", "32", "--codec", p.codec};
+    std::vector<std::string> argv = {LONGHAUL_ALLREDUCE_PEER_BIN,
+                                     "--master",
+                                     cluster.master_address(),
+                                     "--world",
+                                     std::to_string(kPeers),
+                                     "--steps",
+                                     std::to_string(kSteps),
+                                     "--mib",
+                                     "32",
+                                     "--codec",
+                                     p.codec};
     if (p.batch) argv.push_back("--batch");
-    peers.push_back(std::make_unique<Child>(argv, cluster.dir().path() + "/arpeer" + std::to_string(i) + ".log"));
+    peers.push_back(std::make_unique<Child>(
+        argv, cluster.dir().path() + "/arpeer" + std::to_string(i) + ".log"));
   }
   auto dump = [&] {
     std::string s;
@@ -84,14 +99,16 @@ TEST_P(AllReduceChurn, SigkillMidOperationFailsFastAndTheSmallerRingRetries) {
     return s;
   };
   for (auto& c : peers)
-    ASSERT_TRUE(c->wait_line([](const std::string& l) { return starts_with(l, "ready ") || starts_with(l, "error"); },
-                             30s))
+    ASSERT_TRUE(c->wait_line(
+        [](const std::string& l) { return starts_with(l, "ready ") || starts_with(l, "error"); },
+        30s))
         << dump();
   for (auto& c : peers) ASSERT_TRUE(starts_with(c->last_line("ready "), "ready ")) << dump();
 
   // Let two steps complete, then kill the victim about half-way into its next operation.
   Child& victim = *peers[kPeers - 1];
-  auto second = victim.wait_line([](const std::string& l) { return starts_with(l, "step 1 "); }, 30s);
+  auto second =
+      victim.wait_line([](const std::string& l) { return starts_with(l, "step 1 "); }, 30s);
   ASSERT_TRUE(second) << dump();
   const int64_t op_ms = std::max<int64_t>(steps_of(victim)[1].ms, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(op_ms / 2 + 10, 400)));
@@ -99,8 +116,6 @@ TEST_P(AllReduceChurn, SigkillMidOperationFailsFastAndTheSmallerRingRetries) {
   victim.kill(SIGKILL);
   EXPECT_TRUE(victim.wait_exit(10s).has_value());
   const auto victim_steps = steps_of(victim);
-  const long killed_step = victim_steps.empty() ? 0 : victim_steps.rbegin()->first + 1;
-  const uint64_t epoch_before = victim_steps.empty() ? 0 : victim_steps.rbegin()->second.epoch;
   std::vector<Child*> survivors;
   for (int i = 0; i + 1 < kPeers; ++i) survivors.push_back(peers[static_cast<size_t>(i)].get());
 
@@ -110,13 +125,33 @@ TEST_P(AllReduceChurn, SigkillMidOperationFailsFastAndTheSmallerRingRetries) {
     EXPECT_TRUE(c->last_line("error").empty()) << c->last_line("error");
   }
 
+  // The step the kill hit is the first one the survivors ran on the smaller ring. The victim may
+  // have completed one more operation than it printed (it was killed while checking the result).
+  const auto reference = steps_of(*survivors[0]);
+  long killed_step = -1;
+  for (const auto& [n, s] : reference)
+    if (s.world < kPeers) {
+      killed_step = n;
+      break;
+    }
+  ASSERT_GE(killed_step, 2) << "the kill came after step 1; it must have hit a later step\n"
+                            << dump();
+  const long victim_last = victim_steps.empty() ? -1 : victim_steps.rbegin()->first;
+  EXPECT_TRUE(killed_step == victim_last + 1 || killed_step == victim_last + 2)
+      << "the victim printed step " << victim_last << " last, the ring shrank at step "
+      << killed_step;
+  const uint64_t epoch_before = reference.at(killed_step - 1).epoch;
+
   for (size_t i = 0; i < survivors.size(); ++i) {
     Child& c = *survivors[i];
     const std::vector<std::string> lines = c.lines();
     if (!p.batch) {
-      // The operation in flight failed, fast, with the input restored, and the same step was retried.
-      auto fail = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return starts_with(l, "fail "); });
-      ASSERT_NE(fail, lines.end()) << "survivor " << i << " never saw its operation fail\n" << dump();
+      // The operation in flight failed, fast, with the input restored, and the same step was
+      // retried.
+      auto fail = std::find_if(lines.begin(), lines.end(),
+                               [](const std::string& l) { return starts_with(l, "fail "); });
+      ASSERT_NE(fail, lines.end()) << "survivor " << i << " never saw its operation fail\n"
+                                   << dump();
       std::istringstream in(*fail);
       std::string w, k0, k1, k2, k3, status;
       long step = -1;
@@ -125,21 +160,29 @@ TEST_P(AllReduceChurn, SigkillMidOperationFailsFastAndTheSmallerRingRetries) {
       EXPECT_TRUE(status == "LH_ERR_PEER_LOST" || status == "LH_ERR_ABORTED") << *fail;
       EXPECT_EQ(step, killed_step) << *fail;
       EXPECT_LE(after_ms, 1000) << *fail;
-      EXPECT_LE(at_ms - kill_ms, 1000) << "detected " << (at_ms - kill_ms) << " ms after the kill: " << *fail;
-      std::cout << "survivor " << i << ": " << *fail << " (" << (at_ms - kill_ms) << " ms after the kill)\n";
+      EXPECT_LE(at_ms - kill_ms, 1000)
+          << "detected " << (at_ms - kill_ms) << " ms after the kill: " << *fail;
+      std::cout << "survivor " << i << ": " << *fail << " (" << (at_ms - kill_ms)
+                << " ms after the kill)\n";
       // (the abort callback's line may come in between)
-      auto intact = std::find_if(fail, lines.end(), [](const std::string& l) { return starts_with(l, "input_intact"); });
+      auto intact = std::find_if(
+          fail, lines.end(), [](const std::string& l) { return starts_with(l, "input_intact"); });
       ASSERT_NE(intact, lines.end()) << dump();
       EXPECT_EQ(*intact, "input_intact 1") << "survivor " << i;
-      EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return starts_with(l, "fail "); }),
+      EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                              [](const std::string& l) { return starts_with(l, "fail "); }),
                 1)
           << dump();
     } else {
       // The batch helper retried on its own: no failure reaches the caller.
-      for (const auto& l : lines) EXPECT_FALSE(starts_with(l, "fail ")) << "survivor " << i << ": " << l;
+      for (const auto& l : lines)
+        EXPECT_FALSE(starts_with(l, "fail ")) << "survivor " << i << ": " << l;
     }
-    // The master's abort reached every survivor within 1 s of the kill.
-    auto abort = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return starts_with(l, "abort "); });
+    // The master's abort reached every survivor within 1 s of the kill. (The group's formation
+    // before the first step may abort with LH_ERR_ABORTED; a lost peer aborts with PEER_LOST.)
+    auto abort = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+      return starts_with(l, "abort status LH_ERR_PEER_LOST ");
+    });
     ASSERT_NE(abort, lines.end()) << "survivor " << i << " was never told to abort\n" << dump();
     {
       std::istringstream in(*abort);
@@ -147,8 +190,10 @@ TEST_P(AllReduceChurn, SigkillMidOperationFailsFastAndTheSmallerRingRetries) {
       int64_t at_ms = -1;
       in >> w >> k1 >> status >> k2 >> at_ms;
       EXPECT_EQ(status, "LH_ERR_PEER_LOST") << *abort;
+      EXPECT_GE(at_ms, kill_ms) << "a peer was reported lost before the kill";
       EXPECT_LE(at_ms - kill_ms, 1000) << "abort " << (at_ms - kill_ms) << " ms after the kill";
-      std::cout << "survivor " << i << ": " << *abort << " (" << (at_ms - kill_ms) << " ms after the kill)\n";
+      std::cout << "survivor " << i << ": " << *abort << " (" << (at_ms - kill_ms)
+                << " ms after the kill)\n";
     }
     // Every step completed once, exactly right (the plain encoding) or within the codec's error.
     const auto steps = steps_of(c);
@@ -168,7 +213,6 @@ TEST_P(AllReduceChurn, SigkillMidOperationFailsFastAndTheSmallerRingRetries) {
   }
 
   // Bit-identical outputs per step on every member that completed it (the victim included).
-  const auto reference = steps_of(*survivors[0]);
   for (Child* c : survivors) {
     const auto steps = steps_of(*c);
     for (const auto& [n, s] : reference) {
@@ -185,8 +229,8 @@ TEST_P(AllReduceChurn, SigkillMidOperationFailsFastAndTheSmallerRingRetries) {
 // Batch with u8 once hung: an operation started after the master's abort, on the old epoch, waited
 // for peers already re-forming the ring. CollectiveEngine::abort_epoch now refuses such operations.
 INSTANTIATE_TEST_SUITE_P(Modes, AllReduceChurn,
-                         ::testing::Values(Params{false, "none"}, Params{false, "u8"}, Params{true, "none"},
-                                           Params{true, "u8"}),
+                         ::testing::Values(Params{false, "none"}, Params{false, "u8"},
+                                           Params{true, "none"}, Params{true, "u8"}),
                          [](const ::testing::TestParamInfo<Params>& param_info) {
                            return std::string(param_info.param.batch ? "Batch" : "Single") +
                                   (param_info.param.codec == "u8" ? "U8" : "Plain");

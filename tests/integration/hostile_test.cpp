@@ -146,7 +146,7 @@ std::vector<std::vector<std::byte>> hostile_control_messages(std::mt19937_64& rn
       TopologyMsg{5, {{1, 0, "h", 1}, {2, 0, "h", 2}}, {{0, {1, 2}}}},
       LinksReadyMsg{123456, {1, 2, 3}},
       EpochCommitMsg{1, 0, false},
-      AbortMsg{1, 0, "x"},
+      AbortMsg{1, 0, LH_ERR_PEER_LOST, "x"},
       PendingChangedMsg{true},
       ReportPeerLostMsg{1, 99, "gone"},
       ByeMsg{},

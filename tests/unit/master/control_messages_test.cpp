@@ -21,7 +21,7 @@ std::vector<ControlMessage> samples() {
       TopologyMsg{9, {{1, 0, "a", 1}, {2, 1, "b", 2}, {3, 0, "c", 3}}, {{0, {3, 1}}, {1, {2}}}},
       LinksReadyMsg{9, {2, 3}},
       EpochCommitMsg{9, 100, true},
-      AbortMsg{9, 1, "peer 4 left"},
+      AbortMsg{9, 1, LH_ERR_ABORTED, "peer 4 left"},
       PendingChangedMsg{true},
       ReportPeerLostMsg{9, 4, "reset"},
       LeaveMsg{"done"},

@@ -123,6 +123,7 @@ TEST_F(MembershipTest, LostActivePeerAbortsItsGroupAndTheNextRoundDropsIt) {
   for (auto& [to, abort] : aborts) {
     EXPECT_NE(to, ids[3]);
     EXPECT_NE(abort.reason.find("connection lost"), std::string::npos);
+    EXPECT_EQ(abort.code, LH_ERR_PEER_LOST);
   }
   EXPECT_TRUE(m.reconfiguration_needed());
   all_update({ids[0], ids[2], ids[3]});
@@ -262,6 +263,7 @@ TEST_F(MembershipTest, FirstMemberToWaitAbortsTheRestOfItsGroupOnce) {
   for (auto& [to, abort] : aborts) {
     EXPECT_NE(to, ids[3]);
     EXPECT_NE(abort.reason.find("waiting for a reconfiguration"), std::string::npos);
+    EXPECT_EQ(abort.code, LH_ERR_ABORTED) << "a reconfiguration loses no peer";
   }
   EXPECT_EQ(out.reconfiguring, (std::vector<uint32_t>{0}));
   all_update({ids[1], ids[3]});  // later waiters of group 0, the only member of group 1: no abort
