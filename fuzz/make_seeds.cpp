@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   write_seed("hello", fz::kHello, net::encode(hello));
   {
     net::HelloMessage other = hello;
-    other.version = 2;  // another protocol version: only magic and version are read
+    other.version = net::kProtocolVersion + 1;  // another version: only magic and version are read
     auto bytes = net::encode(other);
     bytes.resize(10);
     write_seed("hello_other_version", fz::kHello, bytes);
@@ -190,6 +190,7 @@ int main(int argc, char** argv) {
   write_seed("control_state_blocks_z", fz::kControl,
              wire::encode_control(wire::StateBlocksZMsg{9, {{true, {std::byte{0x28}, std::byte{0xb5}}}, {false, {}}}}));
   write_seed("control_state_fetch", fz::kControl, wire::encode_control(wire::StateFetchMsg{9, 1, 16, 8, false}));
+  write_seed("control_state_source_lost", fz::kControl, wire::encode_control(wire::StateSourceLostMsg{9, 5}));
   write_seed("control_topology", fz::kControl,
              wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));
   write_seed("frame_hello", fz::kFrameStream,

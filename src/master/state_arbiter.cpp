@@ -61,6 +61,7 @@ void StateArbiter::maybe_plan(uint32_t group) {
       round.fetching.insert(id);
       round.releasing.insert(id);
       if (!plan.fetches.empty()) ++fetchers;
+      for (const auto& src : plan.sources) round.sources[id].insert(src.peer_id);
       for (const auto& f : plan.fetches) blocks += f.blocks.size();
     } else {
       ++refused;
@@ -127,6 +128,16 @@ void StateArbiter::on_peer_gone(PeerId id) {
     round.reports.erase(id);
     round.fetching.erase(id);
     round.releasing.erase(id);
+    round.sources.erase(id);
+    // Fetchers still at work drop the lost source now rather than when its link breaks (never,
+    // for a frozen process whose kernel keeps the sockets) or their stall timeout fires.
+    for (PeerId fetcher : round.fetching) {
+      auto s = round.sources.find(fetcher);
+      if (s == round.sources.end() || !s->second.erase(id)) continue;
+      log::info("master", "group {} state sync: telling peer {} that its source {} is lost", group,
+                fetcher, id);
+      out_.send(fetcher, wire::StateSourceLostMsg{round.epoch, id});
+    }
     groups.push_back(group);
   }
   for (uint32_t group : groups) {

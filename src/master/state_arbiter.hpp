@@ -6,6 +6,9 @@
 // member lost meanwhile is simply no longer waited for), then answers each with STATE_PLAN. Peers
 // whose plan is OK fetch what it names and answer STATE_DONE; once every one of them has (or was
 // lost), each gets STATE_COMPLETE and may stop serving blocks. Refused peers take no further part.
+// A peer lost while fetchers still use it as a source is named to each of them (STATE_SOURCE_LOST):
+// a frozen process keeps its sockets open, so without the master's word a fetcher would notice only
+// after its stall timeout.
 // The revision of the group's last completed sync is remembered for the next election.
 //
 // Like Membership it is pure logic on the master's strand: events are calls, effects go out
@@ -44,8 +47,9 @@ class StateArbiter {
     std::map<PeerId, state::Participant> reports;
     bool planned = false;
     uint64_t next_revision = 0;
-    std::set<PeerId> fetching;   // OK plans that have not answered STATE_DONE
-    std::set<PeerId> releasing;  // OK plans: they get STATE_COMPLETE
+    std::set<PeerId> fetching;                   // OK plans that have not answered STATE_DONE
+    std::map<PeerId, std::set<PeerId>> sources;  // per fetcher, the sources its plan names
+    std::set<PeerId> releasing;                  // OK plans: they get STATE_COMPLETE
     size_t failed = 0;
   };
   void maybe_plan(uint32_t group);

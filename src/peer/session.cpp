@@ -377,13 +377,17 @@ Status PeerSession::handle(wire::ControlMessage message) {
     return Status::ok();
   }
   if (std::holds_alternative<wire::StatePlanMsg>(message) ||
-      std::holds_alternative<wire::StateCompleteMsg>(message)) {
+      std::holds_alternative<wire::StateCompleteMsg>(message) ||
+      std::holds_alternative<wire::StateSourceLostMsg>(message)) {
     if (state_ != State::kActive) return unexpected();
     StateHandler handler;
     {
       std::lock_guard lock(mu_);
       handler = on_state_;
     }
+    // A source-lost notice only hurries a fetch along; one that crosses the end of a sync that
+    // failed before its STATE_DONE has nothing left to hurry.
+    if (!handler && std::holds_alternative<wire::StateSourceLostMsg>(message)) return Status::ok();
     if (!handler)
       return protocol_error(
           fmt::format("{} while no state sync runs", wire::control_type_name(type)));

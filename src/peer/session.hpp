@@ -62,7 +62,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   void set_abort_handler(AbortHandler handler);
 
   // The shared-state sync (state/sync.hpp) talks to the master through the session. The master's
-  // state messages (STATE_PLAN, STATE_COMPLETE) go to the state handler on the session strand;
+  // state messages (STATE_PLAN, STATE_SOURCE_LOST, STATE_COMPLETE) go to the state handler on the
+  // session strand (a STATE_SOURCE_LOST that arrives with no handler set is dropped);
   // when the session fails (or is closed) the handler gets that Status instead. Must not block.
   using StateHandler = std::function<void(Result<wire::ControlMessage> message)>;
   void set_state_handler(StateHandler handler);

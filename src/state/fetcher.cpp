@@ -97,7 +97,11 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
 
   ~Fetch() { workers_.join(); }
 
-  Status run_to_end(FetchStats* stats) {
+  Status run_to_end(LostSources* lost, FetchStats* stats) {
+    if (lost)
+      lost->listen([weak = weak_from_this()](uint64_t peer) {
+        if (auto self = weak.lock()) self->on_source_lost(peer);
+      });
     for (size_t s = 0; s < sources_.size(); ++s) connect(s);
     arm_stall_timer();
     std::unique_lock lock(mu_);
@@ -105,6 +109,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
                   [this] { return (remaining_ == 0 || !failure_.is_ok()) && outstanding_ == 0; });
     finished_ = true;
     lock.unlock();
+    if (lost) lost->stop_listening();
     // No job is left; joining here means the last reference can never drop inside a worker.
     workers_.join();
     lock.lock();
@@ -138,9 +143,10 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
     {
       std::lock_guard lock(mu_);
       if (!r) {
-        drop_source(s,
-                    r.status().with_context(fmt::format("cannot link to peer {}", sources_[s].id)));
-      } else if (finished_ || !failure_.is_ok()) {
+        if (sources_[s].state != Source::State::kDead)
+          drop_source(
+              s, r.status().with_context(fmt::format("cannot link to peer {}", sources_[s].id)));
+      } else if (finished_ || !failure_.is_ok() || sources_[s].state == Source::State::kDead) {
         actions.push_back([link = *r] { link->close(closed_error("the fetch is over")); });
       } else {
         Source& src = sources_[s];
@@ -340,6 +346,26 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
     run(actions);
   }
 
+  // The master lost this peer: drop it now (its link may never fail: a stopped process's kernel
+  // keeps the sockets open). Closing the link fails its raw receives, which requeues their chunks.
+  void on_source_lost(uint64_t peer) {
+    Actions actions;
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      for (size_t s = 0; s < sources_.size(); ++s) {
+        Source& src = sources_[s];
+        if (src.id != peer || src.state == Source::State::kDead) continue;
+        Status why = peer_lost(fmt::format("the master lost peer {}", peer));
+        if (src.link) actions.push_back([link = src.link, why] { link->close(why); });
+        drop_source(s, why);
+      }
+      pump(actions);
+      check_done();
+    }
+    run(actions);
+  }
+
   void on_link_failed(size_t s, const Status& why) {
     Actions actions;
     {
@@ -432,12 +458,29 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
 
 }  // namespace
 
+void LostSources::report(uint64_t peer_id) {
+  std::lock_guard lock(mu_);
+  lost_.push_back(peer_id);
+  if (listener_) listener_(peer_id);
+}
+
+void LostSources::listen(Listener listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+  for (uint64_t peer : lost_) listener_(peer);
+}
+
+void LostSources::stop_listening() {
+  std::lock_guard lock(mu_);
+  listener_ = {};
+}
+
 Status fetch_blocks(net::IoRuntime& io, const FetchOptions& options, const Registry& registry,
-                    const wire::StatePlanMsg& plan, FetchStats* stats) {
+                    const wire::StatePlanMsg& plan, LostSources* lost, FetchStats* stats) {
   *stats = {};
   if (plan.fetches.empty()) return Status::ok();
   auto fetch = std::make_shared<Fetch>(io, options, registry, plan);
-  return fetch->run_to_end(stats);
+  return fetch->run_to_end(lost, stats);
 }
 
 }  // namespace longhaul::state

@@ -7,13 +7,17 @@
 // compressible. Every source gets its own link (the connections_per_link of the communicator) and
 // up to kChunksInFlight chunks at a time; a source that finishes a chunk takes the next one it
 // holds, so faster sources take more. A source whose link fails, that refuses a fetch, sends a
-// block with the wrong hash, or makes no progress for stall_timeout is dropped, and its chunks go
-// back to the queue for the other sources. The fetch fails (LH_ERR_PEER_LOST, or LH_ERR_TIMEOUT
+// block with the wrong hash, that the master declares lost (STATE_SOURCE_LOST, through
+// LostSources), or makes no progress for stall_timeout (the last resort) is dropped, and its chunks
+// go back to the queue for the other sources. The fetch fails (LH_ERR_PEER_LOST, or LH_ERR_TIMEOUT
 // after a stall) once some chunk has no source left; it never waits for a source that is gone.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
 
 #include "common/status.hpp"
 #include "net/io_runtime.hpp"
@@ -38,9 +42,26 @@ struct FetchStats {
   uint64_t sources = 0;
 };
 
+// The sources the master declared lost during one sync (STATE_SOURCE_LOST). The session strand
+// reports them, possibly before the fetch has started; the fetch listens. Thread-safe.
+class LostSources {
+ public:
+  using Listener = std::function<void(uint64_t peer_id)>;
+  void report(uint64_t peer_id);
+  // Calls `listener` for every peer reported so far, then for each one reported later, until
+  // stop_listening() returns (after which it is never called again).
+  void listen(Listener listener);
+  void stop_listening();
+
+ private:
+  std::mutex mu_;
+  std::vector<uint64_t> lost_;
+  Listener listener_;
+};
+
 // Blocks until every block has arrived and been verified, or the fetch failed. When it returns no
-// transfer touches the tensors any more.
+// transfer touches the tensors any more. `lost` may be null.
 Status fetch_blocks(net::IoRuntime& io, const FetchOptions& options, const Registry& registry,
-                    const wire::StatePlanMsg& plan, FetchStats* stats);
+                    const wire::StatePlanMsg& plan, LostSources* lost, FetchStats* stats);
 
 }  // namespace longhaul::state

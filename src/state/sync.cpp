@@ -112,7 +112,16 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
     ~Serving() { result->tx_bytes = server.end(); }
   } serving{*server, result};
   auto inbox = std::make_shared<Inbox>();
-  session.set_state_handler([inbox](Result<wire::ControlMessage> m) { inbox->push(std::move(m)); });
+  auto lost = std::make_shared<LostSources>();
+  session.set_state_handler([inbox, lost, epoch](Result<wire::ControlMessage> m) {
+    // A lost source goes straight to the fetch (which may be running), not through the inbox.
+    if (m)
+      if (auto* l = std::get_if<wire::StateSourceLostMsg>(&*m)) {
+        if (l->epoch == epoch) lost->report(l->peer_id);
+        return;
+      }
+    inbox->push(std::move(m));
+  });
   struct Cleanup {
     peer::PeerSession& session;
     ~Cleanup() { session.set_state_handler({}); }
@@ -136,7 +145,7 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
   options.transport = session.options().transport;
   options.connections_per_link = session.options().connections_per_link;
   FetchStats stats;
-  Status fetched = fetch_blocks(session.io(), options, registry, *plan, &stats);
+  Status fetched = fetch_blocks(session.io(), options, registry, *plan, lost.get(), &stats);
   result->rx_bytes = stats.rx_bytes;
   result->blocks_fetched = stats.blocks;
   result->sources = stats.sources;

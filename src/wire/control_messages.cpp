@@ -11,7 +11,7 @@ namespace longhaul::wire {
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
-constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kBatchDecision);
+constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kStateSourceLost);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
 void put(Writer& w, const RegisterMsg& m) {
@@ -434,6 +434,18 @@ Status get(Reader& r, BatchReportMsg* m) {
 Status get(Reader& r, BatchDecisionMsg* m) {
   return get_batch_outcome(r, &m->epoch, &m->attempt, &m->ok);
 }
+void put(Writer& w, const StateSourceLostMsg& m) {
+  w.u64(m.epoch);
+  w.u64(m.peer_id);
+}
+Status get(Reader& r, StateSourceLostMsg* m) {
+  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
+  LH_RETURN_IF_ERROR(r.u64(&m->peer_id));
+  // Only admitted peers sync state (epoch 0 is "not admitted"), and peer ids count from 1.
+  if (m->epoch == 0) return protocol_error("STATE_SOURCE_LOST for epoch 0");
+  if (m->peer_id == 0) return protocol_error("STATE_SOURCE_LOST for peer 0");
+  return Status::ok();
+}
 
 template <size_t I>
 Status decode_alternative(Reader& r, size_t index, ControlMessage* out) {
@@ -504,6 +516,8 @@ const char* control_type_name(ControlType t) {
       return "BATCH_REPORT";
     case ControlType::kBatchDecision:
       return "BATCH_DECISION";
+    case ControlType::kStateSourceLost:
+      return "STATE_SOURCE_LOST";
   }
   return "UNKNOWN";
 }

@@ -49,6 +49,8 @@ enum class ControlType : uint8_t {
   // Batch all-reduce outcome (docs/collectives.md, lh_allreduce_batch).
   kBatchReport = 24,    // peer -> master: my outcome of batch attempt `attempt` in `epoch`
   kBatchDecision = 25,  // master -> peer: the group's outcome of that attempt
+  // Shared state, added in protocol version 3.
+  kStateSourceLost = 26,  // master -> fetcher: a source of your plan was lost; stop using it
 };
 const char* control_type_name(ControlType t);
 
@@ -205,6 +207,12 @@ struct StateFetchFailedMsg {
   lh_status code = LH_ERR_ABORTED;
   std::string reason;
 };
+// The master lost `peer_id` (its control link failed or it missed its heartbeats) while it is a
+// source in the receiver's plan: a frozen source's sockets stay open, so only the master knows.
+struct StateSourceLostMsg {
+  uint64_t epoch = 0;
+  uint64_t peer_id = 0;
+};
 
 // Batch all-reduce: attempts are numbered 1, 2, ... per epoch on every member (all members of an
 // epoch run the same attempts), so (epoch, attempt) names one attempt of the whole group.
@@ -225,7 +233,8 @@ using ControlMessage =
                  TopologyMsg, LinksReadyMsg, EpochCommitMsg, AbortMsg, PendingChangedMsg,
                  ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg,
                  StateReportMsg, StatePlanMsg, StateDoneMsg, StateCompleteMsg, StateFetchMsg,
-                 StateBlocksZMsg, StateFetchFailedMsg, BatchReportMsg, BatchDecisionMsg>;
+                 StateBlocksZMsg, StateFetchFailedMsg, BatchReportMsg, BatchDecisionMsg,
+                 StateSourceLostMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

@@ -1,6 +1,7 @@
 // Shared-state sync end to end (issue 5): a real master daemon and state_peer processes on
 // loopback. A joiner takes 256 MiB from three peers at once; a one-bit drift moves exactly one
-// block; a source SIGKILLed mid-transfer is replaced; every strategy and error case; afterwards
+// block; a source SIGKILLed mid-transfer is replaced, a SIGSTOPped one too (the master tells the
+// fetcher it is lost); every strategy and error case; afterwards
 // every peer that succeeded holds the same bytes (compared by hash and byte by byte).
 #include <gtest/gtest.h>
 
@@ -264,6 +265,70 @@ TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
         60s);
     ASSERT_TRUE(l);
     EXPECT_EQ(parse_sync(*l).status, "LH_OK");
+    EXPECT_EQ(parse_sync(*l).hash, j.hash);
+  }
+  expect_same_bytes({&a, &c, &joiner});
+}
+
+TEST_F(StateSyncTest, FrozenSourceIsDroppedOnTheMastersWord) {
+  const std::string layout = mib_layout(256);
+  Child& a = add(layout, true, 1);
+  Child& b = add(layout, false, 1);
+  all({&a}, "world 2", "world 2");
+  ready(b);
+  all({&b}, "world 2", "world 2");
+  Child& c = add(layout, false, 1);
+  all({&a, &b}, "world 3", "world 3");
+  ready(c);
+  all({&c}, "world 3", "world 3");
+  all({&a, &b, &c}, "fill 13", "filled");
+  for (const auto& s : sync_all({&a, &b, &c})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  Child& joiner = add(layout, false, 1);
+  all({&a, &b, &c}, "world 4", "world 4");
+  ready(joiner);
+  all({&joiner}, "world 4", "world 4");
+  const std::string b_id = b.last_line("ready id").substr(9);
+
+  // Once the plans are out, freeze a and c so that b alone serves for a moment, then SIGSTOP b
+  // while it has fetches in flight and let a and c go on. b's sockets stay open: only the
+  // master, missing b's heartbeats (3 x 1 s), can tell the joiner to drop it, well before the
+  // fetcher's 30 s stall timeout. (The fixture SIGKILLs and reaps b whatever happens.)
+  const size_t from = cluster_.master().stderr_text().size();
+  const size_t a_from = a.lines().size(), c_from = c.lines().size();
+  for (Child* p : {&a, &b, &c}) p->send("sync enforce");
+  joiner.send("sync receive");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (cluster_.master().stderr_text().find("fetching 256 blocks", from) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  for (Child* p : {&a, &c}) p->kill(SIGSTOP);
+  std::this_thread::sleep_for(100ms);
+  b.kill(SIGSTOP);
+  const auto frozen = std::chrono::steady_clock::now();
+  a.kill(SIGCONT);
+  c.kill(SIGCONT);
+
+  auto line = joiner.wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; }, 60s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen).count();
+  b.kill(SIGKILL);
+  EXPECT_TRUE(b.wait_exit(10s));
+  ASSERT_TRUE(line) << joiner.stderr_text();
+  const SyncLine j = parse_sync(*line);
+  std::cout << "  joiner, " << seconds << " s after b froze: " << *line << "\n";
+  EXPECT_EQ(j.status, "LH_OK") << j.msg;
+  EXPECT_EQ(j.blocks, 256u);
+  EXPECT_EQ(j.revision, 2u);
+  EXPECT_LT(seconds, 10.0) << "the frozen source was dropped by the stall timeout, not the master";
+  EXPECT_NE(joiner.stderr_text().find("the master lost peer " + b_id), std::string::npos)
+      << "b held no fetch when it froze, or the master's word did not reach the fetch:\n"
+      << joiner.stderr_text();
+  for (Child* p : {&a, &c}) {
+    auto l = p->wait_line([](const std::string& x) { return x.rfind("sync ", 0) == 0; }, 60s,
+                          p == &a ? a_from : c_from);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(parse_sync(*l).status, "LH_OK") << *l;
+    EXPECT_EQ(parse_sync(*l).revision, 2u);
     EXPECT_EQ(parse_sync(*l).hash, j.hash);
   }
   expect_same_bytes({&a, &c, &joiner});

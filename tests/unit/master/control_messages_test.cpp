@@ -51,6 +51,7 @@ std::vector<ControlMessage> samples() {
       BatchReportMsg{9, 3, false},
       BatchDecisionMsg{9, 2, true},
       BatchDecisionMsg{9, 3, false},
+      StateSourceLostMsg{9, 4},
   };
 }
 
@@ -165,6 +166,8 @@ TEST(ControlMessages, InconsistentStateMessagesAreRefused) {
   EXPECT_TRUE(refused(StateFetchFailedMsg{1, LH_OK, "ok is not a failure"}));
   std::vector<CompressedBlock> five(kMaxBlocksPerCompressedFetch + 1);
   EXPECT_TRUE(refused(StateBlocksZMsg{1, five})) << "more blocks than a compressed fetch asks for";
+  EXPECT_TRUE(refused(StateSourceLostMsg{1, 0})) << "peer 0";
+  EXPECT_TRUE(refused(StateSourceLostMsg{0, 4})) << "epoch 0";
 }
 
 TEST(ControlMessages, HostileLengthsAndValuesAreRefused) {

@@ -1,0 +1,116 @@
+// The master's state-sync rounds driven directly with Membership and a recording outbox (wired as
+// the server wires them): a source lost while fetchers still use it is named to exactly those
+// fetchers (STATE_SOURCE_LOST), and the round still completes.
+#include "master/state_arbiter.hpp"
+
+#include <gtest/gtest.h>
+
+#include "state/block_hash.hpp"
+
+namespace longhaul::master {
+namespace {
+
+struct Recorder : Outbox {
+  std::vector<std::pair<PeerId, wire::ControlMessage>> sent;
+  StateArbiter* arbiter = nullptr;
+
+  void send(PeerId to, const wire::ControlMessage& m) override { sent.emplace_back(to, m); }
+  void disconnect(PeerId, const Status&) override {}
+  void round_started(uint64_t) override {}
+  void peer_forgotten(PeerId who) override { arbiter->on_peer_gone(who); }
+
+  template <class T>
+  std::vector<std::pair<PeerId, T>> take() {
+    std::vector<std::pair<PeerId, T>> out;
+    for (auto it = sent.begin(); it != sent.end();) {
+      if (auto* m = std::get_if<T>(&it->second)) {
+        out.emplace_back(it->first, *m);
+        it = sent.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+};
+
+class StateArbiterTest : public ::testing::Test {
+ protected:
+  StateArbiterTest() { out.arbiter = &arbiter; }
+
+  Recorder out;
+  Membership m{out};
+  StateArbiter arbiter{out, m};
+
+  // Admits `n` peers of group 0, one round at a time.
+  std::vector<PeerId> form(size_t n) {
+    std::vector<PeerId> ids;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<PeerId> active(ids);
+      const PeerId id = m.allocate_id();
+      m.add_pending(id, 0, "127.0.0.1", static_cast<uint16_t>(1000 + id));
+      ids.push_back(id);
+      for (PeerId a : active) EXPECT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
+      auto proposals = out.take<wire::TopologyMsg>();
+      EXPECT_FALSE(proposals.empty());
+      for (auto& [to, p] : proposals) EXPECT_TRUE(m.on_links_ready(to, p.epoch, {}).is_ok());
+    }
+    out.sent.clear();
+    return ids;
+  }
+  // One tensor "w" of two blocks whose hashes are (content, content + 1).
+  Status report(PeerId id, uint64_t content, wire::SyncStrategy strategy) {
+    wire::TensorReport t{"w", 0, 2 * state::kBlockBytes / 4, {content, content + 1}, {0}};
+    return arbiter.on_report(
+        id, wire::StateReportMsg{
+                m.epoch(), static_cast<uint32_t>(state::kBlockBytes), 0, strategy, {t}});
+  }
+};
+
+TEST_F(StateArbiterTest, ALostSourceIsNamedToTheFetchersThatStillUseIt) {
+  const auto ids = form(4);  // 1..3 hold content 10; 4 (receive-only) and nobody else fetches
+  for (size_t i = 0; i < 3; ++i)
+    ASSERT_TRUE(report(ids[i], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+  ASSERT_TRUE(report(ids[3], 20, wire::SyncStrategy::kReceiveOnly).is_ok());
+  auto plans = out.take<wire::StatePlanMsg>();
+  ASSERT_EQ(plans.size(), 4u);
+  for (auto& [to, plan] : plans) {
+    EXPECT_EQ(plan.code, LH_OK) << plan.reason;
+    EXPECT_EQ(plan.sources.size(), to == ids[3] ? 3u : 0u);
+  }
+
+  m.drop_peer(ids[1], "missed 3 heartbeats");
+  auto lost = out.take<wire::StateSourceLostMsg>();
+  ASSERT_EQ(lost.size(), 1u) << "only the fetcher is told";
+  EXPECT_EQ(lost[0].first, ids[3]);
+  EXPECT_EQ(lost[0].second.epoch, plans[0].second.epoch);
+  EXPECT_EQ(lost[0].second.peer_id, ids[1]);
+  EXPECT_TRUE(out.take<wire::StateCompleteMsg>().empty()) << "the fetcher is still at work";
+
+  // Every peer with an OK plan answers STATE_DONE (the sources at once: they fetch nothing).
+  for (PeerId id : {ids[0], ids[2], ids[3]})
+    ASSERT_TRUE(arbiter.on_done(id, wire::StateDoneMsg{plans[0].second.epoch, LH_OK, ""}).is_ok());
+  auto complete = out.take<wire::StateCompleteMsg>();
+  EXPECT_EQ(complete.size(), 3u) << "peers 1, 3 and 4 are released";
+  m.drop_peer(ids[0], "connection lost");
+  EXPECT_TRUE(out.take<wire::StateSourceLostMsg>().empty()) << "no sync runs any more";
+}
+
+TEST_F(StateArbiterTest, ALostFetcherIsNobodysSource) {
+  const auto ids = form(3);
+  ASSERT_TRUE(report(ids[0], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+  ASSERT_TRUE(report(ids[1], 20, wire::SyncStrategy::kReceiveOnly).is_ok());
+  ASSERT_TRUE(report(ids[2], 30, wire::SyncStrategy::kReceiveOnly).is_ok());
+  ASSERT_EQ(out.take<wire::StatePlanMsg>().size(), 3u);
+  m.drop_peer(ids[1], "connection lost");
+  EXPECT_TRUE(out.take<wire::StateSourceLostMsg>().empty());
+  // The source itself goes: the remaining fetcher is told, once.
+  m.drop_peer(ids[0], "missed 3 heartbeats");
+  auto lost = out.take<wire::StateSourceLostMsg>();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].first, ids[2]);
+  EXPECT_EQ(lost[0].second.peer_id, ids[0]);
+}
+
+}  // namespace
+}  // namespace longhaul::master
