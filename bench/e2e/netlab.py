@@ -6,6 +6,8 @@ plugged into a bridge that lives in its own namespace lhb-<pid>-sw (the "switch"
 shaped with `tc qdisc ... tbf` (netem is not needed): the host side of each veth (host egress) and
 the switch side (the switch port's egress, i.e. the host's ingress), so every host has a full-duplex
 NIC of `rate` (1 Gbit/s by default) and the path between any two hosts has that capacity.
+`host_rates` ({host index: rate}) gives some hosts another NIC, e.g. a receiver wide enough for
+several senders.
 
 Nothing is created or changed outside these namespaces: the veth pairs are made inside the switch
 namespace and one end is moved into the host's namespace; the host's own interfaces, routes and
@@ -66,7 +68,7 @@ def rate_bits_per_s(rate):
 
 
 class NetLab:
-    def __init__(self, n, rate="1gbit", burst="256kb", latency="50ms", tag=None):
+    def __init__(self, n, rate="1gbit", burst="256kb", latency="50ms", tag=None, host_rates=None):
         if n < 1 or n > 200:
             raise ValueError("1 <= n <= 200")
         self.n = n
@@ -74,6 +76,12 @@ class NetLab:
         self.burst = burst
         self.latency = latency
         self.capacity_bits_per_s = rate_bits_per_s(rate)
+        host_rates = dict(host_rates or {})
+        if any(not 0 <= i < n for i in host_rates):
+            raise ValueError(f"host_rates names a host outside 0..{n - 1}")
+        self.host_rates = [host_rates.get(i, rate) for i in range(n)]
+        for r in self.host_rates:
+            rate_bits_per_s(r)  # validates
         tag = tag if tag is not None else str(os.getpid())
         self.prefix = f"{PREFIX}-{tag}"
         self.switch = f"{self.prefix}-sw"
@@ -86,6 +94,10 @@ class NetLab:
     # -- addressing -------------------------------------------------------------------------
     def addr(self, i):
         return f"10.213.{self.subnet}.{i + 1}"
+
+    def rate_bits_per_s(self, i):
+        """Host i's NIC rate in bit/s (each direction)."""
+        return rate_bits_per_s(self.host_rates[i])
 
     def exec_prefix(self, i):
         return ["ip", "netns", "exec", self.hosts[i]]
@@ -106,9 +118,9 @@ class NetLab:
         self._created.append(name)
         _run(["ip", "-n", name, "link", "set", "lo", "up"])
 
-    def _tbf(self, ns, dev):
+    def _tbf(self, ns, dev, rate):
         _run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
-              "rate", self.rate, "burst", self.burst, "latency", self.latency])
+              "rate", rate, "burst", self.burst, "latency", self.latency])
 
     def _build(self):
         self._ns_add(self.switch)
@@ -127,8 +139,8 @@ class NetLab:
             _run(sw + ["link", "set", port, "up"])
             _run(["ip", "-n", host, "addr", "add", f"{self.addr(i)}/24", "dev", self.ifname])
             _run(["ip", "-n", host, "link", "set", self.ifname, "up"])
-            self._tbf(host, self.ifname)    # host egress
-            self._tbf(self.switch, port)    # switch port egress = host ingress
+            self._tbf(host, self.ifname, self.host_rates[i])    # host egress
+            self._tbf(self.switch, port, self.host_rates[i])    # switch port egress = host ingress
         # Wait (bounded) until every host reaches host 0: the bridge forwards at once with STP off,
         # but make it an observed fact rather than an assumption.
         for i in range(1, self.n):
@@ -151,7 +163,8 @@ class NetLab:
     def describe(self):
         return {"hosts": self.hosts, "switch": self.switch, "addrs": [self.addr(i) for i in range(self.n)],
                 "ifname": self.ifname, "qdisc": f"tbf rate {self.rate} burst {self.burst} latency {self.latency}",
-                "shaped": "each host's veth egress and its switch port's egress"}
+                "shaped": "each host's veth egress and its switch port's egress",
+                "host_rates": list(self.host_rates)}
 
     def __enter__(self):
         return self.up()

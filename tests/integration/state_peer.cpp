@@ -1,9 +1,11 @@
 // A peer process for the shared-state tests and the state benchmark, written against the C API.
 //
 //   state_peer --master HOST:PORT [--layout NAME:DTYPE:COUNT,...] [--connections K]
+//              [--listen HOST:PORT]
 //
 // Registers the tensors of --layout (default "w:f32:1048576"; dtypes f32 f64 f16 bf16 i8 u8 i32 u32
-// i64 u64), connects, prints "ready id <peer id>", then runs commands from stdin, one per line:
+// i64 u64), listens for data links on --listen (default 127.0.0.1:0), connects, prints
+// "ready id <peer id>", then runs commands from stdin, one per line:
 //   fill SEED            fill every tensor with bytes derived from SEED (same SEED: same bytes)
 //   flip T BYTE BIT      flip one bit of tensor number T (in --layout order)
 //   zero T               set every byte of tensor number T to 0
@@ -116,11 +118,12 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string master, layout = "w:f32:1048576";
+  std::string master, layout = "w:f32:1048576", listen = "127.0.0.1:0";
   uint32_t connections = 1;
   static const option opts[] = {{"master", required_argument, nullptr, 'm'},
                                 {"layout", required_argument, nullptr, 'l'},
                                 {"connections", required_argument, nullptr, 'k'},
+                                {"listen", required_argument, nullptr, 's'},
                                 {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "", opts, nullptr)) != -1;) {
     if (c == 'm')
@@ -129,9 +132,11 @@ int main(int argc, char** argv) {
       layout = optarg;
     else if (c == 'k')
       connections = static_cast<uint32_t>(std::stoul(optarg));
+    else if (c == 's')
+      listen = optarg;
     else
       die("usage", LH_ERR_INVALID_ARGUMENT,
-          "state_peer --master HOST:PORT [--layout L] [--connections K]");
+          "state_peer --master HOST:PORT [--layout L] [--connections K] [--listen HOST:PORT]");
   }
   auto tensors = parse_layout(layout);
   lh_state* state = nullptr;
@@ -144,7 +149,7 @@ int main(int argc, char** argv) {
   lh_comm_options o;
   lh_comm_options_init(&o);
   o.master_address = master.c_str();
-  o.listen_address = "127.0.0.1:0";
+  o.listen_address = listen.c_str();
   o.connections_per_link = connections;
   lh_comm* comm = nullptr;
   if (lh_status s = lh_comm_create(&o, &comm); s != LH_OK)
