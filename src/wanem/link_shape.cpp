@@ -1,10 +1,10 @@
 #include "wanem/link_shape.hpp"
 
-#include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "common/parse_number.hpp"
 
 namespace longhaul::wanem {
 namespace {
@@ -14,13 +14,9 @@ constexpr double kMaxDelayMs = 86'400'000;
 constexpr double kMaxRateMbit = 1'000'000;
 
 Status parse_number(std::string_view key, std::string_view text, double max, double* out) {
-  const std::string s(text);
-  char* end = nullptr;
-  const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0 || v > max)
+  if (!parse_double(text, 0, max, out))
     return invalid_argument(fmt::format("{} needs a number in 0..{}, got '{}'", key,
                                         static_cast<long long>(max), text));
-  *out = v;
   return Status::ok();
 }
 

@@ -8,6 +8,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "common/log.hpp"
+#include "common/parse_number.hpp"
 
 namespace longhaul::wanem {
 namespace {
@@ -22,11 +23,8 @@ Status parse_time(std::string_view text, std::chrono::milliseconds* out) {
     scale = 1000;
     number = text.substr(0, text.size() - 1);
   }
-  const std::string s(number);
-  char* end = nullptr;
-  const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
-  if (scale == 0 || s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0 ||
-      v > 1e7)
+  double v = 0;
+  if (scale == 0 || !parse_double(number, 0, 1e7, &v))
     return invalid_argument(fmt::format("bad time '{}' (use e.g. 500ms or 5s)", text));
   *out = std::chrono::milliseconds(std::llround(v * scale));
   return Status::ok();

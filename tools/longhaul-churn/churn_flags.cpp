@@ -1,10 +1,14 @@
 #include "churn_flags.hpp"
 
-#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
+#include "common/parse_number.hpp"
+
 namespace longhaul_churn {
+
+using longhaul::parse_double;
+using longhaul::parse_u64;
 
 std::string usage() {
   return R"(longhaul-churn: runs a longhaul-master and N longhaul-peer daemons on this machine and
@@ -75,25 +79,7 @@ Example (a one-minute soak, half of the peers behind a 20 ms WAN):
 )";
 }
 
-namespace {
-
-bool parse_u64(std::string_view text, uint64_t min, uint64_t max, uint64_t* out) {
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-bool parse_double(const std::string& text, double min, double max, double* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !(v >= min && v <= max)) return false;
-  *out = v;
-  return true;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 bool parse_flags(int argc, char** argv, Flags* f, std::string* error) {
   for (int i = 1; i < argc; ++i) {

@@ -1,18 +1,18 @@
 // longhaul-master: the coordination daemon of a longhaul training run.
 #include <signal.h>
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "common/parse_number.hpp"
+#include "common/secret_file.hpp"
 #include "master/master.hpp"
 
 namespace {
@@ -66,24 +66,9 @@ Example:
 }
 
 Status parse_uint(std::string_view flag, std::string_view text, uint64_t max, uint64_t* out) {
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v == 0 || v > max)
+  if (!longhaul::parse_u64(text, 1, max, out))
     return longhaul::invalid_argument(
         fmt::format("{} needs a whole number in 1..{}, got '{}'", flag, max, text));
-  *out = v;
-  return Status::ok();
-}
-
-Status read_secret(const std::string& path, std::string* secret) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return longhaul::io_error(fmt::format("cannot read the secret file '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *secret = ss.str();
-  while (!secret->empty() && (secret->back() == '\n' || secret->back() == '\r')) secret->pop_back();
-  if (secret->empty())
-    return longhaul::invalid_argument(fmt::format("the secret file '{}' is empty", path));
   return Status::ok();
 }
 
@@ -167,8 +152,11 @@ Status parse_flags(int argc, char** argv, Flags* f) {
   if (tls.cert_file.empty() != tls.key_file.empty())
     return longhaul::invalid_argument("--tls-cert and --tls-key must be given together");
   tls.enabled = !tls.cert_file.empty();
-  if (!secret_file.empty())
-    LH_RETURN_IF_ERROR(read_secret(secret_file, &f->options.transport.secret));
+  if (!secret_file.empty()) {
+    auto secret = longhaul::read_secret_file(secret_file);
+    if (!secret) return secret.status();
+    f->options.transport.secret = std::move(*secret);
+  }
   return Status::ok();
 }
 

@@ -1,9 +1,9 @@
 #include "peer_flags.hpp"
 
-#include <charconv>
-#include <fstream>
-#include <sstream>
 #include <string_view>
+
+#include "common/parse_number.hpp"
+#include "common/secret_file.hpp"
 
 namespace longhaul_peer {
 
@@ -85,34 +85,7 @@ Example:
 )";
 }
 
-namespace {
-
-bool parse_u64(std::string_view text, uint64_t min, uint64_t max, uint64_t* out) {
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-bool read_secret(const std::string& path, std::string* secret, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot read the secret file '" + path + "'";
-    return false;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *secret = ss.str();
-  while (!secret->empty() && (secret->back() == '\n' || secret->back() == '\r')) secret->pop_back();
-  if (secret->empty()) {
-    *error = "the secret file '" + path + "' is empty";
-    return false;
-  }
-  return true;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 bool parse_flags(int argc, char** argv, Flags* f, std::string* error) {
   bool sizes_given = false;
@@ -137,7 +110,7 @@ bool parse_flags(int argc, char** argv, Flags* f, std::string* error) {
       return false;
     }
     const auto number = [&](uint64_t min, uint64_t max, uint64_t* out) {
-      if (parse_u64(value, min, max, out)) return true;
+      if (longhaul::parse_u64(value, min, max, out)) return true;
       *error = std::string(arg) + " needs a whole number in " + std::to_string(min) + ".." +
                std::to_string(max) + ", got '" + value + "'";
       return false;
@@ -148,7 +121,12 @@ bool parse_flags(int argc, char** argv, Flags* f, std::string* error) {
     } else if (arg == "--secret") {
       f->secret = value;
     } else if (arg == "--secret-file") {
-      if (!read_secret(value, &f->secret, error)) return false;
+      auto secret = longhaul::read_secret_file(value);
+      if (!secret) {
+        *error = secret.status().message();
+        return false;
+      }
+      f->secret = std::move(*secret);
     } else if (arg == "--tls-cert") {
       f->tls_cert = value;
     } else if (arg == "--tls-key") {

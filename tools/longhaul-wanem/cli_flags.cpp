@@ -1,9 +1,10 @@
 #include "cli_flags.hpp"
 
-#include <charconv>
 #include <iostream>
 
 #include <fmt/format.h>
+
+#include "common/parse_number.hpp"
 
 namespace longhaul::wanem {
 
@@ -66,12 +67,9 @@ Example: 40 ms each way and 100 Mbit/s between a client and a server on port 900
 namespace {
 
 Status parse_u64(std::string_view flag, std::string_view text, uint64_t max, uint64_t* out) {
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v > max)
+  if (!longhaul::parse_u64(text, 0, max, out))
     return invalid_argument(
         fmt::format("{} needs a whole number in 0..{}, got '{}'", flag, max, text));
-  *out = v;
   return Status::ok();
 }
 
