@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "common/flag_value.hpp"
 #include "common/parse_number.hpp"
 
 namespace longhaul_churn {
@@ -93,12 +94,7 @@ bool parse_flags(int argc, char** argv, Flags* f, std::string* error) {
       continue;
     }
     std::string value;
-    if (auto eq = arg.find('='); eq != std::string_view::npos && arg.starts_with("--")) {
-      value = std::string(arg.substr(eq + 1));
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
+    if (!longhaul::take_flag_value(argc, argv, &i, &arg, &value)) {
       *error = std::string(arg) + " needs a value (see --help)";
       return false;
     }

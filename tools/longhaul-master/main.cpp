@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/flag_value.hpp"
 #include "common/log.hpp"
 #include "common/parse_number.hpp"
 #include "common/secret_file.hpp"
@@ -103,14 +104,8 @@ Status parse_flags(int argc, char** argv, Flags* f) {
       return Status::ok();
     }
     std::string value;
-    if (auto eq = arg.find('='); eq != std::string_view::npos && arg.starts_with("--")) {
-      value = std::string(arg.substr(eq + 1));
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
+    if (!longhaul::take_flag_value(argc, argv, &i, &arg, &value))
       return longhaul::invalid_argument(fmt::format("{} needs a value (see --help)", arg));
-    }
     uint64_t n = 0;
     if (arg == "--listen")
       listen = value;

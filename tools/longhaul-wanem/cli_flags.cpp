@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/flag_value.hpp"
 #include "common/parse_number.hpp"
 
 namespace longhaul::wanem {
@@ -87,14 +88,8 @@ Status parse_cli_flags(int argc, char** argv, CliFlags* f) {
     if (!arg.starts_with("--"))
       return invalid_argument(fmt::format("unexpected argument '{}' (see --help)", arg));
     std::string value;
-    if (auto eq = arg.find('='); eq != std::string_view::npos) {
-      value = std::string(arg.substr(eq + 1));
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
+    if (!take_flag_value(argc, argv, &i, &arg, &value))
       return invalid_argument(fmt::format("{} needs a value (see --help)", arg));
-    }
     uint64_t n = 0;
     if (arg == "--route") {
       route_texts.push_back(value);
