@@ -4,69 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include "master_fixture.hpp"
+
 namespace longhaul::master {
 namespace {
 
-struct Recorder : Outbox {
-  std::vector<std::pair<PeerId, wire::ControlMessage>> sent;
-  BatchArbiter* arbiter = nullptr;
-
-  void send(PeerId to, const wire::ControlMessage& m) override { sent.emplace_back(to, m); }
-  void disconnect(PeerId, const Status&) override {}
-  void round_started(uint64_t) override {}
-  void group_epoch_failed(uint32_t group) override { arbiter->on_group_epoch_failed(group); }
-
-  template <class T>
-  std::vector<std::pair<PeerId, T>> take() {
-    std::vector<std::pair<PeerId, T>> out;
-    for (auto it = sent.begin(); it != sent.end();) {
-      if (auto* m = std::get_if<T>(&it->second)) {
-        out.emplace_back(it->first, *m);
-        it = sent.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    return out;
-  }
-};
-
-class BatchArbiterTest : public ::testing::Test {
+class BatchArbiterTest : public MasterFixture {
  protected:
-  BatchArbiterTest() { out.arbiter = &batch; }
+  BatchArbiterTest() {
+    out.on_group_epoch_failed = [this](uint32_t group) { batch.on_group_epoch_failed(group); };
+  }
 
-  Recorder out;
-  Membership m{out};
   BatchArbiter batch{out, m};
 
-  PeerId join(uint32_t group = 0) {
-    const PeerId id = m.allocate_id();
-    m.add_pending(id, group, "127.0.0.1", static_cast<uint16_t>(1000 + id));
-    return id;
-  }
-  void all_ready() {
-    auto proposals = out.take<wire::TopologyMsg>();
-    ASSERT_FALSE(proposals.empty());
-    const uint64_t epoch = proposals.back().second.epoch;
-    for (auto& [id, p] : proposals)
-      if (p.epoch == epoch) {
-        ASSERT_TRUE(m.on_links_ready(id, epoch, {}).is_ok());
-      }
-  }
-  // Admits `n` peers of `group` (after those already active) one round at a time.
-  std::vector<PeerId> form(size_t n, uint32_t group = 0) {
-    std::vector<PeerId> ids;
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<PeerId> active;
-      for (const auto& [id, member] : m.members())
-        if (member.state == Membership::State::kActive) active.push_back(id);
-      ids.push_back(join(group));
-      for (PeerId a : active) EXPECT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
-      all_ready();
-    }
-    out.sent.clear();
-    return ids;
-  }
   Status report(PeerId id, uint64_t attempt, bool ok) {
     return batch.on_report(id, wire::BatchReportMsg{m.epoch(), attempt, ok});
   }

@@ -5,61 +5,12 @@
 
 #include <algorithm>
 
+#include "master_fixture.hpp"
+
 namespace longhaul::master {
 namespace {
 
-struct Recorder : Outbox {
-  std::vector<std::pair<PeerId, wire::ControlMessage>> sent;
-  std::vector<std::pair<PeerId, Status>> disconnected;
-  std::vector<uint64_t> rounds;
-
-  void send(PeerId to, const wire::ControlMessage& m) override { sent.emplace_back(to, m); }
-  void disconnect(PeerId who, const Status& why) override { disconnected.emplace_back(who, why); }
-  void round_started(uint64_t epoch) override { rounds.push_back(epoch); }
-  void group_reconfiguring(uint32_t group) override { reconfiguring.push_back(group); }
-  std::vector<uint32_t> reconfiguring;
-
-  template <class T>
-  std::vector<std::pair<PeerId, T>> take() {
-    std::vector<std::pair<PeerId, T>> out;
-    for (auto it = sent.begin(); it != sent.end();) {
-      if (auto* m = std::get_if<T>(&it->second)) {
-        out.emplace_back(it->first, *m);
-        it = sent.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    return out;
-  }
-};
-
-class MembershipTest : public ::testing::Test {
- protected:
-  Recorder out;
-  Membership m{out};
-
-  PeerId join(uint32_t group = 0) {
-    const PeerId id = m.allocate_id();
-    m.add_pending(id, group, "127.0.0.1", static_cast<uint16_t>(1000 + id));
-    return id;
-  }
-  // Answers the current proposal for everyone in it; returns the proposal's epoch.
-  uint64_t all_ready() {
-    auto proposals = out.take<wire::TopologyMsg>();
-    EXPECT_FALSE(proposals.empty());
-    if (proposals.empty()) return 0;
-    const uint64_t epoch = proposals.back().second.epoch;
-    for (auto& [id, p] : proposals)
-      if (p.epoch == epoch) {
-        EXPECT_TRUE(m.on_links_ready(id, epoch, {}).is_ok());
-      }
-    return epoch;
-  }
-  void all_update(const std::vector<PeerId>& ids) {
-    for (PeerId id : ids) ASSERT_TRUE(m.on_update_topology(id, m.epoch()).is_ok());
-  }
-};
+using MembershipTest = MasterFixture;
 
 TEST_F(MembershipTest, FirstPeerIsAdmittedAtOnce) {
   const PeerId a = join();

@@ -5,59 +5,20 @@
 
 #include <gtest/gtest.h>
 
+#include "master_fixture.hpp"
 #include "state/block_hash.hpp"
 
 namespace longhaul::master {
 namespace {
 
-struct Recorder : Outbox {
-  std::vector<std::pair<PeerId, wire::ControlMessage>> sent;
-  StateArbiter* arbiter = nullptr;
-
-  void send(PeerId to, const wire::ControlMessage& m) override { sent.emplace_back(to, m); }
-  void disconnect(PeerId, const Status&) override {}
-  void round_started(uint64_t) override {}
-  void peer_forgotten(PeerId who) override { arbiter->on_peer_gone(who); }
-
-  template <class T>
-  std::vector<std::pair<PeerId, T>> take() {
-    std::vector<std::pair<PeerId, T>> out;
-    for (auto it = sent.begin(); it != sent.end();) {
-      if (auto* m = std::get_if<T>(&it->second)) {
-        out.emplace_back(it->first, *m);
-        it = sent.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    return out;
-  }
-};
-
-class StateArbiterTest : public ::testing::Test {
+class StateArbiterTest : public MasterFixture {
  protected:
-  StateArbiterTest() { out.arbiter = &arbiter; }
+  StateArbiterTest() {
+    out.on_peer_forgotten = [this](PeerId who) { arbiter.on_peer_gone(who); };
+  }
 
-  Recorder out;
-  Membership m{out};
   StateArbiter arbiter{out, m};
 
-  // Admits `n` peers of group 0, one round at a time.
-  std::vector<PeerId> form(size_t n) {
-    std::vector<PeerId> ids;
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<PeerId> active(ids);
-      const PeerId id = m.allocate_id();
-      m.add_pending(id, 0, "127.0.0.1", static_cast<uint16_t>(1000 + id));
-      ids.push_back(id);
-      for (PeerId a : active) EXPECT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
-      auto proposals = out.take<wire::TopologyMsg>();
-      EXPECT_FALSE(proposals.empty());
-      for (auto& [to, p] : proposals) EXPECT_TRUE(m.on_links_ready(to, p.epoch, {}).is_ok());
-    }
-    out.sent.clear();
-    return ids;
-  }
   // One tensor "w" of two blocks whose hashes are (content, content + 1).
   Status report(PeerId id, uint64_t content, wire::SyncStrategy strategy) {
     wire::TensorReport t{"w", 0, 2 * state::kBlockBytes / 4, {content, content + 1}, {0}};
