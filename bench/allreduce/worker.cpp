@@ -21,6 +21,7 @@ namespace {
 
 struct Args {
   std::string master, listen = "127.0.0.1:0", codec = "none", schedule = "auto";
+  std::string op = "sum";  // the reference's op: torch.distributed.all_reduce sums
   long world = 2, iterations = 5, warmup = 1, connections = 1;  // K: the library's default
   long io_threads = 0, segment_bytes = 0;                       // 0: the library's defaults
   size_t bytes = 256u << 20;
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
                                    {"listen", required_argument, nullptr, 'l'},
                                    {"io-threads", required_argument, nullptr, 't'},
                                    {"segment-bytes", required_argument, nullptr, 'g'},
+                                   {"op", required_argument, nullptr, 'o'},
                                    {"help", no_argument, nullptr, 'h'},
                                    {nullptr, 0, nullptr, 0}};
   int opt;
@@ -104,13 +106,16 @@ int main(int argc, char** argv) {
       case 'g':
         a.segment_bytes = std::atol(optarg);
         break;
+      case 'o':
+        a.op = optarg;
+        break;
       case 'h':
         std::puts(
             "longhaul-allreduce-worker --master HOST:PORT --world N [--bytes B] [--iterations I] "
             "[--warmup W]\n"
             "  [--codec none|fp16|bf16|u8|u4] [--schedule auto|ring|direct] [--connections K] "
             "[--listen HOST:0]\n"
-            "  [--io-threads T] [--segment-bytes B]   (0: the library's defaults)");
+            "  [--io-threads T] [--segment-bytes B]   (0: the library's defaults) [--op sum|avg]");
         return 0;
       default:
         return 2;
@@ -118,6 +123,8 @@ int main(int argc, char** argv) {
   }
   if (a.master.empty() || a.world < 1 || a.iterations < 1 || a.bytes < 4)
     die("arguments", "see --help");
+  if (a.op != "sum" && a.op != "avg") die("--op", "must be sum or avg");
+  const lh_reduce_op reduce_op = a.op == "sum" ? LH_OP_SUM : LH_OP_AVG;
 
   lh_comm_options co;
   lh_comm_options_init(&co);
@@ -167,7 +174,7 @@ int main(int argc, char** argv) {
     lh_op_destroy(barrier);
     const auto t0 = std::chrono::steady_clock::now();
     lh_op* op = nullptr;
-    if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, LH_OP_AVG, &ro,
+    if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, reduce_op, &ro,
                            &op) != LH_OK)
       die("lh_allreduce_async", lh_comm_last_error(comm));
     if (lh_op_wait(op) != LH_OK) die("all-reduce", lh_op_last_error(op));
@@ -180,9 +187,10 @@ int main(int argc, char** argv) {
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   std::printf(
-      "{\"rank\":%lld,\"world\":%ld,\"bytes\":%zu,\"codec\":\"%s\",\"schedule\":\"%s\",\"times_s\":"
+      "{\"rank\":%lld,\"world\":%ld,\"bytes\":%zu,\"op\":\"%s\",\"codec\":\"%s\",\"schedule\":\"%"
+      "s\",\"times_s\":"
       "[",
-      static_cast<long long>(rank), a.world, a.bytes, a.codec.c_str(),
+      static_cast<long long>(rank), a.world, a.bytes, a.op.c_str(), a.codec.c_str(),
       schedule_name(info.schedule));
   for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? "," : "", times[i]);
   std::printf("],\"median_s\":%.6f,\"bytes_sent\":%llu,\"bytes_received\":%llu}\n",
