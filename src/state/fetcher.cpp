@@ -98,6 +98,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
   ~Fetch() { workers_.join(); }
 
   Status run_to_end(LostSources* lost, FetchStats* stats) {
+    started_ = Clock::now();
     if (lost)
       lost->listen([weak = weak_from_this()](uint64_t peer) {
         if (auto self = weak.lock()) self->on_source_lost(peer);
@@ -153,6 +154,8 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
         src.link = *r;
         src.state = Source::State::kUp;
         src.last_progress = Clock::now();
+        log::debug("state", "linked to source peer {} in {:.1f} ms", src.id,
+                   std::chrono::duration<double, std::milli>(src.last_progress - started_).count());
         std::weak_ptr<Fetch> weak = weak_from_this();
         actions.push_back([weak, s, link = src.link] {
           link->start(
@@ -454,6 +457,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
   uint64_t blocks_ = 0;
   Status failure_;
   bool finished_ = false;
+  Clock::time_point started_;
 };
 
 }  // namespace

@@ -12,13 +12,15 @@
 //   revision R           lh_state_set_revision
 //   world N              lh_comm_update_topology until the group has N peers -> "world N epoch E"
 //   sync enforce|receive|send
-//                        lh_sync_state -> "sync <status> ms <ms> tx <bytes> rx <bytes> blocks <n>
-//                        sources <n> revision <r> hash <state hash> msg <error message>"
+//                        lh_sync_state -> "sync <status> ms <ms> cpu_ms <ms> tx <bytes> rx <bytes>
+//                        blocks <n> sources <n> revision <r> hash <state hash> msg <error message>"
+//                        (cpu_ms: this process's CPU time, all threads, during the call)
 //   hash                 -> "hash <state hash> revision <r>"
 //   dump PATH            write every tensor's bytes, in --layout order, to PATH -> "dumped"
 //   quit                 leave gracefully and exit 0
 // Errors outside sync print "error <what> <status> <message>" and exit 3.
 #include <getopt.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -109,6 +111,15 @@ void fill(std::vector<TensorSpec>& tensors, uint64_t seed) {
     }
     for (; i < b.size(); ++i) b[i] = static_cast<unsigned char>(seed + i);
   }
+}
+
+// User + system CPU time of the whole process (every thread), in ms.
+double process_cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const long long us =
+      (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000LL + u.ru_utime.tv_usec + u.ru_stime.tv_usec;
+  return static_cast<double>(us) / 1e3;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -206,15 +217,17 @@ int main(int argc, char** argv) {
                                         : how == "send"  ? LH_SYNC_SEND_ONLY
                                                          : LH_SYNC_ENFORCE_POPULAR;
       lh_sync_info info;
+      const double cpu0 = process_cpu_ms();
       const auto t0 = std::chrono::steady_clock::now();
       const lh_status s = lh_sync_state(comm, state, strategy, &info);
       const double ms = ms_since(t0);
+      const double cpu_ms = process_cpu_ms() - cpu0;
       uint64_t hash = 0;
       lh_state_hash(state, &hash);
       std::printf(
-          "sync %s ms %.3f tx %llu rx %llu blocks %llu sources %llu revision %llu hash %016llx msg "
-          "%s\n",
-          lh_status_string(s), ms, static_cast<unsigned long long>(info.tx_bytes),
+          "sync %s ms %.3f cpu_ms %.3f tx %llu rx %llu blocks %llu sources %llu revision %llu hash "
+          "%016llx msg %s\n",
+          lh_status_string(s), ms, cpu_ms, static_cast<unsigned long long>(info.tx_bytes),
           static_cast<unsigned long long>(info.rx_bytes),
           static_cast<unsigned long long>(info.blocks_fetched),
           static_cast<unsigned long long>(info.sources),
