@@ -127,6 +127,29 @@ class StateSyncTest : public ::testing::Test {
     for (size_t i = 1; i < peers.size(); ++i)
       EXPECT_TRUE(dump(*peers[i], "dump" + std::to_string(i)) == first) << "peer " << i;
   }
+  // Three in-sync sources of `layout` (filled from `seed`, one connection each) and a joiner
+  // admitted beside them, which has not synced yet.
+  struct SourcesAndJoiner {
+    Child *a, *b, *c, *joiner;
+  };
+  SourcesAndJoiner three_sources_and_a_joiner(const std::string& layout, int seed) {
+    Child& a = add(layout, true, 1);
+    Child& b = add(layout, false, 1);
+    all({&a}, "world 2", "world 2");
+    ready(b);
+    all({&b}, "world 2", "world 2");
+    Child& c = add(layout, false, 1);
+    all({&a, &b}, "world 3", "world 3");
+    ready(c);
+    all({&c}, "world 3", "world 3");
+    all({&a, &b, &c}, "fill " + std::to_string(seed), "filled");
+    for (const auto& s : sync_all({&a, &b, &c})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+    Child& joiner = add(layout, false, 1);
+    all({&a, &b, &c}, "world 4", "world 4");
+    ready(joiner);
+    all({&joiner}, "world 4", "world 4");
+    return {&a, &b, &c, &joiner};
+  }
 
   Cluster cluster_;
   std::vector<std::unique_ptr<Child>> peers_;
@@ -214,22 +237,8 @@ TEST_F(StateSyncTest, OneFlippedBitMovesExactlyThatBlock) {
 }
 
 TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
-  const std::string layout = mib_layout(256);
-  Child& a = add(layout, true, 1);
-  Child& b = add(layout, false, 1);
-  all({&a}, "world 2", "world 2");
-  ready(b);
-  all({&b}, "world 2", "world 2");
-  Child& c = add(layout, false, 1);
-  all({&a, &b}, "world 3", "world 3");
-  ready(c);
-  all({&c}, "world 3", "world 3");
-  all({&a, &b, &c}, "fill 11", "filled");
-  for (const auto& s : sync_all({&a, &b, &c})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
-  Child& joiner = add(layout, false, 1);
-  all({&a, &b, &c}, "world 4", "world 4");
-  ready(joiner);
-  all({&joiner}, "world 4", "world 4");
+  const auto peers = three_sources_and_a_joiner(mib_layout(256), 11);
+  Child &a = *peers.a, &b = *peers.b, &c = *peers.c, &joiner = *peers.joiner;
 
   // Once the master has sent the plans, freeze every source, let only b run for a moment (the
   // joiner links to it and it serves part of its share), then kill b while it has fetches in
@@ -273,22 +282,8 @@ TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
 }
 
 TEST_F(StateSyncTest, FrozenSourceIsDroppedOnTheMastersWord) {
-  const std::string layout = mib_layout(256);
-  Child& a = add(layout, true, 1);
-  Child& b = add(layout, false, 1);
-  all({&a}, "world 2", "world 2");
-  ready(b);
-  all({&b}, "world 2", "world 2");
-  Child& c = add(layout, false, 1);
-  all({&a, &b}, "world 3", "world 3");
-  ready(c);
-  all({&c}, "world 3", "world 3");
-  all({&a, &b, &c}, "fill 13", "filled");
-  for (const auto& s : sync_all({&a, &b, &c})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
-  Child& joiner = add(layout, false, 1);
-  all({&a, &b, &c}, "world 4", "world 4");
-  ready(joiner);
-  all({&joiner}, "world 4", "world 4");
+  const auto peers = three_sources_and_a_joiner(mib_layout(256), 13);
+  Child &a = *peers.a, &b = *peers.b, &c = *peers.c, &joiner = *peers.joiner;
   const std::string b_id = b.last_line("ready id").substr(9);
 
   // Once the plans are out, freeze a and c so that b alone serves for a moment, then SIGSTOP b
