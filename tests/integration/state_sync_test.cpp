@@ -150,6 +150,17 @@ class StateSyncTest : public ::testing::Test {
     all({&joiner}, "world 4", "world 4");
     return {&a, &b, &c, &joiner};
   }
+  // The sources sync enforce-popular and the joiner receive-only; returns once the master has
+  // planned the joiner's 256 blocks (so the sources are about to serve them).
+  void start_sync_and_wait_for_the_plans(const SourcesAndJoiner& p) {
+    const size_t from = cluster_.master().stderr_text().size();
+    for (Child* source : {p.a, p.b, p.c}) source->send("sync enforce");
+    p.joiner->send("sync receive");
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (cluster_.master().stderr_text().find("fetching 256 blocks", from) == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+  }
 
   Cluster cluster_;
   std::vector<std::unique_ptr<Child>> peers_;
@@ -243,13 +254,7 @@ TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
   // Once the master has sent the plans, freeze every source, let only b run for a moment (the
   // joiner links to it and it serves part of its share), then kill b while it has fetches in
   // flight and let the others go on: the joiner must finish from a and c.
-  const size_t from = cluster_.master().stderr_text().size();
-  for (Child* p : {&a, &b, &c}) p->send("sync enforce");
-  joiner.send("sync receive");
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (cluster_.master().stderr_text().find("fetching 256 blocks", from) == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(1ms);
+  start_sync_and_wait_for_the_plans(peers);
   for (Child* p : {&a, &b, &c}) p->kill(SIGSTOP);
   b.kill(SIGCONT);
   // Short: b alone moves 256 MiB in about 130 ms on loopback (K = 1).
@@ -290,14 +295,8 @@ TEST_F(StateSyncTest, FrozenSourceIsDroppedOnTheMastersWord) {
   // while it has fetches in flight and let a and c go on. b's sockets stay open: only the
   // master, missing b's heartbeats (3 x 1 s), can tell the joiner to drop it, well before the
   // fetcher's 30 s stall timeout. (The fixture SIGKILLs and reaps b whatever happens.)
-  const size_t from = cluster_.master().stderr_text().size();
   const size_t a_from = a.lines().size(), c_from = c.lines().size();
-  for (Child* p : {&a, &b, &c}) p->send("sync enforce");
-  joiner.send("sync receive");
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (cluster_.master().stderr_text().find("fetching 256 blocks", from) == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(1ms);
+  start_sync_and_wait_for_the_plans(peers);
   for (Child* p : {&a, &c}) p->kill(SIGSTOP);
   std::this_thread::sleep_for(40ms);  // b alone moves 256 MiB in about 130 ms on loopback (K = 1)
   b.kill(SIGSTOP);
