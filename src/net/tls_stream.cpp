@@ -27,6 +27,11 @@ constexpr size_t kEncryptChunk = 16 * kRecord;
 constexpr size_t kWriteBatch = 512 << 10;
 // Ciphertext asked of the socket per recv() (many records at once).
 constexpr size_t kReadChunk = 256 << 10;
+// Read low-water marks (set_read_low_water): none below 32 KiB, at most 256 KiB; the largest
+// TLS record on the wire (16 KiB of plaintext plus header, padding and tag).
+constexpr size_t kMinLowWater = 32 << 10;
+constexpr size_t kMaxLowWater = 256 << 10;
+constexpr size_t kMaxRecordBytes = (16 << 10) + 256;
 // A TLS record header: type, legacy version, 16-bit big-endian length.
 constexpr size_t kRecordHeader = 5;
 
@@ -254,17 +259,34 @@ asio::awaitable<Status> TlsStream::read_exact(std::span<std::byte> dst) {
     }
     const int err = SSL_get_error(ssl_, r);
     if (err == SSL_ERROR_WANT_READ) {
+      set_read_low_water(dst.size() - got);
       Status s = co_await wait_for(err);
       if (!s) co_return s;
       continue;
     }
+    set_read_low_water(0);
     send_queued_now();  // best effort: an alert OpenSSL queued tells the peer why
     // A close between frames: nothing of this read arrived, not even part of a record.
     clean_eof_ = got == 0 && eof_seen_ && io_errno_ == 0 && rpos_ == rend_ && header_have_ == 0 &&
                  record_left_ == 0;
     co_return tls_error("reading from", err);
   }
+  set_read_low_water(0);
   co_return Status::ok();
+}
+
+void TlsStream::set_read_low_water(size_t plaintext_left) {
+  // Wake only once a good part of what is still to come is queued, as plaintext reads do
+  // (connection.cpp). The wire must carry at least the plaintext still missing: every record is
+  // larger than its plaintext, and what is already on this side (ciphertext in rbuf_, at most one
+  // partial record inside OpenSSL, plaintext OpenSSL holds) can only make up for that much.
+  const size_t here = (rend_ - rpos_) + kMaxRecordBytes + static_cast<size_t>(SSL_pending(ssl_));
+  const size_t coming = plaintext_left > here ? plaintext_left - here : 0;
+  const int want = coming >= kMinLowWater ? static_cast<int>(std::min(coming, kMaxLowWater)) : 1;
+  if (want == low_water_) return;
+  // A wake-up threshold, not part of what is read: if the kernel refuses it, reads stay correct.
+  if (::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
+    low_water_ = want;
 }
 
 Status TlsStream::encrypt(const std::byte* data, size_t n) {

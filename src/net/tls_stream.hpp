@@ -80,6 +80,8 @@ class TlsStream {
 
   // Suspends until the socket is readable (WANT_READ) or writable (WANT_WRITE).
   asio::awaitable<Status> wait_for(int ssl_want);
+  // SO_RCVLOWAT for the rest of a read of `plaintext_left` bytes (0: none, wake for any byte).
+  void set_read_low_water(size_t plaintext_left);
   // Encrypts [data, data + n) into the send buffer.
   Status encrypt(const std::byte* data, size_t n);
   // Sends the send buffer, waiting for the socket as needed.
@@ -110,6 +112,7 @@ class TlsStream {
   size_t header_have_ = 0;
   size_t record_left_ = 0;        // body bytes of the current record not yet handed to OpenSSL
   std::vector<std::byte> stage_;  // coalesces small plaintext pieces into full records
+  int low_water_ = 1;             // the socket's SO_RCVLOWAT as last set
 };
 
 }  // namespace longhaul::net
