@@ -27,6 +27,27 @@ std::string describe(const asio::ip::tcp::socket& s) {
 }
 
 constexpr size_t kPayloadLowWater = 256 << 10;
+constexpr size_t kPushedTail = 64 << 10;
+
+// A frame as one gathered write: its header and its payload.
+using FrameBuffers = std::array<asio::const_buffer, 2>;
+
+FrameBuffers skip_bytes(FrameBuffers b, size_t n) {
+  for (auto& piece : b) {
+    const size_t cut = std::min(n, piece.size());
+    piece += cut;
+    n -= cut;
+  }
+  return b;
+}
+
+FrameBuffers first_bytes(FrameBuffers b, size_t n) {
+  for (auto& piece : b) {
+    piece = asio::const_buffer(piece.data(), std::min(n, piece.size()));
+    n -= piece.size();
+  }
+  return b;
+}
 
 // SO_RCVLOWAT is a wake-up threshold, not part of what is read: if the kernel refuses it the
 // reads are merely smaller, so the caller keeps going with the old value.
@@ -136,16 +157,29 @@ asio::awaitable<Status> Connection::skip_payload(uint64_t n) {
 asio::awaitable<Status> Connection::write_frame(const FrameHeader& header,
                                                 std::span<const std::byte> payload) {
   write_header_buf_ = encode_header(header);
-  const std::array<asio::const_buffer, 2> bufs = {
-      asio::const_buffer(write_header_buf_.data(), write_header_buf_.size()),
-      asio::const_buffer(payload.data(), payload.size())};
+  const FrameBuffers bufs = {asio::const_buffer(write_header_buf_.data(), write_header_buf_.size()),
+                             asio::const_buffer(payload.data(), payload.size())};
   if (tls_) {
     const std::span<const asio::const_buffer> pieces(bufs);
     Status s = co_await tls_->write_all(pieces);
     co_return s;
   }
+  // All but the frame's last kPushedTail bytes go out with MSG_MORE: a write that ends part-way
+  // into a TCP segment leaves it for the next write to fill instead of sending it short, so a
+  // frame crosses loopback in full 64 KiB segments rather than ~36 KB ones (and the receiver's
+  // stack handles ~40% fewer). Only the tail, written without the flag, is pushed at once; the
+  // kernel also pushes whenever the socket buffer is full, so nothing waits on the flag.
+  const size_t total = write_header_buf_.size() + payload.size();
+  const size_t corked = total > kPushedTail ? total - kPushedTail : 0;
+  size_t sent = 0;
   asio::error_code ec;
-  co_await asio::async_write(plain_, bufs, asio::redirect_error(kAwait, ec));
+  while (sent < corked) {
+    const FrameBuffers part = first_bytes(skip_bytes(bufs, sent), corked - sent);
+    sent += co_await plain_.async_send(part, MSG_MORE, asio::redirect_error(kAwait, ec));
+    if (ec) co_return io_status(ec, "writing to");
+  }
+  const FrameBuffers tail = skip_bytes(bufs, sent);
+  co_await asio::async_write(plain_, tail, asio::redirect_error(kAwait, ec));
   if (ec) co_return io_status(ec, "writing to");
   co_return Status::ok();
 }
