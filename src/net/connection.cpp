@@ -26,7 +26,10 @@ std::string describe(const asio::ip::tcp::socket& s) {
                               : fmt::format("{}:{}", ep.address().to_string(), ep.port());
 }
 
+// Payload read low-water marks: up to 256 KiB, none when less than 32 KiB is still to come (a
+// small payload is read as it lands, without the two extra system calls).
 constexpr size_t kPayloadLowWater = 256 << 10;
+constexpr size_t kMinPayloadLowWater = 32 << 10;
 constexpr size_t kPushedTail = 64 << 10;
 
 // A frame as one gathered write: its header and its payload.
@@ -128,7 +131,9 @@ asio::awaitable<Status> Connection::read_payload(std::span<std::byte> dst) {
   Status status;
   while (got < dst.size()) {
     const size_t remaining = dst.size() - got;
-    const int want = static_cast<int>(std::min(remaining, kPayloadLowWater));
+    const int want = remaining >= kMinPayloadLowWater
+                         ? static_cast<int>(std::min(remaining, kPayloadLowWater))
+                         : 1;
     if (want != low_water && set_receive_low_water(fd, want)) low_water = want;
     asio::error_code ec;
     const asio::mutable_buffer buf(dst.data() + got, remaining);
