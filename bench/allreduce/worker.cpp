@@ -4,13 +4,20 @@
 // all-reduces of --bytes of f32 and prints one JSON line. Each timed op is preceded by an untimed
 // one-element all-reduce that lines the members up (the gloo reference times its all_reduce
 // after an untimed barrier the same way).
+//
+// With --error it instead measures the quantization error: every rank's input is N(0,1) with a few
+// large outliers (reproducible from the rank), one all-reduce runs, and the JSON line carries the
+// relative L2 error of the result against the exact sum of every rank's input (in double).
 #include <getopt.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,9 +30,38 @@ struct Args {
   std::string master, listen = "127.0.0.1:0", codec = "none", schedule = "auto";
   std::string op = "sum";  // the reference's op: torch.distributed.all_reduce sums
   long world = 2, iterations = 5, warmup = 1, connections = 1;  // K: the library's default
-  long io_threads = 0, segment_bytes = 0;                       // 0: the library's defaults
+  long io_threads = 0, segment_bytes = 0, block = 0;            // 0: the library's defaults
   size_t bytes = 256u << 20;
+  bool error = false;
 };
+
+// Rank r's input of an --error run: N(0, 1), with one element in 10 000 replaced by +-100 (the
+// large, rare values of real gradients that flatten a single min-max scale).
+std::vector<float> gradient_like(size_t count, int64_t rank) {
+  std::mt19937_64 rng(0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(count);
+  for (float& v : x) v = normal(rng);
+  std::uniform_int_distribution<size_t> where(0, count - 1);
+  for (size_t k = 0; k < std::max<size_t>(1, count / 10000); ++k)
+    x[where(rng)] = (rng() & 1) != 0 ? 100.0f : -100.0f;
+  return x;
+}
+
+// ||got - exact|| / ||exact||, exact being the sum of every rank's gradient_like input.
+double relative_l2_vs_exact_sum(const std::vector<float>& got, long world) {
+  std::vector<double> exact(got.size(), 0.0);
+  for (long r = 0; r < world; ++r) {
+    const std::vector<float> x = gradient_like(got.size(), r);
+    for (size_t i = 0; i < x.size(); ++i) exact[i] += x[i];
+  }
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff += (got[i] - exact[i]) * (got[i] - exact[i]);
+    norm += exact[i] * exact[i];
+  }
+  return std::sqrt(diff / norm);
+}
 
 [[noreturn]] void die(const char* what, const char* message) {
   std::fprintf(stderr, "longhaul-allreduce-worker: %s: %s\n", what, message);
@@ -68,6 +104,8 @@ int main(int argc, char** argv) {
                                    {"io-threads", required_argument, nullptr, 't'},
                                    {"segment-bytes", required_argument, nullptr, 'g'},
                                    {"op", required_argument, nullptr, 'o'},
+                                   {"block", required_argument, nullptr, 'q'},
+                                   {"error", no_argument, nullptr, 'e'},
                                    {"help", no_argument, nullptr, 'h'},
                                    {nullptr, 0, nullptr, 0}};
   int opt;
@@ -109,13 +147,21 @@ int main(int argc, char** argv) {
       case 'o':
         a.op = optarg;
         break;
+      case 'q':
+        a.block = std::atol(optarg);
+        break;
+      case 'e':
+        a.error = true;
+        break;
       case 'h':
         std::puts(
             "longhaul-allreduce-worker --master HOST:PORT --world N [--bytes B] [--iterations I] "
             "[--warmup W]\n"
             "  [--codec none|fp16|bf16|u8|u4] [--schedule auto|ring|direct] [--connections K] "
             "[--listen HOST:0]\n"
-            "  [--io-threads T] [--segment-bytes B]   (0: the library's defaults) [--op sum|avg]");
+            "  [--io-threads T] [--segment-bytes B] [--block ELEMENTS]   (0: the library's "
+            "defaults) [--op sum|avg]\n"
+            "  [--error]   one all-reduce of gradient-like data; prints its relative L2 error");
         return 0;
       default:
         return 2;
@@ -151,17 +197,31 @@ int main(int argc, char** argv) {
 
   const size_t count = a.bytes / 4;
   std::vector<float> data(count);
-  for (size_t i = 0; i < count; ++i)
-    data[i] = static_cast<float>((i * 2654435761u + static_cast<size_t>(rank)) % 1000) / 1000.0f;
+  if (a.error)
+    data = gradient_like(count, rank);
+  else
+    for (size_t i = 0; i < count; ++i)
+      data[i] = static_cast<float>((i * 2654435761u + static_cast<size_t>(rank)) % 1000) / 1000.0f;
   lh_allreduce_options ro;
   lh_allreduce_options_init(&ro);
   ro.codec = parse_codec(a.codec);
   ro.schedule = parse_schedule(a.schedule);
   if (a.segment_bytes > 0) ro.segment_bytes = static_cast<uint32_t>(a.segment_bytes);
+  if (a.block > 0) ro.block = static_cast<uint32_t>(a.block);
+  if (a.error) a.warmup = 0, a.iterations = 1;  // the error of one all-reduce of fresh data
   std::vector<double> times;
   lh_op_info info{};
   lh_allreduce_options barrier_options;
   lh_allreduce_options_init(&barrier_options);
+  // Process CPU time (every thread, user and system) over the timed ops: on a machine whose cores
+  // all ranks share, this is steadier than wall time and shows what an op costs.
+  auto process_cpu_s = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  double cpu_timed_s = 0;
   for (long it = 0; it < a.warmup + a.iterations; ++it) {
     // Untimed: a one-element all-reduce lines the members up, as the gloo reference's barrier
     // does, so an op's time does not include waiting for a member still finishing the last one.
@@ -173,6 +233,7 @@ int main(int argc, char** argv) {
     if (lh_op_wait(barrier) != LH_OK) die("barrier", lh_op_last_error(barrier));
     lh_op_destroy(barrier);
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_s();
     lh_op* op = nullptr;
     if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, reduce_op, &ro,
                            &op) != LH_OK)
@@ -180,9 +241,13 @@ int main(int argc, char** argv) {
     if (lh_op_wait(op) != LH_OK) die("all-reduce", lh_op_last_error(op));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = process_cpu_s() - cpu0;
     lh_op_get_info(op, &info);
     lh_op_destroy(op);
-    if (it >= a.warmup) times.push_back(seconds);
+    if (it >= a.warmup) {
+      times.push_back(seconds);
+      cpu_timed_s += cpu;
+    }
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
@@ -193,9 +258,14 @@ int main(int argc, char** argv) {
       static_cast<long long>(rank), a.world, a.bytes, a.op.c_str(), a.codec.c_str(),
       schedule_name(info.schedule));
   for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? "," : "", times[i]);
-  std::printf("],\"median_s\":%.6f,\"bytes_sent\":%llu,\"bytes_received\":%llu}\n",
-              sorted[sorted.size() / 2], static_cast<unsigned long long>(info.bytes_sent),
-              static_cast<unsigned long long>(info.bytes_received));
+  std::printf(
+      "],\"median_s\":%.6f,\"cpu_s_per_op\":%.6f,\"bytes_sent\":%llu,\"bytes_received\":%llu",
+      sorted[sorted.size() / 2], cpu_timed_s / static_cast<double>(times.size()),
+      static_cast<unsigned long long>(info.bytes_sent),
+      static_cast<unsigned long long>(info.bytes_received));
+  if (a.error)
+    std::printf(",\"block\":%u,\"rel_l2\":%.9g", ro.block, relative_l2_vs_exact_sum(data, a.world));
+  std::printf("}\n");
   std::fflush(stdout);
   lh_comm_leave(comm, "benchmark done");
   lh_comm_destroy(comm);

@@ -18,10 +18,17 @@ rank 0's JSON line (for trying it by hand).
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
+
+
+def process_cpu_s():
+    """CPU time of this process, every thread, user and system."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
 
 
 def rank_main(a):
@@ -37,12 +44,13 @@ def rank_main(a):
         for _ in range(a.warmup):
             dist.barrier()
             dist.all_reduce(t)
-        times = []
+        times, cpu = [], 0.0
         for _ in range(a.iterations):
             dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), process_cpu_s()
             dist.all_reduce(t)
             times.append(time.perf_counter() - t0)
+            cpu += process_cpu_s() - c0
         # Every element is world ** (warmup + iterations): a cheap check that the sums happened.
         expect = float(a.world) ** (a.warmup + a.iterations)
         ok = abs(float(t[0]) - expect) <= 1e-3 * expect and abs(float(t[-1]) - expect) <= 1e-3 * expect
@@ -50,7 +58,8 @@ def rank_main(a):
     finally:
         dist.destroy_process_group()
     print(json.dumps({"rank": a.rank, "world": a.world, "bytes": a.bytes, "times_s": times,
-                      "median_s": statistics.median(times), "torch_threads": threads,
+                      "median_s": statistics.median(times),
+                      "cpu_s_per_op": cpu / len(times), "torch_threads": threads,
                       "torch_version": torch.__version__, "ifname": a.ifname, "result_ok": ok}), flush=True)
     return 0 if ok else 3
 
