@@ -278,6 +278,13 @@ typedef struct lh_allreduce_options {
    * input. Zero-initialise before the first call. Default NULL (off). */
   float* residual;
   uint32_t segment_bytes; /* pipeline granularity; default 1 MiB */
+  /* In-place operations only (send == recv). Nonzero (the default): the buffer is given back
+   * intact when the operation fails, from a copy of each segment taken before it is overwritten
+   * (one streaming copy of the buffer per operation, and as much pooled scratch memory). 0: a
+   * failed in-place operation leaves the buffer unspecified, as gloo and NCCL do; for callers that
+   * never retry with the same input (they recompute it, or skip the step). lh_allreduce_batch
+   * ignores it: the batch keeps its own copy of the inputs and always restores them. */
+  int restore_input;
 } lh_allreduce_options;
 
 /* Fills *options with the defaults above. */
@@ -301,7 +308,8 @@ typedef struct lh_op_info {
  * Many operations may be in flight at once; each completes or fails on its own. On failure
  * (LH_ERR_PEER_LOST when a peer or link was lost, LH_ERR_ABORTED when the master or a peer ended
  * the operation) `send` is intact (an in-place operation is restored), the residual too, and
- * `recv` holds unspecified values: call lh_comm_update_topology and retry. Invalid arguments are
+ * `recv` holds unspecified values: call lh_comm_update_topology and retry. (An in-place operation
+ * with options->restore_input == 0 leaves `send` unspecified too.) Invalid arguments are
  * reported here (LH_ERR_INVALID_ARGUMENT, LH_ERR_UNSUPPORTED) and nothing is sent. `options` may
  * be NULL for the defaults. Release *op with lh_op_destroy. Thread-safe with respect to other
  * collectives on the same communicator, but not to lh_comm_update_topology. */

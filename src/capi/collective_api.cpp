@@ -43,6 +43,7 @@ lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv
   s.residual = o.residual;
   s.schedule = static_cast<lh::collective::Schedule>(o.schedule);
   s.segment_bytes = o.segment_bytes;
+  s.restore_input = o.restore_input != 0;
   return s;
 }
 
@@ -55,6 +56,7 @@ extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
   o->block = static_cast<uint32_t>(lh::quant::kDefaultBlock);
   o->schedule = LH_SCHEDULE_AUTO;
   o->segment_bytes = 1u << 20;
+  o->restore_input = 1;
 }
 
 extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,

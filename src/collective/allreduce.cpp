@@ -60,6 +60,7 @@ AllReduceOp::AllReduceOp(asio::thread_pool& pool, BufferPool& buffers, RingView 
       rank_(view_.rank),
       elem_(quant::element_size(spec.dtype)),
       in_place_(spec.input == spec.output),
+      keep_backup_(in_place_ && spec.restore_input),
       encoded_(spec.codec != quant::Codec::kNone),
       part_(spec.count, view_.size,
             std::max<size_t>(1, spec.segment_bytes / quant::element_size(spec.dtype))),
@@ -127,7 +128,7 @@ Status AllReduceOp::prepare() {
   auto arena = buffers_.acquire(slots * slot_bytes_);
   if (!arena.is_ok()) return arena.status();
   arena_ = std::move(*arena);
-  if (in_place_) {
+  if (keep_backup_) {
     auto backup = buffers_.acquire(spec_.count * elem_);
     if (!backup.is_ok()) return backup.status();
     backup_ = std::move(*backup);
@@ -178,10 +179,10 @@ void AllReduceOp::first_touch(size_t begin, size_t count) {
   if (bytes == 0) return;
   // The backup is read only on failure: stream it past the caches, which keep the segment itself
   // for the reduction that follows.
-  if (in_place_)
+  if (keep_backup_)
     copy_streaming(backup_.data() + offset, static_cast<const std::byte*>(spec_.output) + offset,
                    bytes);
-  else
+  else if (!in_place_)
     std::memcpy(static_cast<std::byte*>(spec_.output) + offset,
                 static_cast<const std::byte*>(spec_.input) + offset, bytes);
 }
@@ -207,7 +208,7 @@ void AllReduceOp::combine_unencoded(size_t chunk, size_t seg,
 }
 
 void AllReduceOp::restore_input() {
-  if (in_place_ && prepared_.size() == n_ * part_.segments()) {
+  if (keep_backup_ && prepared_.size() == n_ * part_.segments()) {
     const size_t s = part_.segments();
     for (size_t c = 0; c < n_; ++c)
       for (size_t j = 0; j < s; ++j) {

@@ -14,8 +14,9 @@
 // Failure: the first error (a link failing, a cancel, abort()) cancels every transfer the
 // operation has outstanding, on both ends of each link, and the operation completes with that
 // error once no transfer touches its buffers any more. The input is then intact (an in-place
-// operation restores every segment it had touched from a copy taken at that first touch), the
-// error-feedback residual is restored, and the output holds unspecified values.
+// operation restores every segment it had touched from a copy taken at that first touch, unless
+// the caller waived that with restore_input = false), the error-feedback residual is restored,
+// and the output holds unspecified values.
 #pragma once
 
 #include <atomic>
@@ -54,6 +55,11 @@ struct AllReduceSpec {
   Schedule schedule = Schedule::kAuto;
   // Pipeline granularity: the unencoded bytes of one segment.
   size_t segment_bytes = 1u << 20;
+  // In place only: keep a copy of every segment before overwriting it, so a failed operation
+  // gives the caller its input back. Costs one streaming copy of the buffer per operation and as
+  // much pooled scratch; a caller that never retries with the same input can waive it (the
+  // buffer then holds unspecified values after a failure, as with gloo or NCCL).
+  bool restore_input = true;
 };
 
 struct AllReduceInfo {
@@ -135,6 +141,7 @@ class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
   const size_t rank_;
   const size_t elem_;
   const bool in_place_;
+  const bool keep_backup_;  // in place and restore_input
   const bool encoded_;
   Partition part_;
   // Pooled scratch; handed back to the pool as soon as the operation completes.

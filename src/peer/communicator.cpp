@@ -132,6 +132,7 @@ Status Communicator::run_batch_attempt(const std::vector<BatchItem>& items,
     s.input = item.input;
     s.output = item.output;
     s.count = item.count;
+    s.restore_input = false;  // allreduce_batch restores every input from its own copy
     auto op = allreduce(s);
     if (!op) {
       result = op.status();

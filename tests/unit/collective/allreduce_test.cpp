@@ -396,6 +396,50 @@ TEST(AllReduce, BackToBackOperationsReuseScratchAndStayExact) {
   }
 }
 
+// Waiving the restore changes nothing in the result, keeps no copy of the buffer (the pooled
+// scratch stays below one buffer's size), and a failure still ends every member's operation fast.
+TEST(AllReduce, WaivedRestoreKeepsNoBackupAndGivesTheSameBits) {
+  const size_t n = 3, count = (1u << 20) + 7;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  std::vector<std::vector<std::byte>> inputs;
+  for (size_t r = 0; r < n; ++r) {
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = std::sin(static_cast<float>(i * (r + 1)));
+    inputs.emplace_back(reinterpret_cast<const std::byte*>(x.data()),
+                        reinterpret_cast<const std::byte*>(x.data() + count));
+  }
+  AllReduceSpec spec;
+  spec.count = count;
+  spec.segment_bytes = 64 << 10;
+  Members restoring(n), waiving(n);
+  const auto kept = run_allreduce(group, restoring, inputs, spec);
+  spec.restore_input = false;
+  const auto waived = run_allreduce(group, waiving, inputs, spec);
+  for (size_t r = 0; r < n; ++r) {
+    EXPECT_TRUE(kept[r] == waived[r]) << "member " << r;
+    EXPECT_GE(restoring.engines[r]->idle_buffer_bytes(), count * sizeof(float));
+    EXPECT_LT(waiving.engines[r]->idle_buffer_bytes(), count * sizeof(float));
+  }
+
+  std::vector<std::vector<float>> data(n, std::vector<float>(8u << 20, 1.0f));
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  for (size_t r = 0; r < n; ++r) {
+    spec.input = spec.output = data[r].data();
+    spec.count = data[r].size();
+    ops.push_back(*waiving.engines[r]->allreduce(group.view(r), spec));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto t0 = std::chrono::steady_clock::now();
+  group.kill(1);
+  for (size_t r = 0; r < n; ++r) {
+    const Status s = ops[r]->wait();
+    if (r == 1) continue;
+    EXPECT_TRUE(s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED) << s.to_string();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
 TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
   const size_t n = 3;
   net::IoRuntime io(2);
