@@ -33,6 +33,7 @@ struct Args {
   long io_threads = 0, segment_bytes = 0, block = 0;            // 0: the library's defaults
   size_t bytes = 256u << 20;
   bool error = false;
+  bool restore_input = true;
 };
 
 // Rank r's input of an --error run: N(0, 1), with one element in 10 000 replaced by +-100 (the
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
                                    {"op", required_argument, nullptr, 'o'},
                                    {"block", required_argument, nullptr, 'q'},
                                    {"error", no_argument, nullptr, 'e'},
+                                   {"no-restore", no_argument, nullptr, 'n'},
                                    {"help", no_argument, nullptr, 'h'},
                                    {nullptr, 0, nullptr, 0}};
   int opt;
@@ -153,6 +155,9 @@ int main(int argc, char** argv) {
       case 'e':
         a.error = true;
         break;
+      case 'n':
+        a.restore_input = false;
+        break;
       case 'h':
         std::puts(
             "longhaul-allreduce-worker --master HOST:PORT --world N [--bytes B] [--iterations I] "
@@ -161,6 +166,8 @@ int main(int argc, char** argv) {
             "[--listen HOST:0]\n"
             "  [--io-threads T] [--segment-bytes B] [--block ELEMENTS]   (0: the library's "
             "defaults) [--op sum|avg]\n"
+            "  [--no-restore]   waive the restore of the in-place input on failure (no backup "
+            "copy)\n"
             "  [--error]   one all-reduce of gradient-like data; prints its relative L2 error");
         return 0;
       default:
@@ -208,6 +215,7 @@ int main(int argc, char** argv) {
   ro.schedule = parse_schedule(a.schedule);
   if (a.segment_bytes > 0) ro.segment_bytes = static_cast<uint32_t>(a.segment_bytes);
   if (a.block > 0) ro.block = static_cast<uint32_t>(a.block);
+  ro.restore_input = a.restore_input ? 1 : 0;
   if (a.error) a.warmup = 0, a.iterations = 1;  // the error of one all-reduce of fresh data
   std::vector<double> times;
   lh_op_info info{};
