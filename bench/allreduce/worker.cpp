@@ -216,7 +216,10 @@ int main(int argc, char** argv) {
   if (a.segment_bytes > 0) ro.segment_bytes = static_cast<uint32_t>(a.segment_bytes);
   if (a.block > 0) ro.block = static_cast<uint32_t>(a.block);
   ro.restore_input = a.restore_input ? 1 : 0;
-  if (a.error) a.warmup = 0, a.iterations = 1;  // the error of one all-reduce of fresh data
+  if (a.error) {  // the error of one all-reduce of fresh data
+    a.warmup = 0;
+    a.iterations = 1;
+  }
   std::vector<double> times;
   lh_op_info info{};
   lh_allreduce_options barrier_options;
