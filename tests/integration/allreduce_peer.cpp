@@ -6,6 +6,7 @@
 // all-reduces (f32 SUM, in place) M MiB whose values are a function of (n, this peer's id); with
 // --batch it runs lh_allreduce_batch over four buffers (max_attempts 5) instead. Reports on stdout:
 //   ready id <peer id> epoch <e> world <w>
+//   begin step <n>                       (its input is filled; the all-reduce starts now)
 //   step <n> epoch <e> world <w> hash <h> maxerr <err> ms <op ms>
 //       (h: a 64-bit hash of the output, bit-identical on every member; err: the largest deviation
 //        from the exact sum over the ring's members, computed locally)
@@ -191,6 +192,8 @@ int main(int argc, char** argv) {
       inputs[b] = bufs[b];
       offset += bufs[b].size();
     }
+    std::printf("begin step %ld\n", step);
+    std::fflush(stdout);
     const auto t0 = std::chrono::steady_clock::now();
     lh_status s;
     if (a.batch) {
