@@ -182,9 +182,26 @@ Status PeerSession::update_topology(bool admit_joiners) {
         if (state_ != State::kActive)
           return complete_call(invalid_argument("update_topology needs a connected communicator"));
         state_ = State::kUpdating;
+        report_failed_links();
         send(wire::UpdateTopologyMsg{epoch_, admit_joiners});
       },
       std::nullopt, "update_topology");
+}
+
+void PeerSession::report_failed_links() {
+  // The mesh reports a dead link from its own strand, and a caller whose collective failed on that
+  // link can get here first: the master, not yet told, would answer that nothing changed, and the
+  // retry would fail at once on the same ring. A link the mesh has not handled yet is still in the
+  // published ring, failed; report it now (a second report of the same loss is ignored).
+  const RingLinks links = mesh_->ring_links();
+  if (links.epoch != epoch_) return;
+  for (size_t r = 0; r < links.by_rank.size(); ++r) {
+    const auto& link = links.by_rank[r];
+    if (!link) continue;
+    if (Status why = link->failure(); !why.is_ok())
+      send(wire::ReportPeerLostMsg{epoch_, links.ring[r],
+                                   why.message().substr(0, wire::kMaxReasonBytes)});
+  }
 }
 
 Result<bool> PeerSession::decide_batch(bool ok) {

@@ -106,6 +106,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   Status failure() const;
 
  private:
+  void report_failed_links();  // on the strand, before UPDATE_TOPOLOGY
   enum class State {
     kIdle,
     kRegistering,
