@@ -250,7 +250,9 @@ typedef enum lh_dtype {
 } lh_dtype;
 
 /* Reductions. Integers wrap around; LH_OP_AVG on integers truncates toward zero; f16/bf16 combine
- * in f32 and round to nearest-even at each step. */
+ * in f32 and round to nearest-even. Sums and averages round once per combining step: at every hop
+ * of the ring schedule (partial sums travel as f16/bf16), once in all for the direct schedule
+ * (the chunk's owner adds every contribution in f32), and an average divides before it rounds. */
 typedef enum lh_reduce_op { LH_OP_SUM = 0, LH_OP_AVG = 1, LH_OP_MIN = 2, LH_OP_MAX = 3, LH_OP_PROD = 4 } lh_reduce_op;
 
 /* Wire encodings of an all-reduce. Quantizing codecs need LH_DTYPE_F32 data. LH_CODEC_U8/U4 are

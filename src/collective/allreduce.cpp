@@ -1,6 +1,7 @@
 #include "collective/allreduce.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -14,6 +15,8 @@ namespace longhaul::collective {
 namespace {
 // The unit of the fused backup / combine / average passes: two operands of it fit in L1.
 constexpr size_t kPieceBytes = 16 << 10;
+// Elements per piece when half-precision values are summed in an f32 accumulator (16 KiB of it).
+constexpr size_t kWidenedPiece = 4096;
 }  // namespace
 
 // Scratch layout. Every slot of the arena holds one segment's bytes in flight (slot_bytes_: the
@@ -193,17 +196,34 @@ void AllReduceOp::combine_unencoded(size_t chunk, size_t seg,
   const Range range = part_.segment(chunk, seg);
   const bool average = finish && spec_.op == quant::ReduceOp::kAvg;
   auto* out = static_cast<std::byte*>(spec_.output);
+  // Half-precision sums are carried in f32 and rounded once per combine, not once per
+  // contribution: the direct schedule's owner adds N values, and an average divides before it
+  // rounds. (The ring still rounds at every hop: its partial sums travel in the wire type.)
+  const bool widen = (spec_.dtype == quant::DType::kF16 || spec_.dtype == quant::DType::kBF16) &&
+                     (spec_.op == quant::ReduceOp::kSum || spec_.op == quant::ReduceOp::kAvg);
   // Piece by piece, small enough to stay in the L1 cache: keep the original, combine every
   // contribution in order, average; one pass over memory instead of one per step. Every kernel
   // is element-wise, so the result is the same bits as whole-segment calls.
-  const size_t piece = std::max<size_t>(1, kPieceBytes / elem_);
+  const size_t piece = widen ? kWidenedPiece : std::max<size_t>(1, kPieceBytes / elem_);
   for (size_t done = 0; done < range.count; done += piece) {
     const size_t k = std::min(piece, range.count - done);
     const size_t begin = range.begin + done;
+    std::byte* dst = out + begin * elem_;
     if (copy) first_touch(begin, k);
+    if (widen) {
+      // -0 is the identity of IEEE addition (x + -0 == x for every x, -0 included).
+      std::array<float, kWidenedPiece> acc;
+      std::fill_n(acc.data(), k, -0.0f);
+      check(quant::accumulate_f32(acc.data(), dst, k, spec_.dtype));
+      for (const std::byte* in : incoming)
+        check(quant::accumulate_f32(acc.data(), in + done * elem_, k, spec_.dtype));
+      if (average) check(quant::finalize_avg(acc.data(), k, quant::DType::kF32, n_));
+      check(quant::store_from_f32(dst, acc.data(), k, spec_.dtype));
+      continue;
+    }
     for (const std::byte* in : incoming)
-      check(quant::reduce_into(out + begin * elem_, in + done * elem_, k, spec_.dtype, spec_.op));
-    if (average) check(quant::finalize_avg(out + begin * elem_, k, spec_.dtype, n_));
+      check(quant::reduce_into(dst, in + done * elem_, k, spec_.dtype, spec_.op));
+    if (average) check(quant::finalize_avg(dst, k, spec_.dtype, n_));
   }
 }
 

@@ -102,7 +102,8 @@ class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
   bool claim_segment(size_t chunk, size_t seg);  // true once per segment: the caller copies
   void first_touch(size_t begin, size_t count);  // the copy of prepare_segment, for a range
   // Unencoded combining of `incoming` (each the segment's bytes, in order) into the output, with
-  // the first-touch copy and, when `finish`, the average fused in, piece by piece.
+  // the first-touch copy and, when `finish`, the average fused in, piece by piece. f16/bf16 sums
+  // and averages are carried in f32 and rounded once per call.
   void combine_unencoded(size_t chunk, size_t seg, std::span<const std::byte* const> incoming,
                          bool finish);
   void restore_input();  // requires mu_, nothing in flight

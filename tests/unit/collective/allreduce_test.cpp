@@ -78,19 +78,49 @@ std::vector<std::byte> reference(const std::vector<std::vector<std::byte>>& inpu
     std::vector<size_t> order;
     for (size_t i = 0; i < n; ++i)
       order.push_back(schedule == Schedule::kRing ? (c + i) % n : (owner + i) % n);
-    std::vector<std::byte> acc(inputs[order[0]].begin() + chunk.begin * elem,
-                               inputs[order[0]].begin() + (chunk.begin + chunk.count) * elem);
-    for (size_t i = 1; i < n; ++i) {
-      std::vector<std::byte> local(inputs[order[i]].begin() + chunk.begin * elem,
-                                   inputs[order[i]].begin() + (chunk.begin + chunk.count) * elem);
-      if (schedule == Schedule::kRing) {
-        EXPECT_TRUE(quant::reduce_into(local.data(), acc.data(), chunk.count, t, op).is_ok());
-        acc = local;
-      } else {
-        EXPECT_TRUE(quant::reduce_into(acc.data(), local.data(), chunk.count, t, op).is_ok());
+    auto slice = [&](size_t member) {
+      return std::vector<std::byte>(inputs[member].begin() + chunk.begin * elem,
+                                    inputs[member].begin() + (chunk.begin + chunk.count) * elem);
+    };
+    // f16/bf16 sums and averages: one f32 accumulation per combining step, rounded once (after
+    // the division of an average): every ring hop rounds, the direct owner rounds once.
+    const bool widen =
+        (t == DType::kF16 || t == DType::kBF16) && (op == ReduceOp::kSum || op == ReduceOp::kAvg);
+    auto widened = [&](const std::vector<std::vector<std::byte>>& parts, bool average) {
+      std::vector<float> f(chunk.count, -0.0f);
+      for (const auto& contribution : parts) {
+        EXPECT_TRUE(quant::accumulate_f32(f.data(), contribution.data(), chunk.count, t).is_ok());
+      }
+      if (average) {
+        EXPECT_TRUE(quant::finalize_avg(f.data(), chunk.count, DType::kF32, n).is_ok());
+      }
+      std::vector<std::byte> bytes(chunk.count * elem);
+      EXPECT_TRUE(quant::store_from_f32(bytes.data(), f.data(), chunk.count, t).is_ok());
+      return bytes;
+    };
+    std::vector<std::byte> acc = slice(order[0]);
+    bool averaged = false;
+    if (widen && schedule == Schedule::kDirect) {
+      std::vector<std::vector<std::byte>> all;
+      for (size_t i = 0; i < n; ++i) all.push_back(slice(order[i]));
+      acc = widened(all, op == ReduceOp::kAvg);
+      averaged = true;
+    } else {
+      for (size_t i = 1; i < n; ++i) {
+        std::vector<std::byte> local = slice(order[i]);
+        if (widen) {  // the ring
+          const bool last = i + 1 == n;
+          acc = widened({local, acc}, last && op == ReduceOp::kAvg);
+          averaged = last;
+        } else if (schedule == Schedule::kRing) {
+          EXPECT_TRUE(quant::reduce_into(local.data(), acc.data(), chunk.count, t, op).is_ok());
+          acc = local;
+        } else {
+          EXPECT_TRUE(quant::reduce_into(acc.data(), local.data(), chunk.count, t, op).is_ok());
+        }
       }
     }
-    if (op == ReduceOp::kAvg) {
+    if (op == ReduceOp::kAvg && !averaged) {
       EXPECT_TRUE(quant::finalize_avg(acc.data(), chunk.count, t, n).is_ok());
     }
     std::memcpy(out.data() + chunk.begin * elem, acc.data(), acc.size());
