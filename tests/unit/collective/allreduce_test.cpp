@@ -209,6 +209,24 @@ struct Members {
   std::vector<std::unique_ptr<CollectiveEngine>> engines;
 };
 
+// The operations a test started: leaving the scope (also through a failed ASSERT) aborts every
+// one still running and waits for it, so none writes into a buffer the test has freed. Declare it
+// after the buffers.
+class Started {
+ public:
+  Started() = default;
+  Started(const Started&) = delete;
+  Started& operator=(const Started&) = delete;
+  ~Started() {
+    for (auto& op : ops_) op->abort(aborted_error("the test ended"));
+    for (auto& op : ops_) static_cast<void>(op->wait());  // the test has judged the outcome
+  }
+  void add(std::shared_ptr<AllReduceOp> op) { ops_.push_back(std::move(op)); }
+
+ private:
+  std::vector<std::shared_ptr<AllReduceOp>> ops_;
+};
+
 // Runs one all-reduce on every member (in place) and returns each member's output.
 std::vector<std::vector<std::byte>> run_allreduce(LoopbackGroup& group, Members& members,
                                                   std::vector<std::vector<std::byte>> data,
@@ -418,6 +436,7 @@ TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
   constexpr size_t kOps = 20;
   std::vector<std::vector<std::vector<float>>> data(kOps, std::vector<std::vector<float>>(n));
   std::vector<std::vector<std::shared_ptr<AllReduceOp>>> ops(kOps);
+  Started started;
   for (size_t k = 0; k < kOps; ++k)
     for (size_t r = 0; r < n; ++r) {
       data[k][r].resize(1000 * (k + 1));
@@ -432,6 +451,7 @@ TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
       auto op = members.engines[r]->allreduce(group.view(r), spec);
       ASSERT_TRUE(op.is_ok()) << op.status().to_string();
       ops[k].push_back(*op);
+      started.add(*op);
     }
   for (size_t k = 0; k < kOps; ++k)
     for (size_t r = 0; r < n; ++r) {
@@ -452,7 +472,7 @@ TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
 // failing on its own" holds for a single operation, not only for a whole epoch. Member 3 holds
 // back its operations from kFailed on, so kFailed is certainly mid-operation on members 0-2 (it
 // cannot complete without member 3) when member 1 aborts it, and the operations after it are in
-// flight too; member 3 then starts kFailed (already cancelled by its neighbours) and the rest.
+// flight too; member 3 then starts kFailed (its neighbours cancel it there too) and the rest.
 class OneOfManyInFlight : public ::testing::TestWithParam<Schedule> {};
 
 TEST_P(OneOfManyInFlight, FailsAloneOnEveryMemberWhileTheOthersCompleteExactly) {
@@ -470,6 +490,7 @@ TEST_P(OneOfManyInFlight, FailsAloneOnEveryMemberWhileTheOthersCompleteExactly) 
   const auto original = data;
   std::vector<std::vector<std::shared_ptr<AllReduceOp>>> ops(
       kOps, std::vector<std::shared_ptr<AllReduceOp>>(n));
+  Started started;
   auto start = [&](size_t k, size_t r) {
     AllReduceSpec spec;
     spec.input = spec.output = data[k][r].data();
@@ -479,13 +500,16 @@ TEST_P(OneOfManyInFlight, FailsAloneOnEveryMemberWhileTheOthersCompleteExactly) 
     auto op = members.engines[r]->allreduce(group.view(r), spec);
     ASSERT_TRUE(op.is_ok()) << op.status().to_string();
     ops[k][r] = *op;
+    started.add(*op);
   };
   for (size_t k = 0; k < kOps; ++k)
     for (size_t r = 0; r < n; ++r)
-      if (r != late || k < kFailed) start(k, r);
+      if (r != late || k < kFailed) {
+        ASSERT_NO_FATAL_FAILURE(start(k, r));
+      }
   ASSERT_FALSE(ops[kFailed][1]->test()) << "op " << kFailed << " ended without member " << late;
   ops[kFailed][1]->abort(aborted_error("the test aborts one operation"));
-  for (size_t k = kFailed; k < kOps; ++k) start(k, late);
+  for (size_t k = kFailed; k < kOps; ++k) ASSERT_NO_FATAL_FAILURE(start(k, late));
 
   for (size_t k = 0; k < kOps; ++k)
     for (size_t r = 0; r < n; ++r) {
