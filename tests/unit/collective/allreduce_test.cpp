@@ -410,6 +410,148 @@ INSTANTIATE_TEST_SUITE_P(Schedules, QuantizedOutliers,
                            return std::string(schedule_name(param_info.param));
                          });
 
+// Error feedback through the all-reduce: after each call every member's residual holds exactly
+// what encode_with_error_feedback leaves for that member's own contributions (the ring: its own
+// chunk; direct: its part of every other member's chunk; elsewhere the residual is untouched),
+// segment by segment, starting from a residual left by an earlier call and carried over three
+// calls; the outputs are bit-identical on every member and equal the reference, so what was sent
+// is the input plus the residual, not the input alone.
+class ErrorFeedback : public ::testing::TestWithParam<std::tuple<Schedule, Codec>> {};
+
+TEST_P(ErrorFeedback, ResidualIsWhatTheCodecLeavesForEachMembersContribution) {
+  const auto [schedule, codec] = GetParam();
+  const size_t n = 4, count = 30011;  // odd: ragged chunks, segments and blocks
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  std::mt19937 rng(
+      static_cast<unsigned>(static_cast<size_t>(codec) * 5 + static_cast<size_t>(schedule)));
+  std::normal_distribution<float> gauss;
+  std::vector<std::vector<float>> residual(n, std::vector<float>(count));
+  for (auto& r : residual)
+    for (float& x : r) x = 0.01f * gauss(rng);
+  auto want_residual = residual;
+  for (int call = 0; call < 3; ++call) {
+    std::vector<std::vector<float>> inputs(n, std::vector<float>(count));
+    for (auto& in : inputs)
+      for (float& x : in) x = gauss(rng);
+    const auto before = want_residual;
+    AllReduceSpec spec;
+    spec.count = count;
+    spec.codec = codec;
+    spec.schedule = schedule;
+    spec.segment_bytes = 16 << 10;  // several segments per chunk
+    const auto want = quantized_reference(inputs, &want_residual, codec, spec.block, schedule,
+                                          spec.segment_bytes);
+    auto data = inputs;
+    std::vector<std::shared_ptr<AllReduceOp>> ops;
+    Started started;
+    for (size_t r = 0; r < n; ++r) {
+      spec.input = spec.output = data[r].data();
+      spec.residual = residual[r].data();
+      auto op = members.engines[r]->allreduce(group.view(r), spec);
+      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+      ops.push_back(*op);
+      started.add(*op);
+    }
+    for (auto& op : ops) {
+      const Status s = op->wait();
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+    }
+    for (size_t r = 0; r < n; ++r) {
+      // The test means something only if the codec left an error to carry.
+      ASSERT_NE(first_bit_difference(want_residual[r], before[r]), count) << "member " << r;
+      const size_t out_diff = first_bit_difference(data[r], want);
+      ASSERT_EQ(out_diff, count) << "call " << call << " member " << r << " output element "
+                                 << out_diff << " is " << data[r][out_diff] << ", the reference "
+                                 << want[out_diff];
+      const size_t res_diff = first_bit_difference(residual[r], want_residual[r]);
+      ASSERT_EQ(res_diff, count) << "call " << call << " member " << r << " residual element "
+                                 << res_diff << " is " << residual[r][res_diff]
+                                 << ", the codec leaves " << want_residual[r][res_diff];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, ErrorFeedback,
+                         ::testing::Combine(::testing::Values(Schedule::kRing, Schedule::kDirect),
+                                            ::testing::Values(Codec::kFp16, Codec::kBf16,
+                                                              Codec::kU8, Codec::kU4)),
+                         [](const auto& param_info) {
+                           return std::string(schedule_name(std::get<0>(param_info.param))) + "_" +
+                                  std::string(quant::codec_name(std::get<1>(param_info.param)));
+                         });
+
+// A failed operation gives the residual back as it was before the call (and the in-place input).
+// Member 2 never starts, so the others cannot complete; each of them has sent bytes, hence encoded
+// at least one contribution with error feedback (the ring's and the direct schedule's first sends
+// are exactly those, and they run before anything received), so its residual had changed when
+// member 2's links close.
+class ErrorFeedbackFailure : public ::testing::TestWithParam<std::tuple<Schedule, Codec>> {};
+
+TEST_P(ErrorFeedbackFailure, RestoresTheResidualAsItWasBeforeTheCall) {
+  const auto [schedule, codec] = GetParam();
+  const size_t n = 4, late = 2, count = 1u << 20;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> gauss;
+  std::vector<std::vector<float>> data(n, std::vector<float>(count)),
+      residual(n, std::vector<float>(count));
+  for (size_t r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) {
+      data[r][i] = gauss(rng);
+      residual[r][i] = 0.01f * gauss(rng);
+    }
+  const auto original = data;
+  const auto original_residual = residual;
+  std::vector<std::shared_ptr<AllReduceOp>> ops(n);
+  Started started;
+  for (size_t r = 0; r < n; ++r) {
+    if (r == late) continue;
+    AllReduceSpec spec;
+    spec.input = spec.output = data[r].data();
+    spec.residual = residual[r].data();
+    spec.count = count;
+    spec.codec = codec;
+    spec.schedule = schedule;
+    spec.segment_bytes = 64 << 10;
+    auto op = members.engines[r]->allreduce(group.view(r), spec);
+    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+    ops[r] = *op;
+    started.add(*op);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (size_t r = 0; r < n; ++r) {
+    if (r == late) continue;
+    while (ops[r]->info().bytes_sent == 0 && !ops[r]->test() &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_GT(ops[r]->info().bytes_sent, 0u) << "member " << r << " sent nothing";
+  }
+  group.kill(late);
+  for (size_t r = 0; r < n; ++r) {
+    if (r == late) continue;
+    const Status s = ops[r]->wait();
+    EXPECT_TRUE(s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED)
+        << "member " << r << ": " << s.to_string();
+    const size_t res_diff = first_bit_difference(residual[r], original_residual[r]);
+    EXPECT_EQ(res_diff, count) << "member " << r << " residual element " << res_diff
+                               << " not restored";
+    EXPECT_EQ(first_bit_difference(data[r], original[r]), count)
+        << "member " << r << " input not restored";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, ErrorFeedbackFailure,
+                         ::testing::Combine(::testing::Values(Schedule::kRing, Schedule::kDirect),
+                                            ::testing::Values(Codec::kU8, Codec::kU4)),
+                         [](const auto& param_info) {
+                           return std::string(schedule_name(std::get<0>(param_info.param))) + "_" +
+                                  std::string(quant::codec_name(std::get<1>(param_info.param)));
+                         });
+
 // Member r's element i of operation k: small integers, so every sum is exact in f32, and different
 // for every element, member and operation, so a segment that lands at the wrong offset or in the
 // wrong operation shows.
