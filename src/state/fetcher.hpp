@@ -33,6 +33,8 @@ inline constexpr size_t kChunksInFlight = 4;
 struct FetchOptions {
   net::TransportOptions transport;
   uint16_t connections_per_link = 1;
+  // A source with chunks in flight that completes none for this long is dropped (checked once a
+  // second). sync_state takes it from LONGHAUL_STATE_STALL_TIMEOUT_MS when set (docs/state.md).
   std::chrono::milliseconds stall_timeout{30000};
 };
 

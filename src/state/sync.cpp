@@ -1,7 +1,10 @@
 #include "state/sync.hpp"
 
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <mutex>
 
@@ -58,6 +61,23 @@ Status check_plan(const Registry& registry, const wire::StatePlanMsg& plan) {
                                         block_count(registry.tensors()[f.tensor].bytes)));
   }
   return Status::ok();
+}
+
+// FetchOptions' stall timeout (30 s), or LONGHAUL_STATE_STALL_TIMEOUT_MS when that holds a whole
+// number of milliseconds from 1 to 86 400 000 (docs/state.md). Read at every sync.
+std::chrono::milliseconds stall_timeout() {
+  const std::chrono::milliseconds fallback = FetchOptions{}.stall_timeout;
+  const char* env = std::getenv("LONGHAUL_STATE_STALL_TIMEOUT_MS");
+  if (!env) return fallback;
+  uint64_t ms = 0;
+  const char* end = env + std::strlen(env);
+  auto [ptr, ec] = std::from_chars(env, end, ms);
+  if (ec != std::errc() || ptr != end || ms == 0 || ms > 86'400'000) {
+    log::warn("state", "LONGHAUL_STATE_STALL_TIMEOUT_MS='{}' is not 1..86400000 ms; using {} ms",
+              env, fallback.count());
+    return fallback;
+  }
+  return std::chrono::milliseconds(ms);
 }
 
 wire::StateReportMsg make_report(const Registry& registry, uint64_t epoch,
@@ -144,6 +164,7 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
   FetchOptions options;
   options.transport = session.options().transport;
   options.connections_per_link = session.options().connections_per_link;
+  options.stall_timeout = stall_timeout();
   FetchStats stats;
   Status fetched = fetch_blocks(session.io(), options, registry, *plan, lost.get(), &stats);
   result->rx_bytes = stats.rx_bytes;
