@@ -22,6 +22,8 @@ Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
   LH_RETURN_IF_ERROR(state::validate_report(report));
   const uint32_t group = it->second.group;
   if (reconfiguring(group)) {
+    log::info("master", "group {} state sync: peer {} aborted: a member waits in update_topology",
+              group, id);
     out_.send(id, aborted_plan(report.epoch, group));
     return Status::ok();
   }
@@ -35,6 +37,8 @@ Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
   p.host = it->second.host;
   p.port = it->second.port;
   round.reports.emplace(id, std::move(p));
+  log::debug("master", "group {} state sync: peer {} reported ({} so far)", group, id,
+             round.reports.size());
   maybe_plan(group);
   return Status::ok();
 }
@@ -115,6 +119,10 @@ wire::StatePlanMsg StateArbiter::aborted_plan(uint64_t epoch, uint32_t group) {
 void StateArbiter::on_group_reconfiguring(uint32_t group) {
   auto it = rounds_.find(group);
   if (it == rounds_.end() || it->second.planned) return;  // a planned sync completes on its own
+  log::info("master",
+            "group {} state sync aborted before its plan ({} peers had reported): a member waits "
+            "in update_topology",
+            group, it->second.reports.size());
   for (const auto& [id, p] : it->second.reports)
     out_.send(id, aborted_plan(it->second.epoch, group));
   rounds_.erase(it);
