@@ -1,6 +1,9 @@
 // The master's state-sync rounds driven directly with Membership and a recording outbox (wired as
 // the server wires them): a source lost while fetchers still use it is named to exactly those
-// fetchers (STATE_SOURCE_LOST), and the round still completes.
+// fetchers (STATE_SOURCE_LOST), and the round still completes; a member that waits in
+// update_topology aborts a round still collecting reports (LH_ERR_ABORTED to every reporter, and
+// to every later report until the new epoch), not a planned one; a member lost before it
+// reports is no longer waited for.
 #include "master/state_arbiter.hpp"
 
 #include <gtest/gtest.h>
@@ -15,6 +18,15 @@ class StateArbiterTest : public MasterFixture {
  protected:
   StateArbiterTest() {
     out.on_peer_forgotten = [this](PeerId who) { arbiter.on_peer_gone(who); };
+  }
+
+  // `id` calls update_topology; what Membership tells the outbox reaches the arbiter as the server
+  // forwards it.
+  void update_topology(PeerId id) {
+    const size_t before = out.reconfiguring.size();
+    ASSERT_TRUE(m.on_update_topology(id, m.epoch()).is_ok());
+    for (size_t i = before; i < out.reconfiguring.size(); ++i)
+      arbiter.on_group_reconfiguring(out.reconfiguring[i]);
   }
 
   StateArbiter arbiter{out, m};
@@ -71,6 +83,92 @@ TEST_F(StateArbiterTest, ALostFetcherIsNobodysSource) {
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].first, ids[2]);
   EXPECT_EQ(lost[0].second.peer_id, ids[0]);
+}
+
+TEST_F(StateArbiterTest, AMemberWaitingInUpdateTopologyAbortsASyncStillCollectingReports) {
+  const auto ids = form(3);
+  join();  // a peer waits to be admitted: update_topology has work to do
+  out.sent.clear();
+  out.reconfiguring.clear();
+  ASSERT_TRUE(report(ids[0], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+  ASSERT_TRUE(report(ids[1], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+  EXPECT_TRUE(out.take<wire::StatePlanMsg>().empty()) << "the round waits for the third report";
+
+  update_topology(ids[2]);
+  ASSERT_EQ(out.reconfiguring, std::vector<uint32_t>{0});
+  auto plans = out.take<wire::StatePlanMsg>();
+  ASSERT_EQ(plans.size(), 2u) << "each reporter is told, the waiting member is not";
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(plans[i].first, ids[i]);
+    EXPECT_EQ(plans[i].second.code, LH_ERR_ABORTED);
+    EXPECT_EQ(plans[i].second.epoch, m.epoch());
+    EXPECT_NE(plans[i].second.reason.find("reconfiguring"), std::string::npos);
+    EXPECT_TRUE(plans[i].second.fetches.empty());
+  }
+
+  // A retry before update_topology is refused at once, not collected into a new round.
+  ASSERT_TRUE(report(ids[0], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+  plans = out.take<wire::StatePlanMsg>();
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].first, ids[0]);
+  EXPECT_EQ(plans[0].second.code, LH_ERR_ABORTED);
+
+  // The others come to update_topology; the new epoch admits the joiner and its sync is planned.
+  update_topology(ids[0]);
+  update_topology(ids[1]);
+  all_ready();
+  out.sent.clear();
+  std::vector<PeerId> members;
+  for (const auto& [id, member] : m.members()) members.push_back(id);
+  ASSERT_EQ(members.size(), 4u);
+  for (PeerId id : members)
+    ASSERT_TRUE(report(id, id == members.back() ? 20 : 10,
+                       id == members.back() ? wire::SyncStrategy::kReceiveOnly
+                                            : wire::SyncStrategy::kEnforcePopular)
+                    .is_ok());
+  plans = out.take<wire::StatePlanMsg>();
+  ASSERT_EQ(plans.size(), 4u);
+  for (auto& [to, plan] : plans) EXPECT_EQ(plan.code, LH_OK) << plan.reason;
+}
+
+TEST_F(StateArbiterTest, APlannedSyncIsNotAbortedByAReconfiguration) {
+  const auto ids = form(3);
+  join();
+  out.sent.clear();
+  out.reconfiguring.clear();
+  ASSERT_TRUE(report(ids[0], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+  ASSERT_TRUE(report(ids[1], 20, wire::SyncStrategy::kReceiveOnly).is_ok());
+  // The third is send-only and loses the tie to the lowest peer id: refused, it returns and goes
+  // to update_topology while the others still transfer.
+  ASSERT_TRUE(report(ids[2], 30, wire::SyncStrategy::kSendOnly).is_ok());
+  auto plans = out.take<wire::StatePlanMsg>();
+  ASSERT_EQ(plans.size(), 3u);
+  EXPECT_EQ(plans[0].second.code, LH_OK);
+  EXPECT_EQ(plans[1].second.code, LH_OK);
+  EXPECT_EQ(plans[2].second.code, LH_ERR_STATE_MISMATCH);
+
+  update_topology(ids[2]);
+  EXPECT_EQ(out.reconfiguring, std::vector<uint32_t>{0});
+  EXPECT_TRUE(out.take<wire::StatePlanMsg>().empty()) << "a planned sync completes on its own";
+  for (PeerId id : {ids[0], ids[1]})
+    ASSERT_TRUE(arbiter.on_done(id, wire::StateDoneMsg{m.epoch(), LH_OK, ""}).is_ok());
+  auto complete = out.take<wire::StateCompleteMsg>();
+  ASSERT_EQ(complete.size(), 2u);
+  EXPECT_EQ(complete[0].first, ids[0]);
+  EXPECT_EQ(complete[1].first, ids[1]);
+  EXPECT_EQ(arbiter.group_revision(0), std::optional<uint64_t>(1));
+}
+
+TEST_F(StateArbiterTest, AMemberLostBeforeItReportsIsNoLongerWaitedFor) {
+  const auto ids = form(3);
+  ASSERT_TRUE(report(ids[0], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+  ASSERT_TRUE(report(ids[1], 20, wire::SyncStrategy::kReceiveOnly).is_ok());
+  EXPECT_TRUE(out.take<wire::StatePlanMsg>().empty());
+  m.drop_peer(ids[2], "connection lost");
+  auto plans = out.take<wire::StatePlanMsg>();
+  ASSERT_EQ(plans.size(), 2u) << "the survivors are planned without the lost member";
+  for (auto& [to, plan] : plans) EXPECT_EQ(plan.code, LH_OK) << plan.reason;
+  EXPECT_EQ(plans[1].second.fetches.size(), 1u);
 }
 
 }  // namespace
