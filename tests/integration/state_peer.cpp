@@ -11,10 +11,18 @@
 //   zero T               set every byte of tensor number T to 0
 //   revision R           lh_state_set_revision
 //   world N              lh_comm_update_topology until the group has N peers -> "world N epoch E"
-//   sync enforce|receive|send
+//   update               lh_comm_update_topology once -> "world <group's peers> epoch E" (the
+//                        group's size is the epoch's: a lost peer counts until this call)
+//   sync enforce|receive|send [background|spare]
 //                        lh_sync_state -> "sync <status> ms <ms> cpu_ms <ms> tx <bytes> rx <bytes>
 //                        blocks <n> sources <n> revision <r> hash <state hash> msg <error message>"
-//                        (cpu_ms: this process's CPU time, all threads, during the call)
+//                        (cpu_ms: this process's CPU time, all threads, during the call).
+//                        background: the call runs on a thread and the next command is read at
+//                        once; its line comes when it returns (one at a time, see join).
+//                        spare: on a second registry over the same tensors (same names, memory and
+//                        revision), so that it may run beside a background sync without touching
+//                        that call's registry.
+//   join                 wait for the background sync (if any) to return -> "joined"
 //   hash                 -> "hash <state hash> revision <r>"
 //   dump PATH            write every tensor's bytes, in --layout order, to PATH -> "dumped"
 //   quit                 leave gracefully and exit 0
@@ -32,6 +40,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "longhaul/longhaul.h"
@@ -126,6 +135,28 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One lh_sync_state and its "sync ..." line (one printf: stdio keeps a background sync's line
+// whole beside the main thread's output).
+void sync_and_print(lh_comm* comm, lh_state* state, lh_sync_strategy strategy) {
+  lh_sync_info info;
+  const double cpu0 = process_cpu_ms();
+  const auto t0 = std::chrono::steady_clock::now();
+  const lh_status s = lh_sync_state(comm, state, strategy, &info);
+  const double ms = ms_since(t0);
+  const double cpu_ms = process_cpu_ms() - cpu0;
+  uint64_t hash = 0;
+  lh_state_hash(state, &hash);
+  std::printf(
+      "sync %s ms %.3f cpu_ms %.3f tx %llu rx %llu blocks %llu sources %llu revision %llu hash "
+      "%016llx msg %s\n",
+      lh_status_string(s), ms, cpu_ms, static_cast<unsigned long long>(info.tx_bytes),
+      static_cast<unsigned long long>(info.rx_bytes),
+      static_cast<unsigned long long>(info.blocks_fetched),
+      static_cast<unsigned long long>(info.sources), static_cast<unsigned long long>(info.revision),
+      static_cast<unsigned long long>(hash), s == LH_OK ? "" : lh_state_last_error(state));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,6 +203,8 @@ int main(int argc, char** argv) {
   std::printf("ready id %lld\n", static_cast<long long>(id));
   std::fflush(stdout);
 
+  lh_state* spare = nullptr;  // "sync ... spare"
+  std::thread background;     // "sync ... background"
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);
@@ -210,29 +243,44 @@ int main(int argc, char** argv) {
       lh_comm_get_attribute(comm, LH_ATTR_EPOCH, &epoch);
       std::printf("world %lld epoch %lld\n", static_cast<long long>(world),
                   static_cast<long long>(epoch));
+    } else if (cmd == "update") {
+      int64_t world = 0, epoch = 0;
+      if (lh_status s = lh_comm_update_topology(comm); s != LH_OK)
+        die("lh_comm_update_topology", s, lh_comm_last_error(comm));
+      lh_comm_get_attribute(comm, LH_ATTR_GROUP_WORLD_SIZE, &world);
+      lh_comm_get_attribute(comm, LH_ATTR_EPOCH, &epoch);
+      std::printf("world %lld epoch %lld\n", static_cast<long long>(world),
+                  static_cast<long long>(epoch));
     } else if (cmd == "sync") {
-      std::string how;
-      in >> how;
+      std::string how, where;
+      in >> how >> where;
       const lh_sync_strategy strategy = how == "receive" ? LH_SYNC_RECEIVE_ONLY
                                         : how == "send"  ? LH_SYNC_SEND_ONLY
                                                          : LH_SYNC_ENFORCE_POPULAR;
-      lh_sync_info info;
-      const double cpu0 = process_cpu_ms();
-      const auto t0 = std::chrono::steady_clock::now();
-      const lh_status s = lh_sync_state(comm, state, strategy, &info);
-      const double ms = ms_since(t0);
-      const double cpu_ms = process_cpu_ms() - cpu0;
-      uint64_t hash = 0;
-      lh_state_hash(state, &hash);
-      std::printf(
-          "sync %s ms %.3f cpu_ms %.3f tx %llu rx %llu blocks %llu sources %llu revision %llu hash "
-          "%016llx msg %s\n",
-          lh_status_string(s), ms, cpu_ms, static_cast<unsigned long long>(info.tx_bytes),
-          static_cast<unsigned long long>(info.rx_bytes),
-          static_cast<unsigned long long>(info.blocks_fetched),
-          static_cast<unsigned long long>(info.sources),
-          static_cast<unsigned long long>(info.revision), static_cast<unsigned long long>(hash),
-          s == LH_OK ? "" : lh_comm_last_error(comm));
+      if (where == "background") {
+        if (background.joinable()) die("sync", LH_ERR_INVALID_ARGUMENT, "a background sync runs");
+        background =
+            std::thread([comm, state, strategy] { sync_and_print(comm, state, strategy); });
+      } else if (where == "spare") {
+        if (!spare) {
+          if (lh_status s = lh_state_create(&spare); s != LH_OK)
+            die("lh_state_create", s, lh_last_error());
+          for (auto& t : tensors)
+            if (lh_status s =
+                    lh_state_add_tensor(spare, t.name.c_str(), t.bytes.data(), t.count, t.dtype);
+                s != LH_OK)
+              die("lh_state_add_tensor", s, lh_last_error());
+        }
+        uint64_t revision = 0;
+        lh_state_get_revision(state, &revision);
+        lh_state_set_revision(spare, revision);
+        sync_and_print(comm, spare, strategy);
+      } else {
+        sync_and_print(comm, state, strategy);
+      }
+    } else if (cmd == "join") {
+      if (background.joinable()) background.join();
+      std::printf("joined\n");
     } else if (cmd == "hash") {
       uint64_t hash = 0, revision = 0;
       lh_state_hash(state, &hash);
@@ -254,8 +302,10 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
+  if (background.joinable()) background.join();
   lh_comm_leave(comm, "done");
   lh_comm_destroy(comm);
+  lh_state_destroy(spare);
   lh_state_destroy(state);
   std::fflush(stdout);
   return 0;
