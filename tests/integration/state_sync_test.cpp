@@ -8,8 +8,11 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -45,6 +48,10 @@ constexpr uint64_t kMiB = 1ull << 20;
 
 class StateSyncTest : public ::testing::Test {
  protected:
+  StateSyncTest() = default;
+  // A master started with `master_args` added.
+  explicit StateSyncTest(std::vector<std::string> master_args) : cluster_(std::move(master_args)) {}
+
   // Starts a state_peer; `wait` waits for its "ready" line (a joiner is only admitted once the
   // members call `world`).
   Child& add(const std::string& layout, bool wait = true, uint32_t connections = 2) {
@@ -530,6 +537,275 @@ TEST_F(StateStrategyTest, MajorityWinsAndTiesGoToTheLowestPeer) {
     EXPECT_EQ(s.hash, lowest) << "a tie goes to the content of the lowest peer id";
   }
   expect_same_bytes(group_);
+}
+
+// Error cases that depend on timing: the master logs every report (debug), so a test can act
+// once the sync it disturbs is under way, and declares a peer dead only after 60 heartbeats
+// (a closed socket still counts at once), so that a frozen process stays a member and only the
+// fetcher's own stall timeout can drop it.
+class StateErrorTest : public StateSyncTest {
+ protected:
+  StateErrorTest() : StateSyncTest({"--log-level", "debug", "--heartbeat-misses", "60"}) {}
+
+  // Peers of `layouts`, one per layout, admitted one at a time into one group, filled alike.
+  std::vector<Child*> form(const std::vector<std::string>& layouts) {
+    std::vector<Child*> group;
+    for (size_t i = 0; i < layouts.size(); ++i) {
+      Child& p = add(layouts[i], i == 0);
+      const std::string world = "world " + std::to_string(i + 1);
+      if (!group.empty()) all(group, world, world);
+      if (i > 0) {
+        ready(p);
+        all({&p}, world, world);
+      }
+      group.push_back(&p);
+    }
+    all(group, "fill 5", "filled");
+    return group;
+  }
+  static std::string id_of(const Child& peer) { return peer.last_line("ready id").substr(9); }
+  // Waits until `text` appears in `log()` at or after `from`.
+  static bool wait_for(const std::function<std::string()>& log, const std::string& text,
+                       size_t from = 0, std::chrono::milliseconds timeout = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (log().find(text, from) == std::string::npos) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(1ms);
+    }
+    return true;
+  }
+  bool master_logs(const std::string& text, size_t from) {
+    return wait_for([this] { return cluster_.master().stderr_text(); }, text, from);
+  }
+  // The next "sync " line of `peer` from line `from` on, and the seconds since `since`.
+  static std::pair<std::optional<SyncLine>, double> sync_line(
+      Child& peer, size_t from, std::chrono::steady_clock::time_point since,
+      std::chrono::milliseconds timeout = 10s) {
+    auto line = peer.wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; },
+                               timeout, from);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    if (line) std::cout << "  after " << seconds << " s: " << *line << "\n";
+    return {line ? std::optional(parse_sync(*line)) : std::nullopt, seconds};
+  }
+};
+
+// Sets an environment variable for the children started while it lives (posix_spawn passes the
+// test's environment on), then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST_F(StateErrorTest, TheOnlySourceStallingFailsWithTimeoutAndTheNextSyncRepairs) {
+  const std::string layout = mib_layout(256);
+  Child& a = add(layout, true, 1);
+  all({&a}, "fill 21", "filled");
+  for (const auto& s : sync_all({&a})) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  Child* j = nullptr;
+  {
+    // The joiner drops a source that completes no chunk for 1 s (instead of 30 s), and logs when
+    // it has linked to a source (debug).
+    ScopedEnv stall("LONGHAUL_STATE_STALL_TIMEOUT_MS", "1000");
+    ScopedEnv debug("LONGHAUL_LOG", "debug");
+    j = &add(layout, false, 1);
+  }
+  Child& joiner = *j;
+  all({&a}, "world 2", "world 2");
+  ready(joiner);
+  all({&joiner}, "world 2", "world 2");
+
+  // Freeze a, the only source, as soon as the joiner has linked to it: the joiner's first chunks
+  // are then asked for and a sends nothing more, yet the master keeps it (60 heartbeats) and its
+  // sockets stay open. Only the stall timeout can end the fetch.
+  const size_t a_from = a.lines().size(), j_from = joiner.lines().size();
+  a.send("sync enforce");
+  joiner.send("sync receive");
+  ASSERT_TRUE(wait_for([&] { return joiner.stderr_text(); }, "linked to source peer " + id_of(a)))
+      << joiner.stderr_text();
+  a.kill(SIGSTOP);
+  const auto frozen = std::chrono::steady_clock::now();
+  const bool failed =
+      wait_for([&] { return joiner.stderr_text(); }, "state sync fetch failed", 0, 10s);
+  const double failed_after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen).count();
+  a.kill(SIGCONT);  // a sends its STATE_DONE and the master releases both
+  ASSERT_TRUE(failed) << "no stall detected within 10 s\n" << joiner.stderr_text();
+  std::cout << "  the joiner's fetch failed " << failed_after << " s after a froze\n";
+  EXPECT_LT(failed_after, 4.0) << "1 s without progress, checked once a second";
+
+  const auto js = sync_line(joiner, j_from, frozen).first;
+  ASSERT_TRUE(js) << joiner.stderr_text();
+  EXPECT_EQ(js->status, "LH_ERR_TIMEOUT") << js->msg;
+  EXPECT_NE(js->msg.find("no source left for blocks"), std::string::npos) << js->msg;
+  EXPECT_NE(js->msg.find("of tensor 'w'"), std::string::npos) << js->msg;
+  EXPECT_NE(js->msg.find("peer " + id_of(a) + ": no progress for 1000 ms"), std::string::npos)
+      << js->msg;
+  EXPECT_EQ(js->revision, 0u) << "a failed sync leaves the revision alone";
+  EXPECT_LT(js->blocks, 256u);
+  const auto as = sync_line(a, a_from, frozen).first;
+  ASSERT_TRUE(as) << a.stderr_text();
+  EXPECT_EQ(as->status, "LH_OK") << as->msg;
+  EXPECT_EQ(as->revision, 2u);
+
+  // The next sync repairs the joiner.
+  auto r = sync({&a, &joiner}, {"enforce", "receive"});
+  EXPECT_EQ(r[0].status, "LH_OK") << r[0].msg;
+  EXPECT_EQ(r[1].status, "LH_OK") << r[1].msg;
+  EXPECT_EQ(r[1].revision, 3u);
+  EXPECT_EQ(r[1].hash, r[0].hash);
+  expect_same_bytes({&a, &joiner});
+}
+
+TEST_F(StateErrorTest, AMemberEnteringUpdateTopologyAbortsTheSyncOnEveryMember) {
+  auto g = form({mib_layout(1), mib_layout(1), mib_layout(1)});
+  Child &a = *g[0], &b = *g[1], &c = *g[2];
+  for (const auto& s : sync_all(g)) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  Child& d = add(mib_layout(1), false);  // waits to be admitted: update_topology has work to do
+
+  // a and b report; c goes to update_topology instead of syncing. The master cannot plan without
+  // c's report and c will not send one in this epoch: a and b must be told at once.
+  const size_t from = cluster_.master().stderr_text().size();
+  const size_t a_from = a.lines().size(), b_from = b.lines().size(), c_from = c.lines().size();
+  a.send("sync enforce");
+  b.send("sync enforce");
+  for (Child* p : {&a, &b})
+    ASSERT_TRUE(master_logs("state sync: peer " + id_of(*p) + " reported", from));
+  c.send("world 4");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (Child* p : {&a, &b}) {
+    auto [s, seconds] = sync_line(*p, p == &a ? a_from : b_from, t0);
+    ASSERT_TRUE(s) << "a sync still collecting reports must end when the group reconfigures\n"
+                   << p->stderr_text();
+    EXPECT_EQ(s->status, "LH_ERR_ABORTED") << s->msg;
+    EXPECT_NE(s->msg.find("is reconfiguring: a member waits in update_topology"), std::string::npos)
+        << s->msg;
+    EXPECT_EQ(s->revision, 1u) << "a failed sync leaves the revision alone";
+    EXPECT_LT(seconds, 5.0);
+  }
+  EXPECT_NE(cluster_.master().stderr_text().find("state sync aborted before its plan (2 peers had "
+                                                 "reported)",
+                                                 from),
+            std::string::npos)
+      << "the reports arrived after c waited: not the path under test";
+
+  // A retry before update_topology is refused at once too (c still waits).
+  const auto t1 = std::chrono::steady_clock::now();
+  for (const auto& s : sync_all({&a, &b})) {
+    EXPECT_EQ(s.status, "LH_ERR_ABORTED") << s.msg;
+    EXPECT_EQ(s.revision, 1u);
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 5.0);
+
+  // After update_topology (d is admitted) the retry succeeds everywhere.
+  all({&a, &b}, "world 4", "world 4");
+  ASSERT_TRUE(
+      c.wait_line([](const std::string& l) { return l.rfind("world 4", 0) == 0; }, 30s, c_from));
+  ready(d);
+  all({&d}, "world 4", "world 4");
+  auto r = sync({&a, &b, &c, &d}, {"enforce", "enforce", "enforce", "receive"});
+  for (const auto& s : r) {
+    EXPECT_EQ(s.status, "LH_OK") << s.msg;
+    EXPECT_EQ(s.revision, 2u);
+    EXPECT_EQ(s.hash, r[0].hash);
+  }
+  EXPECT_EQ(r[3].blocks, 1u);
+  expect_same_bytes({&a, &b, &c, &d});
+}
+
+TEST_F(StateErrorTest, AMemberLostBeforeItReportsIsNoLongerWaitedFor) {
+  auto g = form({mib_layout(1), mib_layout(1), mib_layout(1)});
+  Child &a = *g[0], &b = *g[1], &c = *g[2];
+  for (const auto& s : sync_all(g)) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  all({&b}, "flip 0 77 3", "flipped");  // b has something to fetch from a
+  // a and b report and wait for c's report; a peer joins meanwhile (it takes no part in this
+  // epoch's sync), then c dies: a and b go on without it.
+  const size_t from = cluster_.master().stderr_text().size();
+  const size_t a_from = a.lines().size(), b_from = b.lines().size();
+  a.send("sync enforce");
+  b.send("sync enforce");
+  for (Child* p : {&a, &b})
+    ASSERT_TRUE(master_logs("state sync: peer " + id_of(*p) + " reported", from));
+  Child& d = add(mib_layout(1), false);
+  ASSERT_TRUE(master_logs("joined group 0", from));
+  c.kill(SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string hash;
+  for (Child* p : {&a, &b}) {
+    auto [s, seconds] = sync_line(*p, p == &a ? a_from : b_from, t0);
+    ASSERT_TRUE(s) << p->stderr_text();
+    EXPECT_EQ(s->status, "LH_OK") << s->msg;
+    EXPECT_EQ(s->revision, 2u);
+    EXPECT_EQ(s->blocks, p == &b ? 1u : 0u);
+    EXPECT_LT(seconds, 5.0);
+    if (p == &a) hash = s->hash;
+    EXPECT_EQ(s->hash, hash);
+  }
+  // The survivors drop c, admit d and sync with it.
+  all({&a, &b}, "update", "world 3");
+  ready(d);
+  all({&d}, "world 3", "world 3");
+  auto r = sync({&a, &b, &d}, {"enforce", "enforce", "receive"});
+  for (const auto& s : r) {
+    EXPECT_EQ(s.status, "LH_OK") << s.msg;
+    EXPECT_EQ(s.revision, 3u);
+    EXPECT_EQ(s.hash, hash);
+  }
+  expect_same_bytes({&a, &b, &d});
+}
+
+TEST_F(StateErrorTest, ASecondSyncOnTheSameCommunicatorIsRefusedAtOnce) {
+  auto g = form({mib_layout(1), mib_layout(1)});
+  Child &a = *g[0], &b = *g[1];
+  for (const auto& s : sync_all(g)) EXPECT_EQ(s.status, "LH_OK") << s.msg;
+  // a's first sync waits for b's report; meanwhile a second one on a's communicator (with its
+  // own registry) must fail at once and leave the first alone.
+  const size_t from = cluster_.master().stderr_text().size();
+  const size_t a_from = a.lines().size();
+  a.send("sync enforce background");
+  ASSERT_TRUE(master_logs("state sync: peer " + id_of(a) + " reported", from));
+  const auto t0 = std::chrono::steady_clock::now();
+  a.send("sync enforce spare");
+  auto [second, seconds] = sync_line(a, a_from, t0, 10s);
+  ASSERT_TRUE(second) << a.stderr_text();
+  EXPECT_EQ(second->status, "LH_ERR_INVALID_ARGUMENT") << second->msg;
+  EXPECT_NE(second->msg.find("another lh_sync_state is running on this communicator"),
+            std::string::npos)
+      << second->msg;
+  EXPECT_EQ(second->revision, 1u);
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_LT(second->ms, 1000.0);
+
+  // b reports: the first sync completes normally.
+  const size_t a_first = a.lines().size();
+  auto rb = sync({&b}, {"enforce"});
+  EXPECT_EQ(rb[0].status, "LH_OK") << rb[0].msg;
+  const auto first = sync_line(a, a_first, t0).first;
+  ASSERT_TRUE(first) << a.stderr_text();
+  EXPECT_EQ(first->status, "LH_OK") << first->msg;
+  EXPECT_EQ(first->revision, 2u);
+  EXPECT_EQ(first->hash, rb[0].hash);
+  all({&a}, "join", "joined");
+  // The refusal left nothing behind: the next sync runs as usual.
+  for (const auto& s : sync_all(g)) {
+    EXPECT_EQ(s.status, "LH_OK") << s.msg;
+    EXPECT_EQ(s.revision, 3u);
+  }
 }
 
 }  // namespace
