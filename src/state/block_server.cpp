@@ -1,5 +1,7 @@
 #include "state/block_server.hpp"
 
+#include <chrono>
+
 #include <fmt/format.h>
 #include <asio/post.hpp>
 
@@ -102,6 +104,7 @@ void BlockServer::serve(const std::shared_ptr<net::Link>& link, const wire::Stat
     wire::StateBlocksZMsg answer;
     answer.request = fetch.request;
     uint64_t bytes = 0;
+    const auto started = std::chrono::steady_clock::now();
     for (uint32_t b = fetch.first_block; b < fetch.first_block + fetch.block_count; ++b) {
       const auto raw = tensor.block(b);
       wire::CompressedBlock block;
@@ -111,6 +114,9 @@ void BlockServer::serve(const std::shared_ptr<net::Link>& link, const wire::Stat
       bytes += block.bytes.size();
       answer.blocks.push_back(std::move(block));
     }
+    answer.compress_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::steady_clock::now() - started)
+                                                   .count());
     link->send_control(wire::encode_control(answer),
                        [self, bytes](Status s) { self->sent(bytes, s); });
   });

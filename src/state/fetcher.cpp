@@ -35,7 +35,8 @@ struct Chunk {
   uint32_t tensor = 0;
   uint32_t first = 0;
   uint32_t count = 0;
-  bool compressed = false;
+  bool compressible = false;     // the plan's word for its blocks
+  bool compressed = false;       // how its current request travels
   std::vector<uint64_t> hashes;  // expected, one per block
   std::vector<size_t> sources;   // indices into Fetch::sources_
   std::set<size_t> failed_at;
@@ -52,6 +53,7 @@ struct Source {
   Clock::time_point last_progress;
   Status why;
   bool used = false;
+  ZstdChoice zstd;
 };
 
 class Fetch : public std::enable_shared_from_this<Fetch> {
@@ -70,6 +72,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
       src.id = s.peer_id;
       src.host = s.host;
       src.port = s.port;
+      src.zstd = ZstdChoice(options.zstd);
       sources_.push_back(std::move(src));
     }
     for (const auto& f : plan.fetches) {
@@ -79,11 +82,12 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
         Chunk c;
         c.tensor = f.tensor;
         c.first = f.blocks[i].index;
-        c.compressed = f.blocks[i].compressible;
+        c.compressible = f.blocks[i].compressible;
         c.sources = holders;
-        const uint32_t limit = c.compressed ? wire::kMaxBlocksPerCompressedFetch : kRawChunkBlocks;
+        const uint32_t limit =
+            c.compressible ? wire::kMaxBlocksPerCompressedFetch : kRawChunkBlocks;
         while (i < f.blocks.size() && c.count < limit && f.blocks[i].index == c.first + c.count &&
-               f.blocks[i].compressible == c.compressed) {
+               f.blocks[i].compressible == c.compressible) {
           c.hashes.push_back(f.blocks[i].hash);
           ++c.count;
           ++i;
@@ -120,6 +124,17 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
         actions.push_back([link = s.link] { link->close(closed_error("the fetch is over")); });
     stats->rx_bytes = rx_bytes_;
     stats->blocks = blocks_;
+    stats->compressible_chunks_zstd = compressible_zstd_;
+    stats->compressible_chunks_raw = compressible_raw_;
+    if (compressible_zstd_ + compressible_raw_ > 0) {
+      const auto now = Clock::now();
+      for (const auto& s : sources_)
+        if (s.zstd.compressible_chunks() > 0)
+          log::debug("state",
+                     "source peer {}: {} compressible chunks; raw {:.2f} GB/s, zstd {:.2f} GB/s",
+                     s.id, s.zstd.compressible_chunks(), s.zstd.raw().bytes_per_second(now) / 1e9,
+                     s.zstd.zstd_bytes_per_second() / 1e9);
+    }
     for (const auto& s : sources_) stats->sources += s.used ? 1 : 0;
     Status result = failure_;
     lock.unlock();
@@ -214,12 +229,36 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
     }
   }
 
+  uint64_t chunk_bytes(const Chunk& c) const {
+    const Tensor& t = registry_.tensors()[c.tensor];
+    const uint64_t last = c.first + c.count - 1;
+    return block_offset(last) + block_length(t.bytes, last) - block_offset(c.first);
+  }
+
+  // The chunk's request from `s` is over; it delivered its blocks when `delivered`. Requires mu_.
+  // For a compressed chunk, the source's and this side's time (de)compressing it.
+  void chunk_ended(size_t s, const Chunk& c, bool delivered, uint64_t compress_ns = 0,
+                   uint64_t decompress_ns = 0) {
+    const uint64_t bytes = delivered ? chunk_bytes(c) : 0;
+    if (c.compressed)
+      sources_[s].zstd.compressed_ended(bytes, compress_ns, decompress_ns);
+    else
+      sources_[s].zstd.raw().ended(Clock::now(), bytes);
+  }
+
   void issue(size_t s, size_t chunk, Actions& actions) {
     Source& src = sources_[s];
-    const Chunk& c = chunks_[chunk];
+    Chunk& c = chunks_[chunk];
     const uint64_t request = ++next_request_;
-    if (src.in_flight.empty()) src.last_progress = Clock::now();
+    const auto now = Clock::now();
+    if (src.in_flight.empty()) src.last_progress = now;
     src.in_flight[request] = chunk;
+    c.compressed = c.compressible && src.zstd.next_compressed(now);
+    if (c.compressible) ++(c.compressed ? compressible_zstd_ : compressible_raw_);
+    if (c.compressed)
+      src.zstd.compressed_started();
+    else
+      src.zstd.raw().started(now);
     const auto fetch = wire::encode_control(
         wire::StateFetchMsg{request, c.tensor, c.first, c.count, c.compressed});
     if (c.compressed) {
@@ -250,33 +289,36 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
       src.in_flight.erase(it);
       if (!st) {
         if (src.state != Source::State::kDead) drop_source(s, st);
+        chunk_ended(s, chunks_[chunk], false);
         requeue(s, chunk);
         --outstanding_;
         pump(actions);
         check_done();
       } else {
         src.last_progress = Clock::now();
-        const Chunk& c = chunks_[chunk];
-        const Tensor& t = registry_.tensors()[c.tensor];
-        const uint64_t last = c.first + c.count - 1;
-        rx_bytes_ += block_offset(last) + block_length(t.bytes, last) - block_offset(c.first);
+        rx_bytes_ += chunk_bytes(chunks_[chunk]);
         asio::post(workers_, [self = shared_from_this(), s, chunk] { self->verify(s, chunk, {}); });
       }
     }
     run(actions);
   }
 
-  // Decompresses (when `compressed` holds the blocks) and checks every block of the chunk.
-  void verify(size_t s, size_t chunk, std::vector<wire::CompressedBlock> compressed) {
+  // Decompresses (when `compressed` holds the blocks; the source took compress_ns to compress
+  // them) and checks every block of the chunk.
+  void verify(size_t s, size_t chunk, std::vector<wire::CompressedBlock> compressed,
+              uint64_t compress_ns = 0) {
     const Chunk& c = chunks_[chunk];
     const Tensor& t = registry_.tensors()[c.tensor];
     Status bad;
+    Clock::duration decompressing{};
     for (uint32_t i = 0; i < c.count && bad.is_ok(); ++i) {
       const auto block = t.block(c.first + i);
       if (!compressed.empty()) {
         const auto& z = compressed[i];
         if (z.zstd) {
+          const auto started = Clock::now();
           bad = decompress_block(z.bytes, block);
+          decompressing += Clock::now() - started;
         } else if (z.bytes.size() != block.size()) {
           bad = protocol_error(fmt::format("a raw block of {} bytes where {} were expected",
                                            z.bytes.size(), block.size()));
@@ -291,6 +333,9 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
     Actions actions;
     {
       std::lock_guard lock(mu_);
+      chunk_ended(s, c, bad.is_ok(), compress_ns,
+                  static_cast<uint64_t>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(decompressing).count()));
       if (!bad.is_ok()) {
         log::warn("state", "dropping source peer {}: {}", sources_[s].id, bad.to_string());
         if (sources_[s].link)
@@ -331,9 +376,9 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
           src.last_progress = Clock::now();
           for (const auto& b : z->blocks) rx_bytes_ += b.bytes.size();
           ++outstanding_;
-          asio::post(workers_, [self = shared_from_this(), s, chunk,
-                                blocks = std::move(z->blocks)]() mutable {
-            self->verify(s, chunk, std::move(blocks));
+          asio::post(workers_, [self = shared_from_this(), s, chunk, blocks = std::move(z->blocks),
+                                compress_ns = z->compress_ns]() mutable {
+            self->verify(s, chunk, std::move(blocks), compress_ns);
           });
           return;
         }
@@ -390,6 +435,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
       log::warn("state", "source peer {} dropped: {}", src.id, why.to_string());
     for (auto it = src.in_flight.begin(); it != src.in_flight.end();) {
       if (chunks_[it->second].compressed) {
+        chunk_ended(s, chunks_[it->second], false);
         requeue(s, it->second);
         it = src.in_flight.erase(it);
       } else {
@@ -455,6 +501,8 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
   uint64_t next_request_ = 0;
   uint64_t rx_bytes_ = 0;
   uint64_t blocks_ = 0;
+  uint64_t compressible_zstd_ = 0;
+  uint64_t compressible_raw_ = 0;
   Status failure_;
   bool finished_ = false;
   Clock::time_point started_;

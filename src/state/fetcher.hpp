@@ -4,7 +4,8 @@
 // The blocks are cut into chunks: runs of consecutive blocks of one tensor, up to kRawChunkBlocks
 // raw (a raw chunk is one DATA op received in place into the tensor, striped over the link's
 // connections) or up to wire::kMaxBlocksPerCompressedFetch for blocks the plan marks
-// compressible. Every source gets its own link (the connections_per_link of the communicator) and
+// compressible (which of those travel compressed is decided per source as the fetch goes: see
+// ZstdPolicy). Every source gets its own link (the connections_per_link of the communicator) and
 // up to kChunksInFlight chunks at a time; a source that finishes a chunk takes the next one it
 // holds, so faster sources take more. A source whose link fails, that refuses a fetch, sends a
 // block with the wrong hash, that the master declares lost (STATE_SOURCE_LOST, through
@@ -23,6 +24,7 @@
 #include "net/io_runtime.hpp"
 #include "net/options.hpp"
 #include "state/registry.hpp"
+#include "state/zstd_choice.hpp"
 #include "wire/control_messages.hpp"
 
 namespace longhaul::state {
@@ -36,12 +38,16 @@ struct FetchOptions {
   // A source with chunks in flight that completes none for this long is dropped (checked once a
   // second). sync_state takes it from LONGHAUL_STATE_STALL_TIMEOUT_MS when set (docs/state.md).
   std::chrono::milliseconds stall_timeout{30000};
+  // sync_state takes it from LONGHAUL_STATE_ZSTD (auto, never, always) when set (docs/state.md).
+  ZstdPolicy zstd = ZstdPolicy::kAuto;
 };
 
 struct FetchStats {
   uint64_t rx_bytes = 0;
   uint64_t blocks = 0;
   uint64_t sources = 0;
+  uint64_t compressible_chunks_zstd = 0;  // compressible chunks that travelled compressed
+  uint64_t compressible_chunks_raw = 0;   // and raw
 };
 
 // The sources the master declared lost during one sync (STATE_SOURCE_LOST). The session strand

@@ -80,6 +80,17 @@ std::chrono::milliseconds stall_timeout() {
   return std::chrono::milliseconds(ms);
 }
 
+// How compressible chunks travel: LONGHAUL_STATE_ZSTD = auto (the default), never or always
+// (docs/state.md). Read at every sync.
+ZstdPolicy zstd_policy() {
+  const char* env = std::getenv("LONGHAUL_STATE_ZSTD");
+  if (!env || std::strcmp(env, "auto") == 0) return ZstdPolicy::kAuto;
+  if (std::strcmp(env, "never") == 0) return ZstdPolicy::kNever;
+  if (std::strcmp(env, "always") == 0) return ZstdPolicy::kAlways;
+  log::warn("state", "LONGHAUL_STATE_ZSTD='{}' is not auto, never or always; using auto", env);
+  return ZstdPolicy::kAuto;
+}
+
 wire::StateReportMsg make_report(const Registry& registry, uint64_t epoch,
                                  wire::SyncStrategy strategy) {
   wire::StateReportMsg r;
@@ -165,6 +176,7 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
   options.transport = session.options().transport;
   options.connections_per_link = session.options().connections_per_link;
   options.stall_timeout = stall_timeout();
+  options.zstd = zstd_policy();
   FetchStats stats;
   Status fetched = fetch_blocks(session.io(), options, registry, *plan, lost.get(), &stats);
   result->rx_bytes = stats.rx_bytes;

@@ -150,6 +150,7 @@ void put(Writer& w, const StateBlocksZMsg& m) {
     w.boolean(b.zstd);
     w.bytes(b.bytes);
   }
+  w.u64(m.compress_ns);
 }
 void put(Writer& w, const StateFetchFailedMsg& m) {
   w.u64(m.request);
@@ -402,7 +403,7 @@ Status get(Reader& r, StateBlocksZMsg* m) {
     LH_RETURN_IF_ERROR(r.boolean(&b.zstd));
     LH_RETURN_IF_ERROR(r.bytes(&b.bytes, kMaxStateBlockBytes));
   }
-  return Status::ok();
+  return r.u64(&m->compress_ns);
 }
 Status get(Reader& r, StateFetchFailedMsg* m) {
   LH_RETURN_IF_ERROR(r.u64(&m->request));

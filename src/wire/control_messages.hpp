@@ -201,6 +201,9 @@ struct CompressedBlock {
 struct StateBlocksZMsg {
   uint64_t request = 0;
   std::vector<CompressedBlock> blocks;
+  // The source's time compressing these blocks on one thread (protocol version 4): the fetcher
+  // compares that rate with the link's to decide whether compressing pays (docs/state.md).
+  uint64_t compress_ns = 0;
 };
 struct StateFetchFailedMsg {
   uint64_t request = 0;
