@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -97,6 +98,9 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
       }
     }
     remaining_ = chunks_.size();
+    // Room for one probe's split per source and some: verification reads chunks_ outside the
+    // lock, so the vector must never reallocate.
+    chunks_.reserve(chunks_.size() + 4 * sources_.size());
   }
 
   ~Fetch() { workers_.join(); }
@@ -203,8 +207,10 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
           ++it;
           continue;
         }
-        issue(s, *it, actions);
+        const size_t chunk = *it;
         it = queue_.erase(it);
+        // A probe leaves the rest of its chunk to go next.
+        if (auto rest = issue(s, chunk, actions)) it = queue_.insert(it, *rest);
       }
     }
     for (size_t id : queue_) {
@@ -246,8 +252,23 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
       sources_[s].zstd.raw().ended(Clock::now(), bytes);
   }
 
-  void issue(size_t s, size_t chunk, Actions& actions) {
+  // Requests the chunk from source s; returns the chunk made of the rest of its blocks when only
+  // its first went out (a zstd probe).
+  std::optional<size_t> issue(size_t s, size_t chunk, Actions& actions) {
     Source& src = sources_[s];
+    std::optional<size_t> rest;
+    if (chunks_[chunk].compressible && chunks_[chunk].count > 1 && src.zstd.probe_due() &&
+        chunks_.size() < chunks_.capacity()) {
+      Chunk tail = chunks_[chunk];
+      tail.first += 1;
+      tail.count -= 1;
+      tail.hashes.erase(tail.hashes.begin());
+      chunks_[chunk].count = 1;
+      chunks_[chunk].hashes.resize(1);
+      rest = chunks_.size();
+      chunks_.push_back(std::move(tail));
+      ++remaining_;
+    }
     Chunk& c = chunks_[chunk];
     const uint64_t request = ++next_request_;
     const auto now = Clock::now();
@@ -263,7 +284,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
         wire::StateFetchMsg{request, c.tensor, c.first, c.count, c.compressed});
     if (c.compressed) {
       actions.push_back([link = src.link, fetch] { link->send_control(fetch); });
-      return;
+      return rest;
     }
     const Tensor& t = registry_.tensors()[c.tensor];
     const uint64_t begin = block_offset(c.first);
@@ -277,6 +298,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
                  [self, s, request](Status st) { self->on_raw_received(s, request, st); });
       link->send_control(fetch);
     });
+    return rest;
   }
 
   void on_raw_received(size_t s, uint64_t request, Status st) {

@@ -46,7 +46,7 @@ bool ZstdChoice::next_compressed(Clock::time_point now) {
     case ZstdPolicy::kAuto:
       break;
   }
-  if (compressed_bytes_ == 0 && compressed_in_flight_ == 0) return true;  // the probe
+  if (probe_due()) return true;
   if (compressed_bytes_ == 0 || !raw_.measured()) return false;
   const double zstd = zstd_bytes_per_second(), link = raw_.bytes_per_second(now);
   if (zstd <= link) return false;

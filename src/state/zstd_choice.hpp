@@ -9,7 +9,7 @@
 //   chunks only adds to that busy time);
 // - zstd's rate is the slower of the source's compression (STATE_BLOCKS_Z reports its time) and
 //   this side's decompression, per thread: block bytes per second of compute.
-// The first compressible chunk travels compressed (a probe of zstd's rate), then chunks go raw
+// The first compressible block travels compressed (a probe of zstd's rate), then chunks go raw
 // until a raw chunk and the probe have delivered; from then on each takes the faster way. While
 // raw wins nothing is re-probed: raw chunks keep measuring the link, and zstd's rate is a property
 // of the data and the CPUs. While zstd wins by less than kNoRawReprobeAbove, the 8th compressible
@@ -59,6 +59,11 @@ class ZstdChoice {
 
   // Whether the next compressible chunk travels compressed.
   bool next_compressed(Clock::time_point now);
+  // Whether that chunk would be the probe of zstd's rate (auto, nothing compressed measured or in
+  // flight): the fetcher sends one block of it compressed, the smallest probe that measures.
+  bool probe_due() const {
+    return policy_ == ZstdPolicy::kAuto && compressed_bytes_ == 0 && compressed_in_flight_ == 0;
+  }
 
   // Raw chunks, compressible or not, start and end through raw().
   BusyRate& raw() { return raw_; }

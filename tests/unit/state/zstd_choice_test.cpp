@@ -20,8 +20,10 @@ void deliver_raw(ZstdChoice& choice, Clock::time_point& t, int ms, uint64_t byte
 TEST(ZstdChoice, ProbesZstdOnceThenGoesRawUntilBothAreMeasured) {
   ZstdChoice choice;
   auto t = Clock::now();
+  EXPECT_TRUE(choice.probe_due());
   EXPECT_TRUE(choice.next_compressed(t));
   choice.compressed_started();
+  EXPECT_FALSE(choice.probe_due());
   for (int i = 0; i < 5; ++i) EXPECT_FALSE(choice.next_compressed(t)) << "probe in flight";
   choice.compressed_ended(4 * kMiB, 10 * kMs, 4 * kMs);
   EXPECT_FALSE(choice.next_compressed(t)) << "no raw chunk has delivered yet";
@@ -94,6 +96,8 @@ TEST(ZstdChoice, TheLinksRateCountsOverlappingChunksOnce) {
 TEST(ZstdChoice, FixedPoliciesNeverMeasure) {
   ZstdChoice never(ZstdPolicy::kNever), always(ZstdPolicy::kAlways);
   const auto t = Clock::now();
+  EXPECT_FALSE(never.probe_due());
+  EXPECT_FALSE(always.probe_due());
   for (int i = 0; i < 20; ++i) {
     EXPECT_FALSE(never.next_compressed(t));
     EXPECT_TRUE(always.next_compressed(t));
