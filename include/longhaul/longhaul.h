@@ -414,7 +414,9 @@ typedef struct lh_sync_info {
  * (majority of the peers at the group's revision; a tie goes to the content held by the lowest
  * peer id) and tells every out-of-date peer which 1 MiB blocks differ and which peers hold them.
  * Such a peer fetches only those blocks, spread over several sources at once (zstd-compressed
- * where a cheap estimate says it pays), writes them in place and verifies each by hash; a source
+ * where a cheap estimate says the block shrinks and, measured per source as the fetch goes,
+ * compressing is faster than the link; environment LONGHAUL_STATE_ZSTD=never|always overrides
+ * that choice), writes them in place and verifies each by hash; a source
  * that dies mid-transfer is replaced by another. In steady state (all peers in sync) no tensor
  * byte moves. Afterwards every peer that succeeded holds bit-identical state at the group's
  * revision + 1 (a joiner adopts it).
