@@ -128,17 +128,13 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
         actions.push_back([link = s.link] { link->close(closed_error("the fetch is over")); });
     stats->rx_bytes = rx_bytes_;
     stats->blocks = blocks_;
-    stats->compressible_chunks_zstd = compressible_zstd_;
-    stats->compressible_chunks_raw = compressible_raw_;
-    if (compressible_zstd_ + compressible_raw_ > 0) {
-      const auto now = Clock::now();
-      for (const auto& s : sources_)
-        if (s.zstd.compressible_chunks() > 0)
-          log::debug("state",
-                     "source peer {}: {} compressible chunks; raw {:.2f} GB/s, zstd {:.2f} GB/s",
-                     s.id, s.zstd.compressible_chunks(), s.zstd.raw().bytes_per_second(now) / 1e9,
-                     s.zstd.zstd_bytes_per_second() / 1e9);
-    }
+    const auto now = Clock::now();
+    for (const auto& s : sources_)
+      if (s.zstd.compressible_chunks() > 0)
+        log::debug("state",
+                   "source peer {}: {} compressible chunks; raw {:.2f} GB/s, zstd {:.2f} GB/s",
+                   s.id, s.zstd.compressible_chunks(), s.zstd.raw().bytes_per_second(now) / 1e9,
+                   s.zstd.zstd_bytes_per_second() / 1e9);
     for (const auto& s : sources_) stats->sources += s.used ? 1 : 0;
     Status result = failure_;
     lock.unlock();
@@ -252,30 +248,34 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
       sources_[s].zstd.raw().ended(Clock::now(), bytes);
   }
 
+  // Cuts a queued chunk after its first block; returns the new chunk of the rest. Requires mu_
+  // and room in chunks_ (it must not reallocate).
+  size_t split_after_first_block(size_t chunk) {
+    Chunk rest = chunks_[chunk];
+    rest.first += 1;
+    rest.count -= 1;
+    rest.hashes.erase(rest.hashes.begin());
+    chunks_[chunk].count = 1;
+    chunks_[chunk].hashes.resize(1);
+    chunks_.push_back(std::move(rest));
+    ++remaining_;
+    return chunks_.size() - 1;
+  }
+
   // Requests the chunk from source s; returns the chunk made of the rest of its blocks when only
   // its first went out (a zstd probe).
   std::optional<size_t> issue(size_t s, size_t chunk, Actions& actions) {
     Source& src = sources_[s];
     std::optional<size_t> rest;
     if (chunks_[chunk].compressible && chunks_[chunk].count > 1 && src.zstd.probe_due() &&
-        chunks_.size() < chunks_.capacity()) {
-      Chunk tail = chunks_[chunk];
-      tail.first += 1;
-      tail.count -= 1;
-      tail.hashes.erase(tail.hashes.begin());
-      chunks_[chunk].count = 1;
-      chunks_[chunk].hashes.resize(1);
-      rest = chunks_.size();
-      chunks_.push_back(std::move(tail));
-      ++remaining_;
-    }
+        chunks_.size() < chunks_.capacity())
+      rest = split_after_first_block(chunk);
     Chunk& c = chunks_[chunk];
     const uint64_t request = ++next_request_;
     const auto now = Clock::now();
     if (src.in_flight.empty()) src.last_progress = now;
     src.in_flight[request] = chunk;
     c.compressed = c.compressible && src.zstd.next_compressed(now);
-    if (c.compressible) ++(c.compressed ? compressible_zstd_ : compressible_raw_);
     if (c.compressed)
       src.zstd.compressed_started();
     else
@@ -523,8 +523,6 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
   uint64_t next_request_ = 0;
   uint64_t rx_bytes_ = 0;
   uint64_t blocks_ = 0;
-  uint64_t compressible_zstd_ = 0;
-  uint64_t compressible_raw_ = 0;
   Status failure_;
   bool finished_ = false;
   Clock::time_point started_;

@@ -46,8 +46,6 @@ struct FetchStats {
   uint64_t rx_bytes = 0;
   uint64_t blocks = 0;
   uint64_t sources = 0;
-  uint64_t compressible_chunks_zstd = 0;  // compressible chunks that travelled compressed
-  uint64_t compressible_chunks_raw = 0;   // and raw
 };
 
 // The sources the master declared lost during one sync (STATE_SOURCE_LOST). The session strand
