@@ -69,6 +69,11 @@ Result<std::size_t> encoded_size(std::size_t count, Codec codec, std::size_t blo
 Status encode(std::span<const float> in, std::span<std::byte> out, Codec codec,
               std::size_t block = kDefaultBlock);
 
+// encode() through the portable loops only, never the AVX-512 ones (codec_avx512.hpp). Same
+// bytes by design; the tests hold the vector path to it.
+Status encode_portable(std::span<const float> in, std::span<std::byte> out, Codec codec,
+                       std::size_t block = kDefaultBlock);
+
 // out = decoding of in.
 Status decode(std::span<const std::byte> in, std::span<float> out, Codec codec,
               std::size_t block = kDefaultBlock);

@@ -215,6 +215,99 @@ TEST(QuantCodec, DeterministicAcrossCallsCopiesAndFpEnvironments) {
   }
 }
 
+// Data that reaches every branch of the encoders: NaNs of both signs with payloads (quiet and
+// signalling), infinities, signed zeros, f32 subnormals, f16 subnormals and the f16 overflow
+// boundary, exact f16/bf16 ties, blocks whose codes are exact ties, constant blocks, blocks too
+// narrow for 1/scale and blocks wider than FLT_MAX, and ordinary Gaussian blocks.
+std::vector<float> adversarial_data(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float specials[] = {std::bit_cast<float>(0x7FC00000u),
+                            std::bit_cast<float>(0xFFC12345u),
+                            std::bit_cast<float>(0x7F800001u),
+                            std::bit_cast<float>(0xFFA00000u),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-40f,
+                            65504.0f,
+                            65519.996f,
+                            65520.0f,
+                            -65520.0f,
+                            1e6f,
+                            std::ldexp(1.0f, -24),
+                            std::ldexp(1.0f, -25),
+                            std::ldexp(3.0f, -26),
+                            std::ldexp(1.0f, -14),
+                            1.0f + std::ldexp(1.0f, -11),
+                            1.0f + std::ldexp(3.0f, -11),
+                            1.0f + std::ldexp(1.0f, -8),
+                            3e38f,
+                            -3e38f};
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t kind = (i / 64) % 6;  // the kind of a stretch of 64 elements
+    if (kind == 0) {
+      x[i] = normal(rng);
+    } else if (kind == 1) {  // codes that are exact ties: lo 0, range 255 (u8) or 15 (u4)
+      x[i] = static_cast<float>(rng() % 15) + 0.5f;
+      if (i % 64 == 0) x[i] = 0.0f;
+      if (i % 64 == 1) x[i] = (rng() % 2) ? 255.0f : 15.0f;
+    } else if (kind == 2) {
+      x[i] = 2.5f;  // constant
+    } else if (kind == 3) {
+      x[i] = 1e-37f + static_cast<float>(rng() % 2) * 1e-44f;  // 1/scale overflows
+    } else if (kind == 4) {
+      x[i] = normal(rng) * 1e4f;
+      if (rng() % 8 == 0) x[i] = specials[rng() % std::size(specials)];
+    } else {
+      x[i] = specials[rng() % std::size(specials)];
+    }
+  }
+  return x;
+}
+
+TEST(QuantCodec, VectorEncodersMatchThePortableLoopsBitForBit) {
+  const std::vector<float> data = adversarial_data(37 * 128 + 77, 41);
+  for (const std::size_t count :
+       {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{127},
+        std::size_t{129}, std::size_t{16 * 128 + 5}, data.size()}) {
+    const std::span<const float> x(data.data(), count);
+    for (const Codec c : kAllCodecs) {
+      for (const std::size_t block :
+           {std::size_t{128}, std::size_t{64}, std::size_t{7}, std::size_t{1000}}) {
+        const std::vector<std::byte> fast = must_encode(x, c, block);
+        std::vector<std::byte> portable(fast.size());
+        ASSERT_TRUE(encode_portable(x, portable, c, block).is_ok());
+        ASSERT_EQ(fast, portable) << codec_name(c) << " count " << count << " block " << block;
+      }
+    }
+  }
+}
+
+// Decoding fp16 (vector path or not) is f16_to_f32 for every one of the 65536 bit patterns,
+// signalling NaNs included, and its accumulate and residual forms add and subtract exactly that.
+TEST(QuantCodec, Fp16DecodeIsTheConversionForEveryBitPattern) {
+  constexpr std::size_t kPatterns = 65536 + 5;  // an odd tail for the vector path
+  std::vector<std::byte> e(kPatterns * 2);
+  for (std::size_t i = 0; i < kPatterns; ++i) {
+    const auto h = static_cast<std::uint16_t>(i);
+    std::memcpy(e.data() + 2 * i, &h, 2);
+  }
+  const std::vector<float> d = must_decode(e, kPatterns, Codec::kFp16, 0);
+  const std::vector<float> acc0 = normal_data(kPatterns, 43);
+  std::vector<float> acc(acc0);
+  ASSERT_TRUE(decode_accumulate(e, acc, Codec::kFp16, 0).is_ok());
+  for (std::size_t i = 0; i < kPatterns; ++i) {
+    const float want = f16_to_f32(static_cast<std::uint16_t>(i));
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(d[i]), std::bit_cast<std::uint32_t>(want)) << i;
+    const float sum = acc0[i] + want;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(acc[i]), std::bit_cast<std::uint32_t>(sum)) << i;
+  }
+}
+
 TEST(QuantCodec, DecodeAccumulateEqualsDecodeThenAdd) {
   const std::vector<float> x = normal_data(1000 + 7, 21);
   const std::vector<float> acc0 = normal_data(x.size(), 22);
@@ -287,6 +380,9 @@ TEST(QuantCodec, ErrorFeedbackBoundsAccumulatedError) {
       std::vector<std::byte> e(*encoded_size(x.size(), c, block));
       ASSERT_TRUE(encode_with_error_feedback(x, residual, e, c, block).is_ok());
       EXPECT_EQ(must_encode(v, c, block), e) << codec_name(c) << " block " << block;
+      std::vector<std::byte> portable(e.size());
+      ASSERT_TRUE(encode_portable(v, portable, c, block).is_ok());
+      EXPECT_EQ(portable, e) << codec_name(c) << " block " << block;
       const std::vector<float> d = must_decode(e, x.size(), c, block);
       for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(residual[i], v[i] - d[i]);
     }
