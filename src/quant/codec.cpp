@@ -7,6 +7,7 @@
 #include <bit>
 #include <cfloat>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -148,10 +149,12 @@ LH_QUANT_INLINE std::size_t encode_block(const float* __restrict x, std::size_t 
 // encode_block of `blocks` (at most 16) consecutive blocks of n elements each, with AVX-512: the
 // key scans first, then block_params for all of them at once, lane by lane (the same IEEE
 // operations and checks, so the divisions of one block no longer stall its codes), then the
-// codes. Returns the end of what it wrote.
-template <Codec C>
-std::byte* encode_blocks_avx512(const float* __restrict x, std::size_t blocks, std::size_t n,
-                                std::byte* __restrict out) {
+// codes. Returns the end of what it wrote. kFeedback: x holds error feedback's v = input +
+// residual and is overwritten with the new residual in the same pass as the codes, the values
+// feedback_block's decode with Sink::kResidual would leave.
+template <Codec C, bool kFeedback = false>
+std::byte* encode_blocks_avx512(std::conditional_t<kFeedback, float*, const float*> x,
+                                std::size_t blocks, std::size_t n, std::byte* __restrict out) {
   constexpr std::int32_t kLevelsInt = C == Codec::kU8 ? 255 : 15;
   alignas(64) std::int32_t kmin[16];
   alignas(64) std::int32_t kmax[16];
@@ -186,12 +189,15 @@ std::byte* encode_blocks_avx512(const float* __restrict x, std::size_t blocks, s
   for (std::size_t b = 0; b < blocks; ++b) {
     write_header(out, lo_a[b], scale_a[b]);
     auto* __restrict codes = reinterpret_cast<std::uint8_t*>(out + kHeaderBytes);
-    if ((nan_block >> b) & 1u)
+    float* const v = const_cast<float*>(x + b * n);  // written only when kFeedback
+    if ((nan_block >> b) & 1u) {
       std::memset(codes, 0, payload);
-    else if constexpr (C == Codec::kU8)
-      avx512::quantize_u8(x + b * n, n, lo_a[b], inv_a[b], codes);
-    else
-      avx512::quantize_u4(x + b * n, n, lo_a[b], inv_a[b], codes);
+      if constexpr (kFeedback) std::fill_n(v, n, 0.0f);  // v - NaN is not finite
+    } else if constexpr (C == Codec::kU8) {
+      avx512::quantize_u8<kFeedback>(v, n, lo_a[b], inv_a[b], scale_a[b], codes);
+    } else {
+      avx512::quantize_u4<kFeedback>(v, n, lo_a[b], inv_a[b], scale_a[b], codes);
+    }
     out += kHeaderBytes + payload;
   }
   return out;
@@ -444,16 +450,12 @@ void feedback_blocks(const float* __restrict x, float* __restrict r, std::size_t
   const std::size_t full = count / bs;
 #if defined(LONGHAUL_QUANT_AVX512)
   // Sixteen blocks at a time (8 KiB at the default block, still in L1), for the grouped encoder.
-  const std::size_t block_bytes = kHeaderBytes + payload_bytes(C, bs);
   for (std::size_t b = 0; b < full; b += 16) {
     const std::size_t m = std::min<std::size_t>(16, full - b);
     const float* __restrict xg = x + b * bs;
     float* __restrict rg = r + b * bs;
     for (std::size_t i = 0; i < m * bs; ++i) rg[i] = xg[i] + rg[i];
-    std::byte* const end = encode_blocks_avx512<C>(rg, m, bs, out);
-    for (std::size_t k = 0; k < m; ++k)
-      decode_block<C, Sink::kResidual>(out + k * block_bytes, bs, rg + k * bs);
-    out = end;
+    out = encode_blocks_avx512<C, true>(rg, m, bs, out);
   }
 #else
   for (std::size_t b = 0; b < full; ++b) out += feedback_block<C>(x + b * bs, r + b * bs, bs, out);

@@ -83,44 +83,68 @@ constexpr int kNearestNoExc = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   return _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_sub_ps(x, lo), inv), kNearestNoExc);
 }
 
-// u8 codes of a finite block: min(round((x - lo) * inv), 255), one byte each.
-[[gnu::always_inline]] inline void quantize_u8(const float* __restrict x, std::size_t n, float lo,
-                                               float inv, std::uint8_t* __restrict codes) {
+// Error feedback, 16 lanes: the residual v - (lo + q * scale) that codec.cpp's decode with
+// Sink::kResidual leaves (the same multiply, then add, then subtract), 0 where it is not finite.
+[[gnu::always_inline]] inline __m512 residual16(__m512 v, __m512i q, __m512 lo, __m512 scale) {
+  const __m512 r = _mm512_sub_ps(v, _mm512_add_ps(lo, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale)));
+  const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_sub_ps(r, r), _mm512_setzero_ps(), _CMP_EQ_OQ);
+  return _mm512_maskz_mov_ps(finite, r);
+}
+
+// u8 codes of a finite block: min(round((x - lo) * inv), 255), one byte each. kFeedback: x is
+// the error-feedback sum v, and is overwritten with its residual (see residual16).
+template <bool kFeedback>
+[[gnu::always_inline]] inline void quantize_u8(float* x, std::size_t n, float lo, float inv,
+                                               float scale, std::uint8_t* __restrict codes) {
   const __m512 vlo = _mm512_set1_ps(lo);
   const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512i top = _mm512_set1_epi32(255);
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i),
-                     _mm512_cvtusepi32_epi8(codes16(_mm512_loadu_ps(x + i), vlo, vinv)));
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512i q = codes16(v, vlo, vinv);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtusepi32_epi8(q));
+    if constexpr (kFeedback)
+      _mm512_storeu_ps(x + i, residual16(v, _mm512_min_epi32(q, top), vlo, vscale));
+  }
   if (i < n) {
     const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_cvtusepi32_storeu_epi8(codes + i, m,
-                                       codes16(_mm512_maskz_loadu_ps(m, x + i), vlo, vinv));
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512i q = codes16(v, vlo, vinv);
+    _mm512_mask_cvtusepi32_storeu_epi8(codes + i, m, q);
+    if constexpr (kFeedback)
+      _mm512_mask_storeu_ps(x + i, m, residual16(v, _mm512_min_epi32(q, top), vlo, vscale));
   }
 }
 
 // u4 codes of a finite block: min(round((x - lo) * inv), 15), element 2j in the low nibble of
-// byte j and 2j+1 in its high nibble (0 past an odd last element).
-[[gnu::always_inline]] inline void quantize_u4(const float* __restrict x, std::size_t n, float lo,
-                                               float inv, std::uint8_t* __restrict codes) {
+// byte j and 2j+1 in its high nibble (0 past an odd last element). kFeedback as for u8.
+template <bool kFeedback>
+[[gnu::always_inline]] inline void quantize_u4(float* x, std::size_t n, float lo, float inv,
+                                               float scale, std::uint8_t* __restrict codes) {
   const __m512 vlo = _mm512_set1_ps(lo);
   const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512 vscale = _mm512_set1_ps(scale);
   const __m512i fifteen = _mm512_set1_epi32(15);
   // Each 64-bit lane holds an even code in its low half and the next code in its high half:
   // lane | lane >> 28 puts the pair in the low byte, which the truncating narrowing keeps.
   auto pack = [](__m512i q) { return _mm512_or_si512(q, _mm512_srli_epi64(q, 28)); };
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512i q = _mm512_min_epi32(codes16(_mm512_loadu_ps(x + i), vlo, vinv), fifteen);
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512i q = _mm512_min_epi32(codes16(v, vlo, vinv), fifteen);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i / 2), _mm512_cvtepi64_epi8(pack(q)));
+    if constexpr (kFeedback) _mm512_storeu_ps(x + i, residual16(v, q, vlo, vscale));
   }
   if (i < n) {
     const std::size_t rest = n - i;
     const __mmask16 m = tail_mask(rest);
-    const __m512i q =
-        _mm512_maskz_min_epi32(m, codes16(_mm512_maskz_loadu_ps(m, x + i), vlo, vinv), fifteen);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512i q = _mm512_maskz_min_epi32(m, codes16(v, vlo, vinv), fifteen);
     const auto bytes = static_cast<__mmask8>((1u << ((rest + 1) / 2)) - 1u);
     _mm512_mask_cvtepi64_storeu_epi8(codes + i / 2, bytes, pack(q));
+    if constexpr (kFeedback) _mm512_mask_storeu_ps(x + i, m, residual16(v, q, vlo, vscale));
   }
 }
 
