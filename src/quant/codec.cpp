@@ -343,15 +343,8 @@ LH_QUANT_INLINE void put16(float* o, __m512 v, __mmask16 m) {
 
 template <Sink S>
 void decode_f16_avx512(const std::byte* in, std::size_t count, float* o) {
-  std::size_t i = 0;
-  for (; i + 16 <= count; i += 16)
-    put16<S>(o + i,
-             avx512::f32x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i))),
-             0xFFFF);
-  if (i < count) {
-    const __mmask16 m = avx512::tail_mask(count - i);
-    put16<S>(o + i, avx512::f32x16(_mm256_maskz_loadu_epi16(m, in + 2 * i)), m);
-  }
+  avx512::for_each_f16x16(in, count,
+                          [o](std::size_t i, __m512 v, __mmask16 m) { put16<S>(o + i, v, m); });
 }
 #endif
 

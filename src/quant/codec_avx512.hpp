@@ -184,6 +184,20 @@ inline void encode_f16(const float* __restrict x, std::size_t n, std::byte* __re
   return _mm512_mask_mov_ps(f, nan, _mm512_castsi512_ps(bits));
 }
 
+// Calls put(i, values, lanes) for the f32 values of the binary16 elements i..i+15 of `in` (n
+// elements), the lanes past n masked off.
+template <class Put>
+[[gnu::always_inline]] inline void for_each_f16x16(const std::byte* in, std::size_t n, Put put) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    put(i, f32x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i))),
+        static_cast<__mmask16>(0xFFFF));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    put(i, f32x16(_mm256_maskz_loadu_epi16(m, in + 2 * i)), m);
+  }
+}
+
 }  // namespace longhaul::quant::avx512
 
 #endif

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "quant/codec_avx512.hpp"
 #include "quant/fp_env.hpp"
 #include "quant/half.hpp"
 
@@ -286,8 +287,16 @@ Status accumulate_f32(float* acc, const void* src, std::size_t count, DType dtyp
     const auto* s = static_cast<const float*>(src);
     for (std::size_t i = 0; i < count; ++i) acc[i] += s[i];
   } else if (dtype == DType::kF16) {
+#if defined(LONGHAUL_QUANT_AVX512)
+    // The codec's fp16 path: hardware conversion with the NaN payloads of f16_to_f32.
+    avx512::for_each_f16x16(
+        static_cast<const std::byte*>(src), count, [acc](std::size_t i, __m512 v, __mmask16 m) {
+          _mm512_mask_storeu_ps(acc + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + i), v));
+        });
+#else
     const auto* s = static_cast<const std::uint16_t*>(src);
     for (std::size_t i = 0; i < count; ++i) acc[i] += f16_to_f32(s[i]);
+#endif
   } else {
     const auto* s = static_cast<const std::uint16_t*>(src);
     for (std::size_t i = 0; i < count; ++i) acc[i] += bf16_to_f32(s[i]);
@@ -304,8 +313,12 @@ Status store_from_f32(void* dst, const float* acc, std::size_t count, DType dtyp
   if (dtype == DType::kF32) {
     if (dst != acc) std::memmove(dst, acc, count * sizeof(float));
   } else if (dtype == DType::kF16) {
+#if defined(LONGHAUL_QUANT_AVX512)
+    avx512::encode_f16(acc, count, static_cast<std::byte*>(dst));
+#else
     auto* d = static_cast<std::uint16_t*>(dst);
     for (std::size_t i = 0; i < count; ++i) d[i] = f32_to_f16(acc[i]);
+#endif
   } else {
     auto* d = static_cast<std::uint16_t*>(dst);
     for (std::size_t i = 0; i < count; ++i) d[i] = f32_to_bf16(acc[i]);

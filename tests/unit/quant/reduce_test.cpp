@@ -347,6 +347,26 @@ TEST(QuantReduce, AccumulateAndStoreF32) {
   EXPECT_EQ(std::memcmp(out32.data(), g.data(), n * sizeof(float)), 0);
 }
 
+// The f16 forms of accumulate_f32 and store_from_f32 (hardware conversions where the build has
+// AVX-512) keep the bits of the library's portable conversions for every pattern, NaN payloads
+// included: members built for different machines must combine to the same bits.
+TEST(QuantReduce, F16AccumulateAndStoreKeepThePortableBits) {
+  constexpr std::size_t kPatterns = 65536 + 3;
+  std::vector<std::uint16_t> h(kPatterns);
+  for (std::size_t i = 0; i < kPatterns; ++i) h[i] = static_cast<std::uint16_t>(i);
+  std::mt19937_64 rng(9);
+  const std::vector<float> acc0 = random_values<float>(kPatterns, rng);
+  std::vector<float> acc(acc0);
+  ASSERT_TRUE(accumulate_f32(acc.data(), h.data(), kPatterns, DType::kF16).is_ok());
+  std::vector<std::uint16_t> back(kPatterns);
+  ASSERT_TRUE(store_from_f32(back.data(), acc.data(), kPatterns, DType::kF16).is_ok());
+  for (std::size_t i = 0; i < kPatterns; ++i) {
+    const float want = acc0[i] + f16_to_f32(h[i]);
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(acc[i]), std::bit_cast<std::uint32_t>(want)) << i;
+    ASSERT_EQ(back[i], f32_to_f16(want)) << i;
+  }
+}
+
 TEST(QuantReduce, InvalidAndUnsupportedAreErrors) {
   float a[4] = {1, 2, 3, 4};
   const float b[4] = {1, 1, 1, 1};
