@@ -693,6 +693,7 @@ TEST_P(MemberDeath, FailsEveryoneFastAndRestoresInPlaceInputs) {
     original[r] = data[r];
   }
   std::vector<std::shared_ptr<AllReduceOp>> ops;
+  Started started;  // after the buffers: a failed ASSERT ends the operations first
   for (size_t r = 0; r < n; ++r) {
     AllReduceSpec spec;
     spec.input = spec.output = data[r].data();
@@ -700,7 +701,10 @@ TEST_P(MemberDeath, FailsEveryoneFastAndRestoresInPlaceInputs) {
     spec.segment_bytes = 256 << 10;
     spec.schedule = schedule;
     spec.codec = codec;
-    ops.push_back(*members.engines[r]->allreduce(group.view(r), spec));
+    auto op = members.engines[r]->allreduce(group.view(r), spec);
+    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+    ops.push_back(*op);
+    started.add(*op);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const auto t0 = std::chrono::steady_clock::now();
@@ -737,12 +741,16 @@ TEST(AllReduce, BackToBackOperationsReuseScratchAndStayExact) {
       for (size_t i = 0; i < count; ++i) data[r][i] = static_cast<float>((i * 7 + r + round) % 64);
     }
     std::vector<std::shared_ptr<AllReduceOp>> ops;
+    Started started;  // after the buffers: a failed ASSERT ends the operations first
     for (size_t r = 0; r < n; ++r) {
       AllReduceSpec spec;
       spec.input = spec.output = data[r].data();
       spec.count = count;
       spec.segment_bytes = 64 << 10;
-      ops.push_back(*members.engines[r]->allreduce(group.view(r), spec));
+      auto op = members.engines[r]->allreduce(group.view(r), spec);
+      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+      ops.push_back(*op);
+      started.add(*op);
     }
     for (size_t r = 0; r < n; ++r) ASSERT_TRUE(ops[r]->wait().is_ok());
     for (size_t r = 0; r < n; ++r)
@@ -784,10 +792,14 @@ TEST(AllReduce, WaivedRestoreKeepsNoBackupAndGivesTheSameBits) {
 
   std::vector<std::vector<float>> data(n, std::vector<float>(8u << 20, 1.0f));
   std::vector<std::shared_ptr<AllReduceOp>> ops;
+  Started started;  // after the buffers: a failed ASSERT ends the operations first
   for (size_t r = 0; r < n; ++r) {
     spec.input = spec.output = data[r].data();
     spec.count = data[r].size();
-    ops.push_back(*waiving.engines[r]->allreduce(group.view(r), spec));
+    auto op = waiving.engines[r]->allreduce(group.view(r), spec);
+    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+    ops.push_back(*op);
+    started.add(*op);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const auto t0 = std::chrono::steady_clock::now();
@@ -809,13 +821,17 @@ TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
   std::vector<std::vector<float>> in(n, std::vector<float>(count, 1.0f)),
       out(n, std::vector<float>(count));
   std::vector<std::shared_ptr<AllReduceOp>> ops;
+  Started started;  // after the buffers: a failed ASSERT ends the operations first
   // Member 0 starts late, so the others are certainly mid-operation when it aborts.
   for (size_t r = 1; r < n; ++r) {
     AllReduceSpec spec;
     spec.input = in[r].data();
     spec.output = out[r].data();
     spec.count = count;
-    ops.push_back(*members.engines[r]->allreduce(group.view(r), spec));
+    auto op = members.engines[r]->allreduce(group.view(r), spec);
+    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+    ops.push_back(*op);
+    started.add(*op);
   }
   const auto t0 = std::chrono::steady_clock::now();
   members.engines[1]->abort_all(aborted_error("the master aborted the epoch"));
