@@ -144,7 +144,6 @@ LH_QUANT_INLINE std::size_t encode_block(const float* __restrict x, std::size_t 
   return kHeaderBytes + payload;
 }
 
-// kFixed != 0: full blocks have kFixed elements (== block), known at compile time.
 #if defined(LONGHAUL_QUANT_AVX512)
 // encode_block of `blocks` (at most 16) consecutive blocks of n elements each, with AVX-512: the
 // key scans first, then block_params for all of them at once, lane by lane (the same IEEE
@@ -204,20 +203,10 @@ std::byte* encode_blocks_avx512(std::conditional_t<kFeedback, float*, const floa
 }
 #endif
 
-// encode_block, with AVX-512 where the build has it.
-template <Codec C>
-LH_QUANT_INLINE std::size_t encode_one_block(const float* __restrict x, std::size_t n,
-                                             std::byte* __restrict out) {
-#if defined(LONGHAUL_QUANT_AVX512)
-  return static_cast<std::size_t>(encode_blocks_avx512<C>(x, 1, n, out) - out);
-#else
-  return encode_block<C>(x, n, out);
-#endif
-}
-
 // The blockwise encoders have two forms with the same results: the portable loops, written for
 // the auto-vectorizer, and (kVector, where the build has AVX-512) the hand-written ones of
 // codec_avx512.hpp. encode() takes the latter; encode_portable() keeps the former for the tests.
+// kFixed != 0: full blocks have kFixed elements (== block), known at compile time.
 template <Codec C, bool kVector, std::size_t kFixed>
 void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __restrict out,
                    std::size_t block) {
@@ -431,7 +420,7 @@ template <Codec C>
 LH_QUANT_INLINE std::size_t feedback_block(const float* __restrict x, float* __restrict r,
                                            std::size_t n, std::byte* __restrict out) {
   for (std::size_t i = 0; i < n; ++i) r[i] = x[i] + r[i];
-  const std::size_t bytes = encode_one_block<C>(r, n, out);
+  const std::size_t bytes = encode_block<C>(r, n, out);
   decode_block<C, Sink::kResidual>(out, n, r);
   return bytes;
 }
@@ -450,10 +439,15 @@ void feedback_blocks(const float* __restrict x, float* __restrict r, std::size_t
     for (std::size_t i = 0; i < m * bs; ++i) rg[i] = xg[i] + rg[i];
     out = encode_blocks_avx512<C, true>(rg, m, bs, out);
   }
+  if (const std::size_t rest = count % bs; rest != 0) {
+    float* __restrict rt = r + full * bs;
+    for (std::size_t i = 0; i < rest; ++i) rt[i] = x[full * bs + i] + rt[i];
+    encode_blocks_avx512<C, true>(rt, 1, rest, out);
+  }
 #else
   for (std::size_t b = 0; b < full; ++b) out += feedback_block<C>(x + b * bs, r + b * bs, bs, out);
-#endif
   if (count % bs != 0) feedback_block<C>(x + full * bs, r + full * bs, count % bs, out);
+#endif
 }
 
 template <Codec C>
