@@ -162,6 +162,10 @@ typedef struct lh_comm_options {
    * the direct all-reduce schedule needs (LH_SCHEDULE_DIRECT; LH_SCHEDULE_AUTO uses it for
    * quantized all-reduces when every link exists). Costs N-1 links per peer. Default 0. */
   int full_mesh;
+  /* A state sync (lh_state_sync) drops a source that delivers nothing for this long and asks the
+   * other sources for its blocks; with no source left the sync fails with LH_ERR_TIMEOUT.
+   * 0 (the default): the environment's LONGHAUL_STATE_STALL_TIMEOUT_MS if set, else 30000. */
+  uint32_t state_stall_timeout_ms;
 } lh_comm_options;
 
 /* Fills *options with the defaults above. */

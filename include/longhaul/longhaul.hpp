@@ -121,6 +121,8 @@ struct CommunicatorOptions {
   uint32_t link_timeout_ms = 10000;
   uint32_t handshake_timeout_ms = 5000;
   uint32_t io_threads = 0;
+  bool full_mesh = false;
+  uint32_t state_stall_timeout_ms = 0;
 };
 
 class Communicator {
@@ -147,6 +149,8 @@ class Communicator {
     o.link_timeout_ms = options.link_timeout_ms;
     o.handshake_timeout_ms = options.handshake_timeout_ms;
     o.io_threads = options.io_threads;
+    o.full_mesh = options.full_mesh ? 1 : 0;
+    o.state_stall_timeout_ms = options.state_stall_timeout_ms;
     lh_comm* raw = nullptr;
     detail::check(lh_comm_create(&o, &raw), lh_last_error());
     handle_.reset(raw);

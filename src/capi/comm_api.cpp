@@ -56,6 +56,7 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.connect_timeout = std::chrono::milliseconds(o->connect_timeout_ms);
     options.link_timeout = std::chrono::milliseconds(o->link_timeout_ms);
     options.full_mesh = o->full_mesh != 0;
+    options.state_stall_timeout = std::chrono::milliseconds(o->state_stall_timeout_ms);
     auto comm = lh::peer::Communicator::create(options, o->io_threads);
     if (!comm) return lh::capi::fail(comm.status());
     auto* h = new lh_comm();

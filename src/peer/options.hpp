@@ -35,6 +35,9 @@ struct CommunicatorOptions {
   // Link to every member of the group, not only the ring neighbours, so the direct all-reduce
   // schedule can run (it sends each chunk straight to its owner). Costs N-1 links per peer.
   bool full_mesh = false;
+  // A state sync drops a source that delivers nothing for this long. 0: the environment's
+  // LONGHAUL_STATE_STALL_TIMEOUT_MS if set, else 30 s (state/sync.cpp).
+  std::chrono::milliseconds state_stall_timeout{0};
 };
 
 }  // namespace longhaul::peer

@@ -63,9 +63,11 @@ Status check_plan(const Registry& registry, const wire::StatePlanMsg& plan) {
   return Status::ok();
 }
 
-// FetchOptions' stall timeout (30 s), or LONGHAUL_STATE_STALL_TIMEOUT_MS when that holds a whole
-// number of milliseconds from 1 to 86 400 000 (docs/state.md). Read at every sync.
-std::chrono::milliseconds stall_timeout() {
+// The communicator's state_stall_timeout when set; else LONGHAUL_STATE_STALL_TIMEOUT_MS when that
+// holds a whole number of milliseconds from 1 to 86 400 000 (docs/state.md), read at every sync;
+// else FetchOptions' 30 s.
+std::chrono::milliseconds stall_timeout(std::chrono::milliseconds configured) {
+  if (configured.count() > 0) return configured;
   const std::chrono::milliseconds fallback = FetchOptions{}.stall_timeout;
   const char* env = std::getenv("LONGHAUL_STATE_STALL_TIMEOUT_MS");
   if (!env) return fallback;
@@ -175,7 +177,7 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
   FetchOptions options;
   options.transport = session.options().transport;
   options.connections_per_link = session.options().connections_per_link;
-  options.stall_timeout = stall_timeout();
+  options.stall_timeout = stall_timeout(session.options().state_stall_timeout);
   options.zstd = zstd_policy();
   FetchStats stats;
   Status fetched = fetch_blocks(session.io(), options, registry, *plan, lost.get(), &stats);

@@ -1,7 +1,7 @@
 // A peer process for the shared-state tests and the state benchmark, written against the C API.
 //
 //   state_peer --master HOST:PORT [--layout NAME:DTYPE:COUNT,...] [--connections K]
-//              [--listen HOST:PORT]
+//              [--listen HOST:PORT] [--stall-timeout-ms MS]
 //
 // Registers the tensors of --layout (default "w:f32:1048576"; dtypes f32 f64 f16 bf16 i8 u8 i32 u32
 // i64 u64), listens for data links on --listen (default 127.0.0.1:0), connects, prints
@@ -176,11 +176,12 @@ void sync_and_print(lh_comm* comm, lh_state* state, lh_sync_strategy strategy) {
 
 int main(int argc, char** argv) {
   std::string master, layout = "w:f32:1048576", listen = "127.0.0.1:0";
-  uint32_t connections = 1;
+  uint32_t connections = 1, stall_timeout_ms = 0;
   static const option opts[] = {{"master", required_argument, nullptr, 'm'},
                                 {"layout", required_argument, nullptr, 'l'},
                                 {"connections", required_argument, nullptr, 'k'},
                                 {"listen", required_argument, nullptr, 's'},
+                                {"stall-timeout-ms", required_argument, nullptr, 't'},
                                 {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "", opts, nullptr)) != -1;) {
     if (c == 'm')
@@ -191,9 +192,12 @@ int main(int argc, char** argv) {
       connections = static_cast<uint32_t>(std::stoul(optarg));
     else if (c == 's')
       listen = optarg;
+    else if (c == 't')
+      stall_timeout_ms = static_cast<uint32_t>(std::stoul(optarg));
     else
       die("usage", LH_ERR_INVALID_ARGUMENT,
-          "state_peer --master HOST:PORT [--layout L] [--connections K] [--listen HOST:PORT]");
+          "state_peer --master HOST:PORT [--layout L] [--connections K] [--listen HOST:PORT] "
+          "[--stall-timeout-ms MS]");
   }
   auto tensors = parse_layout(layout);
   lh_state* state = nullptr;
@@ -208,6 +212,7 @@ int main(int argc, char** argv) {
   o.master_address = master.c_str();
   o.listen_address = listen.c_str();
   o.connections_per_link = connections;
+  o.state_stall_timeout_ms = stall_timeout_ms;
   lh_comm* comm = nullptr;
   if (lh_status s = lh_comm_create(&o, &comm); s != LH_OK)
     die("lh_comm_create", s, lh_last_error());

@@ -76,7 +76,8 @@ class StateSyncTest : public ::testing::Test {
 
   // Starts a state_peer; `wait` waits for its "ready" line (a joiner is only admitted once the
   // members call `world`).
-  Child& add(const std::string& layout, bool wait = true, uint32_t connections = 2) {
+  Child& add(const std::string& layout, bool wait = true, uint32_t connections = 2,
+             const std::vector<std::string>& extra_args = {}) {
     std::vector<std::string> argv = {LONGHAUL_STATE_PEER_BIN,
                                      "--master",
                                      cluster_.master_address(),
@@ -84,6 +85,7 @@ class StateSyncTest : public ::testing::Test {
                                      layout,
                                      "--connections",
                                      std::to_string(connections)};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     peers_.push_back(std::make_unique<Child>(
         argv, cluster_.dir().path() + "/state_peer" + std::to_string(peers_.size()) + ".log"));
     Child& c = *peers_.back();
@@ -628,7 +630,11 @@ class StateErrorTest : public StateSyncTest {
   }
 };
 
-TEST_F(StateErrorTest, TheOnlySourceStallingFailsWithTimeoutAndTheNextSyncRepairs) {
+// The stall timeout set through the environment, or through lh_comm_options, which wins over it.
+class StallTimeoutTest : public StateErrorTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(StallTimeoutTest, TheOnlySourceStallingFailsWithTimeoutAndTheNextSyncRepairs) {
+  const bool by_option = GetParam();
   const std::string layout = mib_layout(256);
   Child& a = add(layout, true, 1);
   all({&a}, "fill 21", "filled");
@@ -636,10 +642,12 @@ TEST_F(StateErrorTest, TheOnlySourceStallingFailsWithTimeoutAndTheNextSyncRepair
   Child* j = nullptr;
   {
     // The joiner drops a source that completes no chunk for 1 s (instead of 30 s), and logs when
-    // it has linked to a source (debug).
-    ScopedEnv stall("LONGHAUL_STATE_STALL_TIMEOUT_MS", "1000");
+    // it has linked to a source (debug). By option, the environment says 60 s and is overruled.
+    ScopedEnv stall("LONGHAUL_STATE_STALL_TIMEOUT_MS", by_option ? "60000" : "1000");
     ScopedEnv debug("LONGHAUL_LOG", "debug");
-    j = &add(layout, false, 1);
+    j = &add(layout, false, 1,
+             by_option ? std::vector<std::string>{"--stall-timeout-ms", "1000"}
+                       : std::vector<std::string>{});
   }
   Child& joiner = *j;
   all({&a}, "world 2", "world 2");
@@ -824,5 +832,9 @@ TEST_F(StateErrorTest, ASecondSyncOnTheSameCommunicatorIsRefusedAtOnce) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(SetBy, StallTimeoutTest, ::testing::Values(false, true),
+                         [](const auto& param_info) {
+                           return param_info.param ? "Option" : "Environment";
+                         });
 }  // namespace
 }  // namespace longhaul::testing
