@@ -192,10 +192,8 @@ std::byte* encode_blocks_avx512(std::conditional_t<kFeedback, float*, const floa
     if ((nan_block >> b) & 1u) {
       std::memset(codes, 0, payload);
       if constexpr (kFeedback) std::fill_n(v, n, 0.0f);  // v - NaN is not finite
-    } else if constexpr (C == Codec::kU8) {
-      avx512::quantize_u8<kFeedback>(v, n, lo_a[b], inv_a[b], scale_a[b], codes);
     } else {
-      avx512::quantize_u4<kFeedback>(v, n, lo_a[b], inv_a[b], scale_a[b], codes);
+      avx512::quantize<kLevelsInt, kFeedback>(v, n, lo_a[b], inv_a[b], scale_a[b], codes);
     }
     out += kHeaderBytes + payload;
   }

@@ -41,6 +41,20 @@ constexpr int kNearestNoExc = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   return static_cast<__mmask16>((1u << remaining) - 1u);
 }
 
+constexpr __mmask16 kAllLanes = 0xFFFF;
+
+// Calls put(i, values, lanes) for x[i..i+16), i = 0, 16, ..., with the lanes past n masked off
+// (and loaded as 0). Inlined, `lanes` is the constant kAllLanes on every call but the last.
+template <class Put>
+[[gnu::always_inline]] inline void for_each_f32x16(const float* x, std::size_t n, Put put) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) put(i, _mm512_loadu_ps(x + i), kAllLanes);
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    put(i, _mm512_maskz_loadu_ps(m, x + i), m);
+  }
+}
+
 // The order keys of codec.cpp (s ^ ((s >> 31) & 0x7FFFFFFF)), for 16 floats.
 [[gnu::always_inline]] inline __m512i order_keys(__m512i s) {
   const __mmask16 negative = _mm512_cmplt_epi32_mask(s, _mm512_setzero_si512());
@@ -52,18 +66,12 @@ constexpr int kNearestNoExc = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
                                              std::int32_t& kmin, std::int32_t& kmax) {
   __m512i lo = _mm512_set1_epi32(INT32_MAX);
   __m512i hi = _mm512_set1_epi32(INT32_MIN);
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i k = order_keys(_mm512_loadu_si512(x + i));
-    lo = _mm512_min_epi32(lo, k);
-    hi = _mm512_max_epi32(hi, k);
-  }
-  if (i < n) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512i k = order_keys(_mm512_maskz_loadu_epi32(m, x + i));
-    lo = _mm512_mask_min_epi32(lo, m, lo, k);
-    hi = _mm512_mask_max_epi32(hi, m, hi, k);
-  }
+  for_each_f32x16(
+      x, n, [&](std::size_t, __m512 v, __mmask16 m) __attribute__((always_inline)) {
+        const __m512i k = order_keys(_mm512_castps_si512(v));
+        lo = _mm512_mask_min_epi32(lo, m, lo, k);
+        hi = _mm512_mask_max_epi32(hi, m, hi, k);
+      });
   // Both reductions at once: max(k) = ~min(~k), so the 8-lane halves of lo and ~hi share one
   // vector and three min steps.
   const __m256i lo8 =
@@ -92,61 +100,41 @@ constexpr int kNearestNoExc = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   return _mm512_maskz_mov_ps(finite, r);
 }
 
-// u8 codes of a finite block: min(round((x - lo) * inv), 255), one byte each. kFeedback: x is
-// the error-feedback sum v, and is overwritten with its residual (see residual16).
-template <bool kFeedback>
-[[gnu::always_inline]] inline void quantize_u8(float* x, std::size_t n, float lo, float inv,
-                                               float scale, std::uint8_t* __restrict codes) {
+// The codes of a finite block: min(round((x - lo) * inv), kLevels). kLevels 255 (u8): one byte
+// each. kLevels 15 (u4): element 2j in the low nibble of byte j and 2j+1 in its high nibble (0
+// past an odd last element). kFeedback: x is the error-feedback sum v, and is overwritten with
+// its residual (see residual16).
+template <int kLevels, bool kFeedback>
+[[gnu::always_inline]] inline void quantize(float* x, std::size_t n, float lo, float inv,
+                                            float scale, std::uint8_t* __restrict codes) {
+  static_assert(kLevels == 255 || kLevels == 15);
   const __m512 vlo = _mm512_set1_ps(lo);
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512 vscale = _mm512_set1_ps(scale);
-  const __m512i top = _mm512_set1_epi32(255);
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __m512i q = codes16(v, vlo, vinv);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtusepi32_epi8(q));
-    if constexpr (kFeedback)
-      _mm512_storeu_ps(x + i, residual16(v, _mm512_min_epi32(q, top), vlo, vscale));
-  }
-  if (i < n) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    const __m512i q = codes16(v, vlo, vinv);
-    _mm512_mask_cvtusepi32_storeu_epi8(codes + i, m, q);
-    if constexpr (kFeedback)
-      _mm512_mask_storeu_ps(x + i, m, residual16(v, _mm512_min_epi32(q, top), vlo, vscale));
-  }
-}
-
-// u4 codes of a finite block: min(round((x - lo) * inv), 15), element 2j in the low nibble of
-// byte j and 2j+1 in its high nibble (0 past an odd last element). kFeedback as for u8.
-template <bool kFeedback>
-[[gnu::always_inline]] inline void quantize_u4(float* x, std::size_t n, float lo, float inv,
-                                               float scale, std::uint8_t* __restrict codes) {
-  const __m512 vlo = _mm512_set1_ps(lo);
-  const __m512 vinv = _mm512_set1_ps(inv);
-  const __m512 vscale = _mm512_set1_ps(scale);
-  const __m512i fifteen = _mm512_set1_epi32(15);
-  // Each 64-bit lane holds an even code in its low half and the next code in its high half:
-  // lane | lane >> 28 puts the pair in the low byte, which the truncating narrowing keeps.
-  auto pack = [](__m512i q) { return _mm512_or_si512(q, _mm512_srli_epi64(q, 28)); };
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __m512i q = _mm512_min_epi32(codes16(v, vlo, vinv), fifteen);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i / 2), _mm512_cvtepi64_epi8(pack(q)));
-    if constexpr (kFeedback) _mm512_storeu_ps(x + i, residual16(v, q, vlo, vscale));
-  }
-  if (i < n) {
-    const std::size_t rest = n - i;
-    const __mmask16 m = tail_mask(rest);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    const __m512i q = _mm512_maskz_min_epi32(m, codes16(v, vlo, vinv), fifteen);
-    const auto bytes = static_cast<__mmask8>((1u << ((rest + 1) / 2)) - 1u);
-    _mm512_mask_cvtepi64_storeu_epi8(codes + i / 2, bytes, pack(q));
+  const __m512i levels = _mm512_set1_epi32(kLevels);
+  // Whole vectors store the codes from a register: a masked narrowing store to memory is much
+  // slower on some cores (AMD Zen 4).
+  auto step = [&](std::size_t i, __m512 v, __mmask16 m) __attribute__((always_inline)) {
+    const __m512i q = _mm512_maskz_min_epi32(m, codes16(v, vlo, vinv), levels);  // 0 past n
+    if constexpr (kLevels == 255) {
+      if (m == kAllLanes)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(q));
+      else
+        _mm512_mask_cvtepi32_storeu_epi8(codes + i, m, q);
+    } else {
+      // Each 64-bit lane holds an even code in its low half and the next code in its high half:
+      // lane | lane >> 28 puts the pair in the low byte, which the truncating narrowing keeps.
+      const __m512i pairs = _mm512_or_si512(q, _mm512_srli_epi64(q, 28));
+      if (m == kAllLanes) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i / 2), _mm512_cvtepi64_epi8(pairs));
+      } else {
+        const auto bytes = static_cast<__mmask8>((1u << ((n - i + 1) / 2)) - 1u);
+        _mm512_mask_cvtepi64_storeu_epi8(codes + i / 2, bytes, pairs);
+      }
+    }
     if constexpr (kFeedback) _mm512_mask_storeu_ps(x + i, m, residual16(v, q, vlo, vscale));
-  }
+  };
+  for_each_f32x16(x, n, step);
 }
 
 // f32 -> binary16, round to nearest even, every NaN as the canonical quiet NaN 0x7E00 (sign
@@ -162,13 +150,10 @@ template <bool kFeedback>
 }
 
 inline void encode_f16(const float* __restrict x, std::size_t n, std::byte* __restrict out) {
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i), f16x16(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm256_mask_storeu_epi16(out + 2 * i, m, f16x16(_mm512_maskz_loadu_ps(m, x + i)));
-  }
+  for_each_f32x16(
+      x, n, [out](std::size_t i, __m512 v, __mmask16 m) __attribute__((always_inline)) {
+        _mm256_mask_storeu_epi16(out + 2 * i, m, f16x16(v));
+      });
 }
 
 // binary16 -> f32 for 16 values: exact, as f16_to_f32, which also keeps a signalling NaN's
