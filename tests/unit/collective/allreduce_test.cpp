@@ -222,6 +222,17 @@ class Started {
     for (auto& op : ops_) static_cast<void>(op->wait());  // the test has judged the outcome
   }
   void add(std::shared_ptr<AllReduceOp> op) { ops_.push_back(std::move(op)); }
+  // Starts an all-reduce and keeps it; null (and a failed test) if the engine refuses it.
+  std::shared_ptr<AllReduceOp> start(CollectiveEngine& engine, const RingView& view,
+                                     const AllReduceSpec& spec) {
+    auto op = engine.allreduce(view, spec);
+    if (!op) {
+      ADD_FAILURE() << op.status().to_string();
+      return nullptr;
+    }
+    add(*op);
+    return *op;
+  }
 
  private:
   std::vector<std::shared_ptr<AllReduceOp>> ops_;
@@ -449,10 +460,9 @@ TEST_P(ErrorFeedback, ResidualIsWhatTheCodecLeavesForEachMembersContribution) {
     for (size_t r = 0; r < n; ++r) {
       spec.input = spec.output = data[r].data();
       spec.residual = residual[r].data();
-      auto op = members.engines[r]->allreduce(group.view(r), spec);
-      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-      ops.push_back(*op);
-      started.add(*op);
+      auto op = started.start(*members.engines[r], group.view(r), spec);
+      ASSERT_TRUE(op);
+      ops.push_back(op);
     }
     for (auto& op : ops) {
       const Status s = op->wait();
@@ -517,10 +527,9 @@ TEST_P(ErrorFeedbackFailure, RestoresTheResidualAsItWasBeforeTheCall) {
     spec.codec = codec;
     spec.schedule = schedule;
     spec.segment_bytes = 64 << 10;
-    auto op = members.engines[r]->allreduce(group.view(r), spec);
-    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-    ops[r] = *op;
-    started.add(*op);
+    auto op = started.start(*members.engines[r], group.view(r), spec);
+    ASSERT_TRUE(op);
+    ops[r] = op;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (size_t r = 0; r < n; ++r) {
@@ -590,10 +599,9 @@ TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
       spec.input = spec.output = data[k][r].data();
       spec.count = data[k][r].size();
       spec.segment_bytes = 8192;
-      auto op = members.engines[r]->allreduce(group.view(r), spec);
-      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-      ops[k].push_back(*op);
-      started.add(*op);
+      auto op = started.start(*members.engines[r], group.view(r), spec);
+      ASSERT_TRUE(op);
+      ops[k].push_back(op);
     }
   for (size_t k = 0; k < kOps; ++k)
     for (size_t r = 0; r < n; ++r) {
@@ -639,10 +647,9 @@ TEST_P(OneOfManyInFlight, FailsAloneOnEveryMemberWhileTheOthersCompleteExactly) 
     spec.count = data[k][r].size();
     spec.segment_bytes = 8192;
     spec.schedule = GetParam();
-    auto op = members.engines[r]->allreduce(group.view(r), spec);
-    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-    ops[k][r] = *op;
-    started.add(*op);
+    auto op = started.start(*members.engines[r], group.view(r), spec);
+    ASSERT_TRUE(op);
+    ops[k][r] = op;
   };
   for (size_t k = 0; k < kOps; ++k)
     for (size_t r = 0; r < n; ++r)
@@ -701,10 +708,9 @@ TEST_P(MemberDeath, FailsEveryoneFastAndRestoresInPlaceInputs) {
     spec.segment_bytes = 256 << 10;
     spec.schedule = schedule;
     spec.codec = codec;
-    auto op = members.engines[r]->allreduce(group.view(r), spec);
-    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-    ops.push_back(*op);
-    started.add(*op);
+    auto op = started.start(*members.engines[r], group.view(r), spec);
+    ASSERT_TRUE(op);
+    ops.push_back(op);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const auto t0 = std::chrono::steady_clock::now();
@@ -747,10 +753,9 @@ TEST(AllReduce, BackToBackOperationsReuseScratchAndStayExact) {
       spec.input = spec.output = data[r].data();
       spec.count = count;
       spec.segment_bytes = 64 << 10;
-      auto op = members.engines[r]->allreduce(group.view(r), spec);
-      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-      ops.push_back(*op);
-      started.add(*op);
+      auto op = started.start(*members.engines[r], group.view(r), spec);
+      ASSERT_TRUE(op);
+      ops.push_back(op);
     }
     for (size_t r = 0; r < n; ++r) ASSERT_TRUE(ops[r]->wait().is_ok());
     for (size_t r = 0; r < n; ++r)
@@ -796,10 +801,9 @@ TEST(AllReduce, WaivedRestoreKeepsNoBackupAndGivesTheSameBits) {
   for (size_t r = 0; r < n; ++r) {
     spec.input = spec.output = data[r].data();
     spec.count = data[r].size();
-    auto op = waiving.engines[r]->allreduce(group.view(r), spec);
-    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-    ops.push_back(*op);
-    started.add(*op);
+    auto op = started.start(*waiving.engines[r], group.view(r), spec);
+    ASSERT_TRUE(op);
+    ops.push_back(op);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const auto t0 = std::chrono::steady_clock::now();
@@ -828,10 +832,9 @@ TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
     spec.input = in[r].data();
     spec.output = out[r].data();
     spec.count = count;
-    auto op = members.engines[r]->allreduce(group.view(r), spec);
-    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-    ops.push_back(*op);
-    started.add(*op);
+    auto op = started.start(*members.engines[r], group.view(r), spec);
+    ASSERT_TRUE(op);
+    ops.push_back(op);
   }
   const auto t0 = std::chrono::steady_clock::now();
   members.engines[1]->abort_all(aborted_error("the master aborted the epoch"));
