@@ -50,28 +50,44 @@ std::string quoted(const char* message) {
 
 // Stop requests: the first SIGTERM/SIGINT asks the loop to leave after the current step, a
 // second one exits at once (the loop may be waiting on a peer that is gone).
-std::atomic<bool> g_stop{false};
-std::mutex g_stop_mu;
-std::condition_variable g_stop_cv;
+struct StopRequest {
+  std::atomic<bool> requested{false};
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+// Never destroyed: the detached signal thread may be notifying it while main returns and exit
+// runs the static destructors (ThreadSanitizer caught the condition variable destroyed under a
+// broadcast).
+StopRequest& stop_request() {
+  static auto* const stop = new StopRequest;
+  return *stop;
+}
+
+bool stop_requested() {
+  return stop_request().requested.load();
+}
 
 void watch_signals(sigset_t signals) {
+  StopRequest& stop = stop_request();
   for (int received = 0;;) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (++received > 1) std::_Exit(128 + sig);
     {
-      std::lock_guard lock(g_stop_mu);
-      g_stop = true;
+      std::lock_guard lock(stop.mu);
+      stop.requested = true;
     }
-    g_stop_cv.notify_all();
+    stop.cv.notify_all();
   }
 }
 
 // Sleeps up to `ms`, waking early on a stop request.
 void pause_between_steps(uint32_t ms) {
   if (ms == 0) return;
-  std::unique_lock lock(g_stop_mu);
-  g_stop_cv.wait_for(lock, std::chrono::milliseconds(ms), [] { return g_stop.load(); });
+  StopRequest& stop = stop_request();
+  std::unique_lock lock(stop.mu);
+  stop.cv.wait_for(lock, std::chrono::milliseconds(ms), [&stop] { return stop.requested.load(); });
 }
 
 int64_t attribute(lh_comm* comm, lh_attribute a) {
@@ -214,7 +230,7 @@ int main(int argc, char** argv) {
   bool must_update = false;  // a collective failed: re-form the ring before retrying
   uint64_t completed = 0;
   int64_t epoch = attribute(comm, LH_ATTR_EPOCH);
-  while (!g_stop && (flags.steps == 0 || completed < flags.steps)) {
+  while (!stop_requested() && (flags.steps == 0 || completed < flags.steps)) {
     int pending = 0;
     if (lh_status s = lh_comm_are_peers_pending(comm, &pending); s != LH_OK)
       fail("lh_comm_are_peers_pending", s, lh_comm_last_error(comm));
@@ -229,7 +245,7 @@ int main(int argc, char** argv) {
         // Check again, as a newcomer does right after joining: more peers may wait already.
         continue;
       }
-      if (g_stop) break;
+      if (stop_requested()) break;
     }
     uint64_t step = 0;  // the group's step is the revision of its state: the syncs so far
     if (lh_status s = lh_state_get_revision(state, &step); s != LH_OK)
@@ -287,7 +303,7 @@ int main(int argc, char** argv) {
     pause_between_steps(flags.step_delay_ms);
   }
 
-  const char* reason = g_stop ? "stopped by a signal" : "completed its steps";
+  const char* reason = stop_requested() ? "stopped by a signal" : "completed its steps";
   if (lh_status s = lh_comm_leave(comm, reason); s != LH_OK)
     fail("lh_comm_leave", s, lh_comm_last_error(comm));
   emit(fmt::format("LEFT reason={} steps={}", quoted(reason), completed));
