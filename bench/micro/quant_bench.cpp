@@ -158,26 +158,35 @@ void BM_ReduceSum(benchmark::State& state) {
 }
 
 // The all-reduce's combine of a 16-bit float sum (collective/allreduce.cpp): the output's values
-// and one contribution widened into an f32 accumulator, then rounded back once. In f32 element
-// units as above: n f32 of bytes are 2n 16-bit elements.
+// and one contribution summed in f32 and rounded back once. In f32 element units as above: n f32
+// of bytes are 2n 16-bit elements. Variant 1 is sum_widened, what the combine calls; variant 0
+// the three calls it fuses, over a 4096-element f32 accumulator (the combine until session 7),
+// as the reference in the same run.
 void BM_WidenedSum16(benchmark::State& state) {
   const auto dtype = static_cast<lq::DType>(state.range(0));
   const auto n = static_cast<std::size_t>(state.range(1));
+  const bool fused = state.range(2) != 0;
   const std::size_t count = n * 2;
   const std::uint16_t one = dtype == lq::DType::kF16 ? 0x3C00 : 0x3F80;
   const std::vector<std::uint16_t> src(count, one);
   std::vector<std::uint16_t> dst(count, one);
-  constexpr std::size_t kPiece = 4096;  // the accumulator of allreduce.cpp's kWidenedPiece
+  constexpr std::size_t kPiece = 4096;
   std::vector<float> acc(kPiece);
-  state.SetLabel(std::string(lq::dtype_name(dtype)));
+  state.SetLabel(std::string(lq::dtype_name(dtype)) + (fused ? " sum_widened" : " three calls"));
   for (auto _ : state) {
-    for (std::size_t done = 0; done < count; done += kPiece) {
-      const std::size_t k = std::min(kPiece, count - done);
-      std::fill_n(acc.data(), k, -0.0f);
-      bool ok = lq::accumulate_f32(acc.data(), dst.data() + done, k, dtype).is_ok();
-      ok = ok && lq::accumulate_f32(acc.data(), src.data() + done, k, dtype).is_ok();
-      ok = ok && lq::store_from_f32(dst.data() + done, acc.data(), k, dtype).is_ok();
-      if (!ok) state.SkipWithError("widened sum failed");
+    if (fused) {
+      const void* sources[] = {src.data()};
+      if (!lq::sum_widened(dst.data(), sources, count, dtype, 1).is_ok())
+        state.SkipWithError("sum_widened failed");
+    } else {
+      for (std::size_t done = 0; done < count; done += kPiece) {
+        const std::size_t k = std::min(kPiece, count - done);
+        std::fill_n(acc.data(), k, -0.0f);
+        bool ok = lq::accumulate_f32(acc.data(), dst.data() + done, k, dtype).is_ok();
+        ok = ok && lq::accumulate_f32(acc.data(), src.data() + done, k, dtype).is_ok();
+        ok = ok && lq::store_from_f32(dst.data() + done, acc.data(), k, dtype).is_ok();
+        if (!ok) state.SkipWithError("widened sum failed");
+      }
     }
     benchmark::ClobberMemory();
   }
@@ -208,8 +217,10 @@ BENCHMARK(BM_ReduceSum)
     ->Args({static_cast<int>(lq::DType::kF16), kSmall})
     ->Args({static_cast<int>(lq::DType::kI32), kSmall});
 BENCHMARK(BM_WidenedSum16)
-    ->Args({static_cast<int>(lq::DType::kF16), kSmall})
-    ->Args({static_cast<int>(lq::DType::kBF16), kSmall});
+    ->Args({static_cast<int>(lq::DType::kF16), kSmall, 0})
+    ->Args({static_cast<int>(lq::DType::kF16), kSmall, 1})
+    ->Args({static_cast<int>(lq::DType::kBF16), kSmall, 0})
+    ->Args({static_cast<int>(lq::DType::kBF16), kSmall, 1});
 
 int main(int argc, char** argv) {
   // The accuracy side of the trade, printed beside the speed.

@@ -1,8 +1,8 @@
 #include "collective/allreduce.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 #include <asio/post.hpp>
@@ -15,8 +15,6 @@ namespace longhaul::collective {
 namespace {
 // The unit of the fused backup / combine / average passes: two operands of it fit in L1.
 constexpr size_t kPieceBytes = 16 << 10;
-// Elements per piece when half-precision values are summed in an f32 accumulator (16 KiB of it).
-constexpr size_t kWidenedPiece = 4096;
 }  // namespace
 
 // Scratch layout. Every slot of the arena holds one segment's bytes in flight (slot_bytes_: the
@@ -204,21 +202,16 @@ void AllReduceOp::combine_unencoded(size_t chunk, size_t seg,
   // Piece by piece, small enough to stay in the L1 cache: keep the original, combine every
   // contribution in order, average; one pass over memory instead of one per step. Every kernel
   // is element-wise, so the result is the same bits as whole-segment calls.
-  const size_t piece = widen ? kWidenedPiece : std::max<size_t>(1, kPieceBytes / elem_);
+  const size_t piece = std::max<size_t>(1, kPieceBytes / elem_);
+  std::vector<const void*> sources(widen ? incoming.size() : 0);
   for (size_t done = 0; done < range.count; done += piece) {
     const size_t k = std::min(piece, range.count - done);
     const size_t begin = range.begin + done;
     std::byte* dst = out + begin * elem_;
     if (copy) first_touch(begin, k);
     if (widen) {
-      // -0 is the identity of IEEE addition (x + -0 == x for every x, -0 included).
-      std::array<float, kWidenedPiece> acc;
-      std::fill_n(acc.data(), k, -0.0f);
-      check(quant::accumulate_f32(acc.data(), dst, k, spec_.dtype));
-      for (const std::byte* in : incoming)
-        check(quant::accumulate_f32(acc.data(), in + done * elem_, k, spec_.dtype));
-      if (average) check(quant::finalize_avg(acc.data(), k, quant::DType::kF32, n_));
-      check(quant::store_from_f32(dst, acc.data(), k, spec_.dtype));
+      for (size_t j = 0; j < incoming.size(); ++j) sources[j] = incoming[j] + done * elem_;
+      check(quant::sum_widened(dst, sources, k, spec_.dtype, average ? n_ : 1));
       continue;
     }
     for (const std::byte* in : incoming)

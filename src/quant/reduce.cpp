@@ -3,6 +3,7 @@
 // element is independent (no horizontal reduction).
 #include "quant/reduce.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -149,6 +150,51 @@ void divide_fp(void* d, std::size_t count, std::size_t n) {
   const F divisor = static_cast<F>(n);
   for (std::size_t i = 0; i < count; ++i) dst[i] = dst[i] / divisor;
 }
+
+// sum_widened, portably: a block of f32 accumulators small enough for registers or L1, each loop
+// over it one the compiler vectorizes.
+template <float (*ToF32)(std::uint16_t), std::uint16_t (*FromF32)(float)>
+void sum_widened_16(std::uint16_t* dst, std::span<const void* const> sources, std::size_t count,
+                    std::size_t average_over) {
+  constexpr std::size_t kBlock = 64;
+  const float divisor = static_cast<float>(average_over);
+  for (std::size_t b = 0; b < count; b += kBlock) {
+    const std::size_t m = std::min(kBlock, count - b);
+    float acc[kBlock];
+    for (std::size_t i = 0; i < m; ++i) acc[i] = -0.0f + ToF32(dst[b + i]);
+    for (const void* s : sources) {
+      const auto* src = static_cast<const std::uint16_t*>(s) + b;
+      for (std::size_t i = 0; i < m; ++i) acc[i] += ToF32(src[i]);
+    }
+    if (average_over > 1)
+      for (std::size_t i = 0; i < m; ++i) acc[i] = acc[i] / divisor;
+    for (std::size_t i = 0; i < m; ++i) dst[b + i] = FromF32(acc[i]);
+  }
+}
+
+#if defined(LONGHAUL_QUANT_AVX512)
+// The AVX-512 form, with the conversions of codec_avx512.hpp (f16: the hardware ones and their
+// NaN patches): 16 lanes at a time, the accumulator in a register.
+template <__m512 (*Widen)(__m256i), __m256i (*Narrow)(__m512)>
+void sum_widened_avx512(std::byte* dst, std::span<const void* const> sources, std::size_t count,
+                        std::size_t average_over) {
+  const __m512 divisor = _mm512_set1_ps(static_cast<float>(average_over));
+  // Inlined twice: with the constant kAllLanes for whole vectors, whose loads and stores are then
+  // unmasked (masked stores are slow on some CPUs), and once for the tail.
+  auto step = [&](std::size_t i, __mmask16 m) __attribute__((always_inline)) {
+    __m512 acc =
+        _mm512_add_ps(_mm512_set1_ps(-0.0f), Widen(_mm256_maskz_loadu_epi16(m, dst + 2 * i)));
+    for (const void* s : sources)
+      acc = _mm512_add_ps(
+          acc, Widen(_mm256_maskz_loadu_epi16(m, static_cast<const std::byte*>(s) + 2 * i)));
+    if (average_over > 1) acc = _mm512_div_ps(acc, divisor);
+    _mm256_mask_storeu_epi16(dst + 2 * i, m, Narrow(acc));
+  };
+  std::size_t i = 0;
+  for (; i + 16 <= count; i += 16) step(i, avx512::kAllLanes);
+  if (i < count) step(i, avx512::tail_mask(count - i));
+}
+#endif
 
 template <float (*ToF32)(std::uint16_t), std::uint16_t (*FromF32)(float)>
 void divide_16(void* d, std::size_t count, std::size_t n) {
@@ -323,6 +369,39 @@ Status store_from_f32(void* dst, const float* acc, std::size_t count, DType dtyp
     auto* d = static_cast<std::uint16_t*>(dst);
     for (std::size_t i = 0; i < count; ++i) d[i] = f32_to_bf16(acc[i]);
   }
+  return Status::ok();
+}
+
+Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t count,
+                   DType dtype, std::size_t average_over) {
+  LH_RETURN_IF_ERROR(check_dtype(dtype));
+  if (dtype != DType::kF16 && dtype != DType::kBF16) {
+    return {LH_ERR_UNSUPPORTED,
+            fmt::format("sum_widened serves f16 and bf16, not {}", dtype_name(dtype))};
+  }
+  if (average_over == 0 || average_over > (std::size_t{1} << 31)) {
+    return invalid_argument(
+        fmt::format("sum_widened: average_over {} outside [1, 2^31]", average_over));
+  }
+  LH_RETURN_IF_ERROR(check_buffer(dst, count, dtype, "sum_widened: dst"));
+  for (const void* s : sources) LH_RETURN_IF_ERROR(check_buffer(s, count, dtype, "sum_widened: source"));
+  if (count == 0) return Status::ok();
+  ScopedDefaultFpEnv fp_env;
+#if defined(LONGHAUL_QUANT_AVX512)
+  if (dtype == DType::kF16)
+    sum_widened_avx512<avx512::f32x16, avx512::f16x16>(static_cast<std::byte*>(dst), sources,
+                                                       count, average_over);
+  else
+    sum_widened_avx512<avx512::bf16_to_f32x16, avx512::f32_to_bf16x16>(
+        static_cast<std::byte*>(dst), sources, count, average_over);
+#else
+  if (dtype == DType::kF16)
+    sum_widened_16<f16_to_f32, f32_to_f16>(static_cast<std::uint16_t*>(dst), sources, count,
+                                           average_over);
+  else
+    sum_widened_16<bf16_to_f32, f32_to_bf16>(static_cast<std::uint16_t*>(dst), sources, count,
+                                             average_over);
+#endif
   return Status::ok();
 }
 

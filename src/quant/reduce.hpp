@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "common/status.hpp"
 #include "quant/dtype.hpp"
@@ -48,5 +49,15 @@ Status accumulate_f32(float* acc, const void* src, std::size_t count, DType dtyp
 // dst[i] = acc[i] converted to dtype (f32: copied; f16/bf16: rounded to nearest even).
 // dtype must be f32, f16 or bf16; others are LH_ERR_UNSUPPORTED.
 Status store_from_f32(void* dst, const float* acc, std::size_t count, DType dtype);
+
+// A half-precision sum rounded once, in one pass over the operands:
+//   dst[i] = dtype((((-0 + float(dst[i])) + float(sources[0][i])) + ... ) / average_over)
+// with every operation in f32 and the division only when average_over > 1. The bits are those of
+// accumulate_f32 into a -0 accumulator (dst first, then each source in order), finalize_avg in
+// f32, and store_from_f32; without the f32 accumulator array those need, and its passes over it.
+// dtype must be f16 or bf16 (LH_ERR_UNSUPPORTED otherwise); every source holds `count` elements
+// of it; average_over must be in [1, 2^31].
+Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t count,
+                   DType dtype, std::size_t average_over);
 
 }  // namespace longhaul::quant

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -369,6 +370,77 @@ TEST(QuantReduce, F16AccumulateAndStoreKeepThePortableBits) {
     ASSERT_EQ(std::bit_cast<std::uint32_t>(acc[i]), std::bit_cast<std::uint32_t>(want)) << i;
     ASSERT_EQ(back[i], f32_to_f16(want)) << i;
   }
+}
+
+// sum_widened against the calls it fuses (accumulate_f32 into a -0 accumulator, finalize_avg in
+// f32, store_from_f32): dst takes every 16-bit pattern, the sources random patterns, with 1 to 3
+// sources, sums and averages, a count whose tail is not a whole vector.
+class SumWidenedTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SumWidenedTest, IsTheFusedAccumulateAverageAndStore) {
+  const DType dtype = GetParam();
+  constexpr std::size_t kCount = 65536 + 13;
+  auto is_nan = [dtype](std::uint16_t h) {
+    return dtype == DType::kF16 ? (h & 0x7FFF) > 0x7C00 : (h & 0x7FFF) > 0x7F80;
+  };
+  std::mt19937_64 rng(21);
+  std::vector<std::uint16_t> dst0(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) dst0[i] = static_cast<std::uint16_t>(i);
+  std::vector<std::vector<std::uint16_t>> sources(3, std::vector<std::uint16_t>(kCount));
+  for (auto& src : sources)
+    for (auto& x : src) x = static_cast<std::uint16_t>(rng());
+  for (std::size_t k = 1; k <= sources.size(); ++k) {
+    for (const std::size_t average_over : {std::size_t{1}, std::size_t{3}}) {
+      std::vector<float> acc(kCount, -0.0f);
+      ASSERT_TRUE(accumulate_f32(acc.data(), dst0.data(), kCount, dtype).is_ok());
+      std::vector<const void*> pointers;
+      for (std::size_t j = 0; j < k; ++j) {
+        ASSERT_TRUE(accumulate_f32(acc.data(), sources[j].data(), kCount, dtype).is_ok());
+        pointers.push_back(sources[j].data());
+      }
+      if (average_over > 1) {
+        ASSERT_TRUE(finalize_avg(acc.data(), kCount, DType::kF32, average_over).is_ok());
+      }
+      std::vector<std::uint16_t> want(kCount);
+      ASSERT_TRUE(store_from_f32(want.data(), acc.data(), kCount, dtype).is_ok());
+
+      std::vector<std::uint16_t> got(dst0);
+      ASSERT_TRUE(sum_widened(got.data(), pointers, kCount, dtype, average_over).is_ok());
+      for (std::size_t i = 0; i < kCount; ++i) {
+        // With two NaN operands, which payload an addition keeps is the compiler's choice of
+        // operand order (see F16AccumulateAndStoreKeepThePortableBits); the result is a NaN.
+        std::size_t nans = is_nan(dst0[i]);
+        for (std::size_t j = 0; j < k; ++j) nans += is_nan(sources[j][i]);
+        if (nans >= 2) {
+          ASSERT_TRUE(is_nan(got[i]) && is_nan(want[i])) << i;
+          continue;
+        }
+        ASSERT_EQ(got[i], want[i]) << "element " << i << ", " << k << " sources, average over "
+                                   << average_over;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfTypes, SumWidenedTest, ::testing::Values(DType::kF16, DType::kBF16),
+                         [](const ::testing::TestParamInfo<DType>& param) {
+                           return std::string(dtype_name(param.param));
+                         });
+
+TEST(QuantReduce, SumWidenedRefusesWhatItDoesNotServe) {
+  std::uint16_t a[2] = {0x3C00, 0x3C00};
+  const std::uint16_t b[2] = {0x3C00, 0x3C00};
+  const void* one[] = {b};
+  float f[2] = {1, 2};
+  const void* f_source[] = {f};
+  EXPECT_EQ(sum_widened(f, f_source, 2, DType::kF32, 1).code(), LH_ERR_UNSUPPORTED);
+  EXPECT_EQ(sum_widened(a, one, 2, DType::kF16, 0).code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sum_widened(a, one, 2, static_cast<DType>(10), 1).code(), LH_ERR_INVALID_ARGUMENT);
+  const void* null_source[] = {nullptr};
+  EXPECT_EQ(sum_widened(a, null_source, 2, DType::kF16, 1).code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(a[0], 0x3C00);  // nothing written by a refused call
+  ASSERT_TRUE(sum_widened(a, one, 2, DType::kF16, 1).is_ok());
+  EXPECT_EQ(a[0], 0x4000);  // 1 + 1
 }
 
 TEST(QuantReduce, InvalidAndUnsupportedAreErrors) {
