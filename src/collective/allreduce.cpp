@@ -154,11 +154,18 @@ void AllReduceOp::start() {
     maybe_finish();
     return;
   }
+  // Starting counts as a task: an abort arriving meanwhile must not release the scratch arena
+  // while the receives below are being posted into it.
+  {
+    std::lock_guard lock(mu_);
+    ++tasks_;
+  }
   if (schedule_ == Schedule::kRing)
     start_ring();
   else
     start_direct();
   std::lock_guard lock(mu_);
+  --tasks_;
   maybe_finish();
 }
 
@@ -681,7 +688,12 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
     });
     in_flight_.push_back(op);
   }
-  if (Status s = op->prepare(); !s) return s;
+  if (Status s = op->prepare(); !s) {
+    // The other members start this (epoch, seq) too: cancel it at both ends of every link, or
+    // they wait for our segments until an abort for some other reason comes.
+    op->abort(s);
+    return s;
+  }
   op->start();
   return op;
 }

@@ -847,6 +847,42 @@ TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
     EXPECT_EQ(in[r], std::vector<float>(count, 1.0f));  // out of place: input untouched
 }
 
+// A member whose scratch cannot be mapped refuses its operation, and the others, who started the
+// same operation, fail promptly instead of waiting for segments that never come.
+TEST(AllReduce, AMemberThatCannotMapItsScratchEndsTheOperationEverywhere) {
+  const size_t n = 2;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n);
+  Members members(n);
+  const size_t count = 1u << 20;
+  std::vector<float> in(count, 1.0f), out(count);
+  Started started;
+  AllReduceSpec spec;
+  spec.input = in.data();
+  spec.output = out.data();
+  spec.count = count;
+  auto op = started.start(*members.engines[1], group.view(1), spec);
+  ASSERT_TRUE(op);
+
+  // In place, 2^47 bytes: its backup alone is the whole of a 47-bit user address space, so the
+  // scratch is refused before the buffer (one float here) is ever read.
+  float one = 1.0f;
+  AllReduceSpec huge;
+  huge.input = huge.output = &one;
+  huge.count = size_t{1} << 45;
+  huge.segment_bytes = size_t{1} << 30;
+  auto refused = members.engines[0]->allreduce(group.view(0), huge);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), LH_ERR_IO) << refused.status().to_string();
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!op->test() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(op->test()) << "member 1 still waits for the refused operation's segments";
+  EXPECT_FALSE(op->wait().is_ok());
+  EXPECT_EQ(in, std::vector<float>(count, 1.0f));
+}
+
 TEST(AllReduce, InvalidRequestsAreTypedErrorsBeforeAnythingIsSent) {
   net::IoRuntime io(1);
   LoopbackGroup group(io, 2);
