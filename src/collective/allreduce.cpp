@@ -672,21 +672,37 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
                   "the direct schedule needs links to every member of the group");
 
   std::shared_ptr<AllReduceOp> op;
+  Status refused;
+  uint64_t seq = 0;
   {
     std::lock_guard lock(mu_);
-    if (aborted_ && view.epoch <= aborted_epoch_ && view.size > 1)
-      return abort_status_.with_context(
-          fmt::format("epoch {} was aborted; update the topology", view.epoch));
     if (view.epoch != epoch_) {
       epoch_ = view.epoch;
       next_seq_ = 0;
     }
-    op.reset(new AllReduceOp(pool_, buffers_, view, spec, next_seq_++, schedule));
-    std::erase_if(in_flight_, [](const std::weak_ptr<AllReduceOp>& w) {
-      auto p = w.lock();
-      return !p || p->test();
-    });
-    in_flight_.push_back(op);
+    // A refused operation takes its number too: the members the abort has not reached yet start
+    // it under that number.
+    seq = next_seq_++;
+    if (aborted_ && view.epoch <= aborted_epoch_ && view.size > 1) {
+      refused = abort_status_.with_context(
+          fmt::format("epoch {} was aborted; update the topology", view.epoch));
+    } else {
+      op.reset(new AllReduceOp(pool_, buffers_, view, spec, seq, schedule));
+      std::erase_if(in_flight_, [](const std::weak_ptr<AllReduceOp>& w) {
+        auto p = w.lock();
+        return !p || p->test();
+      });
+      in_flight_.push_back(op);
+    }
+  }
+  if (!refused.is_ok()) {
+    // Those members fail at once instead of waiting for our segments, and what they already sent
+    // is dropped: left in a link's early-arrival store, it could fill it and stall the link that
+    // later epochs reuse.
+    const uint64_t prefix = op_id(view.epoch, seq, Phase::kReduceScatter, 0, 0);
+    for (size_t p = 0; p < view.links.size(); ++p)
+      if (p != view.rank && view.links[p]) view.links[p]->cancel_matching(prefix, kOperationMask, refused);
+    return refused;
   }
   if (Status s = op->prepare(); !s) {
     // The other members start this (epoch, seq) too: cancel it at both ends of every link, or
@@ -707,15 +723,21 @@ void CollectiveEngine::abort_epoch(uint64_t epoch, const Status& why) {
       abort_status_ = why;
     }
   }
-  abort_all(why);
+  // A late or repeated abort of an old epoch leaves the operations of newer ones alone.
+  abort_matching(why, [epoch](const AllReduceOp& op) { return op.epoch() <= epoch; });
 }
 
 void CollectiveEngine::abort_all(const Status& why) {
+  abort_matching(why, [](const AllReduceOp&) { return true; });
+}
+
+void CollectiveEngine::abort_matching(const Status& why,
+                                      const std::function<bool(const AllReduceOp&)>& which) {
   std::vector<std::shared_ptr<AllReduceOp>> ops;
   {
     std::lock_guard lock(mu_);
     for (auto& w : in_flight_)
-      if (auto p = w.lock()) ops.push_back(std::move(p));
+      if (auto p = w.lock(); p && which(*p)) ops.push_back(std::move(p));
   }
   for (auto& op : ops) op->abort(why);
 }

@@ -79,6 +79,8 @@ class AllReduceOp : public std::enable_shared_from_this<AllReduceOp> {
   // The outcome, or LH_OK while still running.
   Status status() const;
   AllReduceInfo info() const;
+  // The epoch of the view it runs on.
+  uint64_t epoch() const { return view_.epoch; }
   // Fails the operation with `why` (no-op once complete).
   void abort(Status why);
 
@@ -181,9 +183,11 @@ class CollectiveEngine {
   Result<std::shared_ptr<AllReduceOp>> allreduce(const RingView& view, const AllReduceSpec& spec);
   // Fails every operation in flight with `why`.
   void abort_all(const Status& why);
-  // The master aborted `epoch`: fails every operation in flight, and refuses (with `why`) every
-  // operation later started on a view of that epoch or an older one, which the other members will
-  // never join because they are re-forming the ring.
+  // The master aborted `epoch`: fails every operation in flight on a view of that epoch or an
+  // older one, and refuses (with `why`) every such operation started later, which the other
+  // members will never complete because they are re-forming the ring. A refused operation still
+  // takes its sequence number, and its transfers are cancelled on the view's links, so a member
+  // the abort has not reached yet fails its part at once and nothing it sent is kept.
   void abort_epoch(uint64_t epoch, const Status& why);
   // Frees the scratch buffers no operation holds (they are also freed under memory pressure).
   void release_idle_buffers() { buffers_.release_idle(); }
@@ -198,6 +202,8 @@ class CollectiveEngine {
   bool aborted_ = false;
   uint64_t aborted_epoch_ = 0;
   Status abort_status_;
+
+  void abort_matching(const Status& why, const std::function<bool(const AllReduceOp&)>& which);
   std::vector<std::weak_ptr<AllReduceOp>> in_flight_;
 };
 

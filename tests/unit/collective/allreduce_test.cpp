@@ -883,6 +883,87 @@ TEST(AllReduce, AMemberThatCannotMapItsScratchEndsTheOperationEverywhere) {
   EXPECT_EQ(in, std::vector<float>(count, 1.0f));
 }
 
+// Polls until `op` completes or `limit` passes; true if it completed.
+bool completes_within(const std::shared_ptr<AllReduceOp>& op, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!op->test() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return op->test();
+}
+
+// A member the master's abort has reached refuses the epoch's next operation; a member it has not
+// reached yet started that operation and must not wait for the refusing member's segments. The
+// next epoch then runs on the same links.
+TEST(AllReduce, AnOperationRefusedAfterAnAbortFailsTheMembersThatStartedIt) {
+  const size_t n = 3;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n, 2, /*epoch=*/1);
+  Members members(n);
+  const size_t count = 1u << 20;
+  std::vector<std::vector<float>> data(n, std::vector<float>(count, 1.0f));
+  Started started;
+  members.engines[2]->abort_epoch(1, aborted_error("the master aborted epoch 1"));
+  std::vector<std::shared_ptr<AllReduceOp>> unaware;
+  for (size_t r = 0; r < 2; ++r) {
+    AllReduceSpec spec;
+    spec.input = spec.output = data[r].data();
+    spec.count = count;
+    auto op = started.start(*members.engines[r], group.view(r), spec);
+    ASSERT_TRUE(op);
+    unaware.push_back(op);
+  }
+  AllReduceSpec spec;
+  spec.input = spec.output = data[2].data();
+  spec.count = count;
+  auto refused = members.engines[2]->allreduce(group.view(2), spec);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), LH_ERR_ABORTED) << refused.status().to_string();
+  for (auto& op : unaware) {
+    ASSERT_TRUE(completes_within(op, std::chrono::seconds(2)))
+        << "a member still waits for the refused operation's segments";
+    EXPECT_FALSE(op->wait().is_ok());
+  }
+  for (auto& d : data) EXPECT_EQ(d, std::vector<float>(count, 1.0f));  // restored in place
+
+  std::vector<std::shared_ptr<AllReduceOp>> next;
+  for (size_t r = 0; r < n; ++r) {
+    RingView view = group.view(r);
+    view.epoch = 2;
+    AllReduceSpec again;
+    again.input = again.output = data[r].data();
+    again.count = count;
+    auto op = started.start(*members.engines[r], view, again);
+    ASSERT_TRUE(op);
+    next.push_back(op);
+  }
+  for (auto& op : next) EXPECT_TRUE(op->wait().is_ok());
+  for (auto& d : data) EXPECT_EQ(d, std::vector<float>(count, 3.0f));
+}
+
+// An abort of an older epoch, arriving late or repeated, leaves the operations of a newer one
+// running.
+TEST(AllReduce, ALateAbortOfAnOlderEpochLeavesNewerOperationsAlone) {
+  const size_t n = 2;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n, 2, /*epoch=*/2);
+  Members members(n);
+  const size_t count = 4u << 20;
+  std::vector<std::vector<float>> data(n, std::vector<float>(count, 1.0f));
+  Started started;
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  for (size_t r = 0; r < n; ++r) {
+    AllReduceSpec spec;
+    spec.input = spec.output = data[r].data();
+    spec.count = count;
+    auto op = started.start(*members.engines[r], group.view(r), spec);
+    ASSERT_TRUE(op);
+    ops.push_back(op);
+  }
+  members.engines[0]->abort_epoch(1, aborted_error("the master aborted epoch 1"));
+  for (auto& op : ops) EXPECT_TRUE(op->wait().is_ok());
+  for (auto& d : data) EXPECT_EQ(d, std::vector<float>(count, 2.0f));
+}
+
 TEST(AllReduce, InvalidRequestsAreTypedErrorsBeforeAnythingIsSent) {
   net::IoRuntime io(1);
   LoopbackGroup group(io, 2);
