@@ -196,6 +196,26 @@ void sum_widened_avx512(std::byte* dst, std::span<const void* const> sources, st
 }
 #endif
 
+// sum_widened's kernels, for f16 or bf16 (checked by the caller).
+void sum_widened_any(void* dst, std::span<const void* const> sources, std::size_t count,
+                     DType dtype, std::size_t average_over) {
+#if defined(LONGHAUL_QUANT_AVX512)
+  if (dtype == DType::kF16)
+    sum_widened_avx512<avx512::f32x16, avx512::f16x16>(static_cast<std::byte*>(dst), sources,
+                                                       count, average_over);
+  else
+    sum_widened_avx512<avx512::bf16_to_f32x16, avx512::f32_to_bf16x16>(
+        static_cast<std::byte*>(dst), sources, count, average_over);
+#else
+  if (dtype == DType::kF16)
+    sum_widened_16<f16_to_f32, f32_to_f16>(static_cast<std::uint16_t*>(dst), sources, count,
+                                           average_over);
+  else
+    sum_widened_16<bf16_to_f32, f32_to_bf16>(static_cast<std::uint16_t*>(dst), sources, count,
+                                             average_over);
+#endif
+}
+
 template <float (*ToF32)(std::uint16_t), std::uint16_t (*FromF32)(float)>
 void divide_16(void* d, std::size_t count, std::size_t n) {
   auto* dst = static_cast<std::uint16_t*>(d);
@@ -253,10 +273,17 @@ Status reduce_into(void* dst, const void* src, std::size_t count, DType dtype, R
       reduce_fp<double>(dst, src, count, op);
       break;
     case DType::kF16:
-      reduce_16<f16_to_f32, f32_to_f16>(dst, src, count, op);
-      break;
     case DType::kBF16:
-      reduce_16<bf16_to_f32, f32_to_bf16>(dst, src, count, op);
+      if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
+        // The same bits as widening both, adding, rounding: -0 + x is x, NaNs aside, and a NaN
+        // stays one (its payload, with two, is the operand order's; see reduce.hpp).
+        const void* sources[] = {src};
+        sum_widened_any(dst, sources, count, dtype, 1);
+      } else if (dtype == DType::kF16) {
+        reduce_16<f16_to_f32, f32_to_f16>(dst, src, count, op);
+      } else {
+        reduce_16<bf16_to_f32, f32_to_bf16>(dst, src, count, op);
+      }
       break;
     case DType::kI8:
       reduce_int<std::int8_t>(dst, src, count, op);
@@ -387,21 +414,7 @@ Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t 
   for (const void* s : sources) LH_RETURN_IF_ERROR(check_buffer(s, count, dtype, "sum_widened: source"));
   if (count == 0) return Status::ok();
   ScopedDefaultFpEnv fp_env;
-#if defined(LONGHAUL_QUANT_AVX512)
-  if (dtype == DType::kF16)
-    sum_widened_avx512<avx512::f32x16, avx512::f16x16>(static_cast<std::byte*>(dst), sources,
-                                                       count, average_over);
-  else
-    sum_widened_avx512<avx512::bf16_to_f32x16, avx512::f32_to_bf16x16>(
-        static_cast<std::byte*>(dst), sources, count, average_over);
-#else
-  if (dtype == DType::kF16)
-    sum_widened_16<f16_to_f32, f32_to_f16>(static_cast<std::uint16_t*>(dst), sources, count,
-                                           average_over);
-  else
-    sum_widened_16<bf16_to_f32, f32_to_bf16>(static_cast<std::uint16_t*>(dst), sources, count,
-                                             average_over);
-#endif
+  sum_widened_any(dst, sources, count, dtype, average_over);
   return Status::ok();
 }
 
