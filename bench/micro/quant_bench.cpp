@@ -134,10 +134,12 @@ void BM_EncodeErrorFeedback(benchmark::State& state) {
   report(state, n);
 }
 
-// reduce_into in f32 element units: n f32, or 2n 16-bit elements (the same bytes).
-void BM_ReduceSum(benchmark::State& state) {
+// reduce_into (op: the third argument) in f32 element units: n f32, or 2n 16-bit elements (the
+// same bytes).
+void BM_Reduce(benchmark::State& state) {
   const auto dtype = static_cast<lq::DType>(state.range(0));
   const auto n = static_cast<std::size_t>(state.range(1));
+  const auto op = static_cast<lq::ReduceOp>(state.range(2));
   const std::size_t count = n * 4 / lq::element_size(dtype);
   std::vector<std::byte> dst(n * 4, std::byte{0});
   std::vector<std::byte> src(n * 4, std::byte{0});
@@ -147,9 +149,9 @@ void BM_ReduceSum(benchmark::State& state) {
       std::memcpy(src.data() + 2 * i, &one, 2);
     }
   }
-  state.SetLabel(std::string(lq::dtype_name(dtype)));
+  state.SetLabel(std::string(lq::dtype_name(dtype)) + " " + std::string(lq::reduce_op_name(op)));
   for (auto _ : state) {
-    if (!lq::reduce_into(dst.data(), src.data(), count, dtype, lq::ReduceOp::kSum).is_ok()) {
+    if (!lq::reduce_into(dst.data(), src.data(), count, dtype, op).is_ok()) {
       state.SkipWithError("reduce failed");
     }
     benchmark::ClobberMemory();
@@ -211,11 +213,13 @@ BENCHMARK(BM_DecodeAccumulate)->Apply(codec_args);
 BENCHMARK(BM_EncodeErrorFeedback)
     ->Args({static_cast<int>(lq::Codec::kU8), kSmall})
     ->Args({static_cast<int>(lq::Codec::kU4), kSmall});
-BENCHMARK(BM_ReduceSum)
-    ->Args({static_cast<int>(lq::DType::kF32), kSmall})
-    ->Args({static_cast<int>(lq::DType::kBF16), kSmall})
-    ->Args({static_cast<int>(lq::DType::kF16), kSmall})
-    ->Args({static_cast<int>(lq::DType::kI32), kSmall});
+BENCHMARK(BM_Reduce)->Apply([](benchmark::internal::Benchmark* b) {
+  const int sum = static_cast<int>(lq::ReduceOp::kSum), max = static_cast<int>(lq::ReduceOp::kMax);
+  for (const lq::DType t : {lq::DType::kF32, lq::DType::kBF16, lq::DType::kF16, lq::DType::kI32})
+    b->Args({static_cast<int>(t), kSmall, sum});
+  b->Args({static_cast<int>(lq::DType::kBF16), kSmall, max});
+  b->Args({static_cast<int>(lq::DType::kF16), kSmall, max});
+});
 BENCHMARK(BM_WidenedSum16)
     ->Args({static_cast<int>(lq::DType::kF16), kSmall, 0})
     ->Args({static_cast<int>(lq::DType::kF16), kSmall, 1})

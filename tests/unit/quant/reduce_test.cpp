@@ -375,9 +375,9 @@ TEST(QuantReduce, F16AccumulateAndStoreKeepThePortableBits) {
 // sum_widened against the calls it fuses (accumulate_f32 into a -0 accumulator, finalize_avg in
 // f32, store_from_f32): dst takes every 16-bit pattern, the sources random patterns, with 1 to 3
 // sources, sums and averages, a count whose tail is not a whole vector.
-class SumWidenedTest : public ::testing::TestWithParam<DType> {};
+class HalfPrecision : public ::testing::TestWithParam<DType> {};
 
-TEST_P(SumWidenedTest, IsTheFusedAccumulateAverageAndStore) {
+TEST_P(HalfPrecision, SumWidenedIsTheFusedAccumulateAverageAndStore) {
   const DType dtype = GetParam();
   constexpr std::size_t kCount = 65536 + 13;
   auto is_nan = [dtype](std::uint16_t h) {
@@ -422,7 +422,47 @@ TEST_P(SumWidenedTest, IsTheFusedAccumulateAverageAndStore) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(HalfTypes, SumWidenedTest, ::testing::Values(DType::kF16, DType::kBF16),
+
+// min, max and prod of f16/bf16 bit for bit against the definition (widen both, combine in f32,
+// round back; min/max select a where a wins or is NaN, else b): every 16-bit pattern as dst; as
+// src its negation (+0 against -0, NaNs of both signs), itself (ties), or a random pattern. Only a
+// product of two NaNs is compared for NaN-ness alone (its payload is the operand order's).
+TEST_P(HalfPrecision, MinMaxAndProdKeepTheDefinitionsBits) {
+  const DType dtype = GetParam();
+  const bool f16 = dtype == DType::kF16;
+  auto widen = [f16](std::uint16_t h) { return f16 ? f16_to_f32(h) : bf16_to_f32(h); };
+  auto narrow = [f16](float x) { return f16 ? f32_to_f16(x) : f32_to_bf16(x); };
+  constexpr std::size_t kCount = 65536 + 7;
+  std::vector<std::uint16_t> a0(kCount), b(kCount);
+  std::mt19937_64 rng(33);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    a0[i] = static_cast<std::uint16_t>(i);
+    b[i] = i % 4 == 0   ? static_cast<std::uint16_t>(a0[i] ^ 0x8000)
+           : i % 4 == 1 ? a0[i]
+                        : static_cast<std::uint16_t>(rng());
+  }
+  for (const ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProd}) {
+    std::vector<std::uint16_t> got(a0);
+    ASSERT_TRUE(reduce_into(got.data(), b.data(), kCount, dtype, op).is_ok());
+    for (std::size_t i = 0; i < kCount; ++i) {
+      const float x = widen(a0[i]), y = widen(b[i]);
+      float r;
+      if (op == ReduceOp::kMin)
+        r = (x < y || x != x) ? x : y;
+      else if (op == ReduceOp::kMax)
+        r = (x > y || x != x) ? x : y;
+      else
+        r = x * y;
+      if (op == ReduceOp::kProd && x != x && y != y) {
+        ASSERT_TRUE(std::isnan(widen(got[i]))) << i;
+        continue;
+      }
+      ASSERT_EQ(got[i], narrow(r)) << reduce_op_name(op) << " element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfTypes, HalfPrecision, ::testing::Values(DType::kF16, DType::kBF16),
                          [](const ::testing::TestParamInfo<DType>& param) {
                            return std::string(dtype_name(param.param));
                          });
