@@ -579,6 +579,17 @@ size_t first_wrong_sum(const std::vector<float>& data, size_t k, size_t members)
   return data.size();
 }
 
+// A collective's op ids never fall below 2^48, whatever the epoch (0 and multiples of 65536
+// included): the state fetcher numbers its transfers on the same links from 1.
+TEST(AllReduce, OpIdsStayClearOfTheStateFetchersIds) {
+  for (const uint64_t epoch : {uint64_t{0}, uint64_t{1}, uint64_t{65535}, uint64_t{65536},
+                               uint64_t{131070}, uint64_t{131072}, uint64_t{1} << 40}) {
+    EXPECT_GE(op_id(epoch, 0, Phase::kReduceScatter, 0, 0), uint64_t{1} << 48) << epoch;
+    EXPECT_NE(op_id(epoch, 0, Phase::kReduceScatter, 0, 0), op_id(epoch + 1, 0, Phase::kReduceScatter, 0, 0))
+        << epoch;
+  }
+}
+
 TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
   const size_t n = 4;
   net::IoRuntime io(2);
