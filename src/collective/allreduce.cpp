@@ -701,7 +701,8 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
     // later epochs reuse.
     const uint64_t prefix = op_id(view.epoch, seq, Phase::kReduceScatter, 0, 0);
     for (size_t p = 0; p < view.links.size(); ++p)
-      if (p != view.rank && view.links[p]) view.links[p]->cancel_matching(prefix, kOperationMask, refused);
+      if (p != view.rank && view.links[p])
+        view.links[p]->cancel_matching(prefix, kOperationMask, refused);
     return refused;
   }
   if (Status s = op->prepare(); !s) {

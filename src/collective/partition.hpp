@@ -47,8 +47,9 @@ inline constexpr size_t kMaxSegments = size_t{1} << 19;
 inline constexpr uint64_t kOperationMask = ~((uint64_t{1} << 28) - 1);
 
 inline uint64_t op_id(uint64_t epoch, uint64_t seq, Phase phase, size_t step, size_t segment) {
-  return ((epoch % 0xFFFF + 1) << 48) | ((seq & 0xFFFFF) << 28) | (static_cast<uint64_t>(phase) << 27) |
-         ((static_cast<uint64_t>(step) & 0xFF) << 19) | (static_cast<uint64_t>(segment) & 0x7FFFF);
+  return ((epoch % 0xFFFF + 1) << 48) | ((seq & 0xFFFFF) << 28) |
+         (static_cast<uint64_t>(phase) << 27) | ((static_cast<uint64_t>(step) & 0xFF) << 19) |
+         (static_cast<uint64_t>(segment) & 0x7FFFF);
 }
 
 }  // namespace longhaul::collective

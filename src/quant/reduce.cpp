@@ -225,8 +225,8 @@ void sum_widened_any(void* dst, std::span<const void* const> sources, std::size_
                      DType dtype, std::size_t average_over) {
 #if defined(LONGHAUL_QUANT_AVX512)
   if (dtype == DType::kF16)
-    sum_widened_avx512<avx512::f32x16, avx512::f16x16>(static_cast<std::byte*>(dst), sources,
-                                                       count, average_over);
+    sum_widened_avx512<avx512::f32x16, avx512::f16x16>(static_cast<std::byte*>(dst), sources, count,
+                                                       average_over);
   else
     sum_widened_avx512<avx512::bf16_to_f32x16, avx512::f32_to_bf16x16>(
         static_cast<std::byte*>(dst), sources, count, average_over);
@@ -433,8 +433,8 @@ Status store_from_f32(void* dst, const float* acc, std::size_t count, DType dtyp
   return Status::ok();
 }
 
-Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t count,
-                   DType dtype, std::size_t average_over) {
+Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t count, DType dtype,
+                   std::size_t average_over) {
   LH_RETURN_IF_ERROR(check_dtype(dtype));
   if (dtype != DType::kF16 && dtype != DType::kBF16) {
     return {LH_ERR_UNSUPPORTED,
@@ -445,7 +445,8 @@ Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t 
         fmt::format("sum_widened: average_over {} outside [1, 2^31]", average_over));
   }
   LH_RETURN_IF_ERROR(check_buffer(dst, count, dtype, "sum_widened: dst"));
-  for (const void* s : sources) LH_RETURN_IF_ERROR(check_buffer(s, count, dtype, "sum_widened: source"));
+  for (const void* s : sources)
+    LH_RETURN_IF_ERROR(check_buffer(s, count, dtype, "sum_widened: source"));
   if (count == 0) return Status::ok();
   ScopedDefaultFpEnv fp_env;
   sum_widened_any(dst, sources, count, dtype, average_over);

@@ -57,7 +57,7 @@ Status store_from_f32(void* dst, const float* acc, std::size_t count, DType dtyp
 // f32, and store_from_f32; without the f32 accumulator array those need, and its passes over it.
 // dtype must be f16 or bf16 (LH_ERR_UNSUPPORTED otherwise); every source holds `count` elements
 // of it; average_over must be in [1, 2^31].
-Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t count,
-                   DType dtype, std::size_t average_over);
+Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t count, DType dtype,
+                   std::size_t average_over);
 
 }  // namespace longhaul::quant

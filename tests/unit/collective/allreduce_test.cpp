@@ -585,7 +585,8 @@ TEST(AllReduce, OpIdsStayClearOfTheStateFetchersIds) {
   for (const uint64_t epoch : {uint64_t{0}, uint64_t{1}, uint64_t{65535}, uint64_t{65536},
                                uint64_t{131070}, uint64_t{131072}, uint64_t{1} << 40}) {
     EXPECT_GE(op_id(epoch, 0, Phase::kReduceScatter, 0, 0), uint64_t{1} << 48) << epoch;
-    EXPECT_NE(op_id(epoch, 0, Phase::kReduceScatter, 0, 0), op_id(epoch + 1, 0, Phase::kReduceScatter, 0, 0))
+    EXPECT_NE(op_id(epoch, 0, Phase::kReduceScatter, 0, 0),
+              op_id(epoch + 1, 0, Phase::kReduceScatter, 0, 0))
         << epoch;
   }
 }

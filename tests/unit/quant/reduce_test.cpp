@@ -415,13 +415,12 @@ TEST_P(HalfPrecision, SumWidenedIsTheFusedAccumulateAverageAndStore) {
           ASSERT_TRUE(is_nan(got[i]) && is_nan(want[i])) << i;
           continue;
         }
-        ASSERT_EQ(got[i], want[i]) << "element " << i << ", " << k << " sources, average over "
-                                   << average_over;
+        ASSERT_EQ(got[i], want[i])
+            << "element " << i << ", " << k << " sources, average over " << average_over;
       }
     }
   }
 }
-
 
 // min, max and prod of f16/bf16 bit for bit against the definition (widen both, combine in f32,
 // round back; min/max select a where a wins or is NaN, else b): every 16-bit pattern as dst; as
