@@ -220,6 +220,23 @@ void reduce_16_avx512(std::byte* dst, const std::byte* src, std::size_t count, R
 }
 #endif
 
+// reduce_into's min, max and prod for f16 or bf16 (checked by the caller).
+void min_max_prod_16(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op) {
+#if defined(LONGHAUL_QUANT_AVX512)
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  if (dtype == DType::kF16)
+    reduce_16_avx512<avx512::f32x16, avx512::f16x16>(d, s, count, op);
+  else
+    reduce_16_avx512<avx512::bf16_to_f32x16, avx512::f32_to_bf16x16>(d, s, count, op);
+#else
+  if (dtype == DType::kF16)
+    reduce_16<f16_to_f32, f32_to_f16>(dst, src, count, op);
+  else
+    reduce_16<bf16_to_f32, f32_to_bf16>(dst, src, count, op);
+#endif
+}
+
 // sum_widened's kernels, for f16 or bf16 (checked by the caller).
 void sum_widened_any(void* dst, std::span<const void* const> sources, std::size_t count,
                      DType dtype, std::size_t average_over) {
@@ -303,20 +320,8 @@ Status reduce_into(void* dst, const void* src, std::size_t count, DType dtype, R
         // stays one (its payload, with two, is the operand order's; see reduce.hpp).
         const void* sources[] = {src};
         sum_widened_any(dst, sources, count, dtype, 1);
-      } else if (dtype == DType::kF16) {
-#if defined(LONGHAUL_QUANT_AVX512)
-        reduce_16_avx512<avx512::f32x16, avx512::f16x16>(
-            static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), count, op);
-#else
-        reduce_16<f16_to_f32, f32_to_f16>(dst, src, count, op);
-#endif
       } else {
-#if defined(LONGHAUL_QUANT_AVX512)
-        reduce_16_avx512<avx512::bf16_to_f32x16, avx512::f32_to_bf16x16>(
-            static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), count, op);
-#else
-        reduce_16<bf16_to_f32, f32_to_bf16>(dst, src, count, op);
-#endif
+        min_max_prod_16(dst, src, count, dtype, op);
       }
       break;
     case DType::kI8:

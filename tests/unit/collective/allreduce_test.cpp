@@ -895,6 +895,14 @@ TEST(AllReduce, AMemberThatCannotMapItsScratchEndsTheOperationEverywhere) {
   EXPECT_EQ(in, std::vector<float>(count, 1.0f));
 }
 
+// An in-place sum over all of `data`.
+AllReduceSpec in_place(std::vector<float>& data) {
+  AllReduceSpec spec;
+  spec.input = spec.output = data.data();
+  spec.count = data.size();
+  return spec;
+}
+
 // Polls until `op` completes or `limit` passes; true if it completed.
 bool completes_within(const std::shared_ptr<AllReduceOp>& op, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -917,17 +925,11 @@ TEST(AllReduce, AnOperationRefusedAfterAnAbortFailsTheMembersThatStartedIt) {
   members.engines[2]->abort_epoch(1, aborted_error("the master aborted epoch 1"));
   std::vector<std::shared_ptr<AllReduceOp>> unaware;
   for (size_t r = 0; r < 2; ++r) {
-    AllReduceSpec spec;
-    spec.input = spec.output = data[r].data();
-    spec.count = count;
-    auto op = started.start(*members.engines[r], group.view(r), spec);
+    auto op = started.start(*members.engines[r], group.view(r), in_place(data[r]));
     ASSERT_TRUE(op);
     unaware.push_back(op);
   }
-  AllReduceSpec spec;
-  spec.input = spec.output = data[2].data();
-  spec.count = count;
-  auto refused = members.engines[2]->allreduce(group.view(2), spec);
+  auto refused = members.engines[2]->allreduce(group.view(2), in_place(data[2]));
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().code(), LH_ERR_ABORTED) << refused.status().to_string();
   for (auto& op : unaware) {
@@ -941,10 +943,7 @@ TEST(AllReduce, AnOperationRefusedAfterAnAbortFailsTheMembersThatStartedIt) {
   for (size_t r = 0; r < n; ++r) {
     RingView view = group.view(r);
     view.epoch = 2;
-    AllReduceSpec again;
-    again.input = again.output = data[r].data();
-    again.count = count;
-    auto op = started.start(*members.engines[r], view, again);
+    auto op = started.start(*members.engines[r], view, in_place(data[r]));
     ASSERT_TRUE(op);
     next.push_back(op);
   }
@@ -964,10 +963,7 @@ TEST(AllReduce, ALateAbortOfAnOlderEpochLeavesNewerOperationsAlone) {
   Started started;
   std::vector<std::shared_ptr<AllReduceOp>> ops;
   for (size_t r = 0; r < n; ++r) {
-    AllReduceSpec spec;
-    spec.input = spec.output = data[r].data();
-    spec.count = count;
-    auto op = started.start(*members.engines[r], group.view(r), spec);
+    auto op = started.start(*members.engines[r], group.view(r), in_place(data[r]));
     ASSERT_TRUE(op);
     ops.push_back(op);
   }
