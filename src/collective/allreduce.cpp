@@ -1,6 +1,7 @@
 #include "collective/allreduce.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -210,7 +211,8 @@ void AllReduceOp::combine_unencoded(size_t chunk, size_t seg,
   // contribution in order, average; one pass over memory instead of one per step. Every kernel
   // is element-wise, so the result is the same bits as whole-segment calls.
   const size_t piece = std::max<size_t>(1, kPieceBytes / elem_);
-  std::vector<const void*> sources(widen ? incoming.size() : 0);
+  // On the stack: a group has at most kMaxRingSteps other members, so no allocation per segment.
+  std::array<const void*, kMaxRingSteps> sources;
   for (size_t done = 0; done < range.count; done += piece) {
     const size_t k = std::min(piece, range.count - done);
     const size_t begin = range.begin + done;
@@ -218,7 +220,8 @@ void AllReduceOp::combine_unencoded(size_t chunk, size_t seg,
     if (copy) first_touch(begin, k);
     if (widen) {
       for (size_t j = 0; j < incoming.size(); ++j) sources[j] = incoming[j] + done * elem_;
-      check(quant::sum_widened(dst, sources, k, spec_.dtype, average ? n_ : 1));
+      check(quant::sum_widened(dst, std::span(sources.data(), incoming.size()), k, spec_.dtype,
+                               average ? n_ : 1));
       continue;
     }
     for (const std::byte* in : incoming)
