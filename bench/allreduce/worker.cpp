@@ -8,6 +8,10 @@
 // With --error it instead measures the quantization error: every rank's input is N(0,1) with a few
 // large outliers (reproducible from the rank), one all-reduce runs, and the JSON line carries the
 // relative L2 error of the result against the exact sum of every rank's input (in double).
+//
+// With --alternate-restore the timed ops take turns: even ones keep the restore copy of the
+// in-place input (the default), odd ones waive it. Each pair runs seconds apart at most, so the
+// JSON's per-mode times show the copy's cost free of this shared machine's drift between runs.
 #include <getopt.h>
 #include <sys/resource.h>
 
@@ -34,6 +38,7 @@ struct Args {
   size_t bytes = 256u << 20;
   bool error = false;
   bool restore_input = true;
+  bool alternate_restore = false;
 };
 
 // Rank r's input of an --error run: N(0, 1), with one element in 10 000 replaced by +-100 (the
@@ -108,6 +113,7 @@ int main(int argc, char** argv) {
                                    {"block", required_argument, nullptr, 'q'},
                                    {"error", no_argument, nullptr, 'e'},
                                    {"no-restore", no_argument, nullptr, 'n'},
+                                   {"alternate-restore", no_argument, nullptr, 'r'},
                                    {"help", no_argument, nullptr, 'h'},
                                    {nullptr, 0, nullptr, 0}};
   int opt;
@@ -158,6 +164,9 @@ int main(int argc, char** argv) {
       case 'n':
         a.restore_input = false;
         break;
+      case 'r':
+        a.alternate_restore = true;
+        break;
       case 'h':
         std::puts(
             "longhaul-allreduce-worker --master HOST:PORT --world N [--bytes B] [--iterations I] "
@@ -168,6 +177,8 @@ int main(int argc, char** argv) {
             "defaults) [--op sum|avg]\n"
             "  [--no-restore]   waive the restore of the in-place input on failure (no backup "
             "copy)\n"
+            "  [--alternate-restore]   timed ops alternate: restore copy kept (even), waived "
+            "(odd)\n"
             "  [--error]   one all-reduce of gradient-like data; prints its relative L2 error");
         return 0;
       default:
@@ -220,7 +231,9 @@ int main(int argc, char** argv) {
     a.warmup = 0;
     a.iterations = 1;
   }
-  std::vector<double> times;
+  if (a.alternate_restore && (a.iterations < 2 || !a.restore_input))
+    die("--alternate-restore", "needs --iterations >= 2 and no --no-restore");
+  std::vector<double> times, cpus;
   lh_op_info info{};
   lh_allreduce_options barrier_options;
   lh_allreduce_options_init(&barrier_options);
@@ -246,6 +259,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const double cpu0 = process_cpu_s();
     lh_op* op = nullptr;
+    if (a.alternate_restore) ro.restore_input = it < a.warmup || (it - a.warmup) % 2 == 0;
     if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, reduce_op, &ro,
                            &op) != LH_OK)
       die("lh_allreduce_async", lh_comm_last_error(comm));
@@ -257,6 +271,7 @@ int main(int argc, char** argv) {
     lh_op_destroy(op);
     if (it >= a.warmup) {
       times.push_back(seconds);
+      cpus.push_back(cpu);
       cpu_timed_s += cpu;
     }
   }
@@ -274,6 +289,19 @@ int main(int argc, char** argv) {
       sorted[sorted.size() / 2], cpu_timed_s / static_cast<double>(times.size()),
       static_cast<unsigned long long>(info.bytes_sent),
       static_cast<unsigned long long>(info.bytes_received));
+  if (a.alternate_restore) {
+    // Each mode's op times and CPU seconds, in order: pair i is (restore[i], norestore[i]).
+    auto list = [](const char* key, const std::vector<double>& v, size_t parity) {
+      std::printf(",\"%s\":[", key);
+      for (size_t i = parity, first = 1; i < v.size(); i += 2, first = 0)
+        std::printf("%s%.6f", first ? "" : ",", v[i]);
+      std::printf("]");
+    };
+    list("restore_times_s", times, 0);
+    list("norestore_times_s", times, 1);
+    list("restore_cpu_s", cpus, 0);
+    list("norestore_cpu_s", cpus, 1);
+  }
   if (a.error)
     std::printf(",\"block\":%u,\"rel_l2\":%.9g", ro.block, relative_l2_vs_exact_sum(data, a.world));
   std::printf("}\n");
