@@ -160,7 +160,8 @@ typedef struct lh_comm_options {
   uint32_t io_threads;
   /* Nonzero: link to every member of the group instead of only the two ring neighbours, which
    * the direct all-reduce schedule needs (LH_SCHEDULE_DIRECT; LH_SCHEDULE_AUTO uses it for
-   * quantized all-reduces when every link exists). Costs N-1 links per peer. Default 0. */
+   * quantized all-reduces when this is set). Every member of a group must use the same value.
+   * Costs N-1 links per peer. Default 0. */
   int full_mesh;
   /* A state sync (lh_state_sync) drops a source that delivers nothing for this long and asks the
    * other sources for its blocks; with no source left the sync fails with LH_ERR_TIMEOUT.
@@ -272,7 +273,9 @@ typedef enum lh_codec {
 /* LH_SCHEDULE_RING: reduce-scatter and all-gather around the ring, N-1 steps each.
  * LH_SCHEDULE_DIRECT: each chunk goes straight to its owner (one step; each quantized contribution
  * encoded once); needs lh_comm_options.full_mesh. LH_SCHEDULE_AUTO: direct for quantized
- * all-reduces when every link exists and the group has at most 16 peers, else ring. */
+ * all-reduces when lh_comm_options.full_mesh is set and the group has at most 16 peers, else
+ * ring. A member without a link its schedule needs (one was lost) fails the operation with
+ * LH_ERR_PEER_LOST, and the members that started it fail at once. */
 typedef enum lh_schedule { LH_SCHEDULE_AUTO = 0, LH_SCHEDULE_RING = 1, LH_SCHEDULE_DIRECT = 2 } lh_schedule;
 
 typedef struct lh_allreduce_options {

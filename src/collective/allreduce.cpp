@@ -661,18 +661,23 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
                   fmt::format("groups of more than {} members", kMaxRingSteps + 1));
   if (spec.segment_bytes < elem)
     return invalid_argument("segment_bytes is smaller than one element");
-  const bool ring_ok = view.size == 1 || (view.links.size() == view.size &&
-                                          view.links[view.left()] && view.links[view.right()]);
+  // Every member must choose the same schedule, so the choice rests on what they share: the
+  // spec, the group's size and whether every member links to every other (not on which links
+  // happen to be up here).
   Schedule schedule = spec.schedule;
   if (schedule == Schedule::kAuto)
-    schedule = spec.codec != quant::Codec::kNone && view.has_links_to_all() && view.size <= 16
+    schedule = spec.codec != quant::Codec::kNone && view.full_mesh && view.size <= 16
                    ? Schedule::kDirect
                    : Schedule::kRing;
-  if (schedule == Schedule::kRing && !ring_ok)
-    return Status(LH_ERR_PEER_LOST, "no link to a ring neighbour");
+  Status missing_link;
+  if (schedule == Schedule::kRing && view.size > 1 &&
+      (view.links.size() != view.size || !view.links[view.left()] || !view.links[view.right()]))
+    missing_link = Status(LH_ERR_PEER_LOST, "no link to a ring neighbour");
   if (schedule == Schedule::kDirect && !view.has_links_to_all())
-    return Status(LH_ERR_UNSUPPORTED,
-                  "the direct schedule needs links to every member of the group");
+    missing_link = view.full_mesh ? Status(LH_ERR_PEER_LOST, "no link to a member of the group")
+                                  : Status(LH_ERR_UNSUPPORTED,
+                                           "the direct schedule needs links to every member of the "
+                                           "group (the communicator's full_mesh)");
 
   std::shared_ptr<AllReduceOp> op;
   Status refused;
@@ -689,6 +694,8 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
     if (aborted_ && view.epoch <= aborted_epoch_ && view.size > 1) {
       refused = abort_status_.with_context(
           fmt::format("epoch {} was aborted; update the topology", view.epoch));
+    } else if (!missing_link.is_ok()) {
+      refused = missing_link;
     } else {
       op.reset(new AllReduceOp(pool_, buffers_, view, spec, seq, schedule));
       std::erase_if(in_flight_, [](const std::weak_ptr<AllReduceOp>& w) {
@@ -699,9 +706,9 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
     }
   }
   if (!refused.is_ok()) {
-    // Those members fail at once instead of waiting for our segments, and what they already sent
-    // is dropped: left in a link's early-arrival store, it could fill it and stall the link that
-    // later epochs reuse.
+    // The members that start this (epoch, seq) fail at once instead of waiting for our segments,
+    // and what they already sent is dropped: left in a link's early-arrival store, it could fill
+    // it and stall the link that later epochs reuse.
     const uint64_t prefix = op_id(view.epoch, seq, Phase::kReduceScatter, 0, 0);
     for (size_t p = 0; p < view.links.size(); ++p)
       if (p != view.rank && view.links[p])

@@ -18,6 +18,11 @@ struct RingView {
   // links[r] reaches the member at ring position r; null for this peer and for members it has no
   // link to. The ring schedule needs left and right; the direct schedule needs every member.
   std::vector<std::shared_ptr<net::Link>> links;
+  // Every member was asked to link to every other (the communicators' full_mesh): the same on
+  // all members, unlike which links are up at this moment. Schedule::kAuto decides on this, so
+  // that a member that lost a link refuses the operation the others start instead of choosing
+  // another schedule than theirs.
+  bool full_mesh = false;
 
   size_t left() const { return (rank + size - 1) % size; }
   size_t right() const { return (rank + 1) % size; }

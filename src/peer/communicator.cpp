@@ -61,6 +61,7 @@ collective::RingView Communicator::ring_view() const {
   v.rank = r.rank;
   v.size = std::max<size_t>(r.ring.size(), 1);
   v.links = r.by_rank;
+  v.full_mesh = session_->options().full_mesh;
   v.links.resize(v.size);
   return v;
 }

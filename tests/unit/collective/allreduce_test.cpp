@@ -951,6 +951,73 @@ TEST(AllReduce, AnOperationRefusedAfterAnAbortFailsTheMembersThatStartedIt) {
   for (auto& d : data) EXPECT_EQ(d, std::vector<float>(count, 3.0f));
 }
 
+// A member without one of the links an operation needs refuses it, and the members that start it
+// fail at once. Under Schedule::kAuto every member chooses from what they share (the codec and the
+// group's full_mesh), so the member missing a link refuses direct instead of running the ring
+// beside members that run direct, which would leave all of them waiting for the master's abort.
+struct MissingLinkCase {
+  const char* name;
+  Codec codec;
+  Schedule schedule;
+  size_t lost_peer;  // of member 2, in a ring 0-1-2-3
+};
+
+class MissingLink : public ::testing::TestWithParam<MissingLinkCase> {};
+
+TEST_P(MissingLink, TheMemberRefusesTheOperationAndTheOthersFailAtOnce) {
+  const MissingLinkCase& c = GetParam();
+  const size_t n = 4;
+  net::IoRuntime io(2);
+  LoopbackGroup group(io, n, 1, /*epoch=*/1);
+  Members members(n);
+  const size_t count = 1u << 18;
+  std::vector<std::vector<float>> data(n, std::vector<float>(count, 1.0f));
+  auto spec_for = [&](size_t r) {
+    AllReduceSpec spec = in_place(data[r]);
+    spec.codec = c.codec;
+    spec.schedule = c.schedule;
+    return spec;
+  };
+  Started started;
+  std::vector<std::shared_ptr<AllReduceOp>> others;
+  for (size_t r : {0, 1, 3}) {
+    auto op = started.start(*members.engines[r], group.view(r), spec_for(r));
+    ASSERT_TRUE(op);
+    others.push_back(op);
+  }
+  RingView lacking = group.view(2);
+  lacking.links[c.lost_peer].reset();
+  auto refused = members.engines[2]->allreduce(lacking, spec_for(2));
+  if (refused.is_ok()) started.add(*refused);  // ended with the test, before the buffers go
+  ASSERT_FALSE(refused.is_ok()) << "member 2 started it without one of its links";
+  EXPECT_EQ(refused.status().code(), LH_ERR_PEER_LOST) << refused.status().to_string();
+  for (auto& op : others) {
+    ASSERT_TRUE(completes_within(op, std::chrono::seconds(2)))
+        << "a member still waits for the refusing member";
+    EXPECT_FALSE(op->wait().is_ok());
+  }
+  for (auto& d : data) EXPECT_EQ(d, std::vector<float>(count, 1.0f));  // restored in place
+
+  // The next operation of the epoch, with every link, runs: numbers still agree and nothing of the
+  // refused one is left on the links.
+  std::vector<std::shared_ptr<AllReduceOp>> next;
+  for (size_t r = 0; r < n; ++r) {
+    auto op = started.start(*members.engines[r], group.view(r), spec_for(r));
+    ASSERT_TRUE(op);
+    next.push_back(op);
+  }
+  for (auto& op : next) EXPECT_TRUE(op->wait().is_ok());
+  for (auto& d : data) EXPECT_EQ(d, std::vector<float>(count, 4.0f));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, MissingLink,
+    ::testing::Values(MissingLinkCase{"AutoQuantizedLostNonNeighbour", Codec::kU8, Schedule::kAuto,
+                                      0},
+                      MissingLinkCase{"DirectLostNonNeighbour", Codec::kNone, Schedule::kDirect, 0},
+                      MissingLinkCase{"RingLostNeighbour", Codec::kNone, Schedule::kRing, 1}),
+    [](const ::testing::TestParamInfo<MissingLinkCase>& p) { return std::string(p.param.name); });
+
 // An abort of an older epoch, arriving late or repeated, leaves the operations of a newer one
 // running.
 TEST(AllReduce, ALateAbortOfAnOlderEpochLeavesNewerOperationsAlone) {

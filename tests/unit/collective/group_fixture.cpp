@@ -7,12 +7,14 @@
 
 namespace longhaul::collective::testing {
 
-LoopbackGroup::LoopbackGroup(net::IoRuntime& io, size_t members, uint16_t connections, uint64_t epoch) {
+LoopbackGroup::LoopbackGroup(net::IoRuntime& io, size_t members, uint16_t connections,
+                             uint64_t epoch) {
   views_.resize(members);
   for (size_t r = 0; r < members; ++r) {
     views_[r].epoch = epoch;
     views_[r].rank = r;
     views_[r].size = members;
+    views_[r].full_mesh = true;  // every pair is linked below
     views_[r].links.resize(members);
   }
   // Member j accepts from every i < j; the connecting side says who it is with a control message.
@@ -33,7 +35,8 @@ LoopbackGroup::LoopbackGroup(net::IoRuntime& io, size_t members, uint16_t connec
       std::weak_ptr<net::Link> weak = link;
       link->start([rv, j, weak](std::vector<std::byte> hello) {
         std::lock_guard lock(rv->mu);
-        if (auto shared = weak.lock()) rv->accepted[{static_cast<size_t>(hello[0]), j}].set_value(shared);
+        if (auto shared = weak.lock())
+          rv->accepted[{static_cast<size_t>(hello[0]), j}].set_value(shared);
       });
     });
   }
@@ -45,7 +48,8 @@ LoopbackGroup::LoopbackGroup(net::IoRuntime& io, size_t members, uint16_t connec
       (*link)->send_control({static_cast<std::byte>(i)});
       views_[i].links[j] = *link;
     }
-  for (auto& [pair, promise] : rv->accepted) views_[pair.second].links[pair.first] = promise.get_future().get();
+  for (auto& [pair, promise] : rv->accepted)
+    views_[pair.second].links[pair.first] = promise.get_future().get();
 }
 
 LoopbackGroup::~LoopbackGroup() {
