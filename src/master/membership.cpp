@@ -94,10 +94,16 @@ Status Membership::on_links_ready(PeerId id, uint64_t epoch,
     return protocol_error(fmt::format("second LINKS_READY for epoch {}", epoch));
   for (PeerId other : unreachable) {
     if (other == id || !round_->participants.contains(other)) continue;
-    log::warn("master", "epoch {}: peer {} cannot reach peer {}; the next ring keeps them apart",
-              epoch, id, other);
     banned_.insert(make_peer_pair(id, other));
     round_->new_unreachable = true;
+    if (neighbours_in_round(id, other)) {
+      log::warn("master", "epoch {}: peer {} cannot reach peer {}; the next ring keeps them apart",
+                epoch, id, other);
+    } else {
+      log::warn("master", "epoch {}: peer {} cannot reach peer {}, which its full mesh needs",
+                epoch, id, other);
+      unlinkable_.insert(make_peer_pair(id, other));
+    }
   }
   if (round_->ready.size() < round_->participants.size()) return Status::ok();
   if (round_->new_unreachable) {
@@ -130,6 +136,19 @@ Status Membership::on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost,
   return Status::ok();
 }
 
+bool Membership::neighbours_in_round(PeerId a, PeerId b) const {
+  for (const auto& [group, order] : round_->rings) {
+    const auto ia = std::find(order.begin(), order.end(), a);
+    const auto ib = std::find(order.begin(), order.end(), b);
+    if (ia == order.end() || ib == order.end()) continue;
+    const size_t n = order.size();
+    const size_t gap = static_cast<size_t>((ia - ib + static_cast<std::ptrdiff_t>(n)) %
+                                           static_cast<std::ptrdiff_t>(n));
+    return gap == 1 || gap == n - 1;
+  }
+  return false;
+}
+
 void Membership::on_round_timeout(uint64_t epoch) {
   if (!round_ || round_->epoch != epoch) return;
   std::vector<PeerId> silent;
@@ -156,7 +175,9 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
   const Member m = it->second;
   members_.erase(it);
   log::info("master", "peer {} left group {}: {}", id, m.group, reason);
-  std::erase_if(banned_, [id](const PeerPair& p) { return p.first == id || p.second == id; });
+  const auto involves = [id](const PeerPair& p) { return p.first == id || p.second == id; };
+  std::erase_if(banned_, involves);
+  std::erase_if(unlinkable_, involves);
   if (m.state == State::kActive) {
     ring_broken_ = true;
     if (graceful)
@@ -222,18 +243,24 @@ void Membership::start_round() {
     std::string victim_reason;
     for (auto& [group, ids] : groups) {
       auto ring = solve_ring(ids, banned_);
-      if (ring) {
+      const bool mesh_broken =
+          std::any_of(unlinkable_.begin(), unlinkable_.end(), [&](const PeerPair& p) {
+            return std::count(ids.begin(), ids.end(), p.first) &&
+                   std::count(ids.begin(), ids.end(), p.second);
+          });
+      if (ring && !mesh_broken) {
         rings[group] = std::move(*ring);
         continue;
       }
-      // No ring keeps every unreachable pair apart: evict one peer of an unreachable pair. A
-      // peer not yet admitted goes before an admitted one (a newcomer with a broken address must
-      // not push out the members that worked so far); then the one with the most unreachable
-      // neighbours; then the newest.
+      // No ring keeps every unreachable pair apart, or the group's full mesh misses a pair that no
+      // ring can give it: evict one peer of such a pair. A peer not yet admitted goes before an
+      // admitted one (a newcomer with a broken address must not push out the members that worked
+      // so far); then the one with the most unreachable neighbours; then the newest.
+      const std::set<PeerPair>& blocking = ring ? unlinkable_ : banned_;
       std::tuple<bool, size_t, PeerId> worst{false, 0, 0};
       for (PeerId id : ids) {
         std::vector<PeerId> cut;
-        for (const auto& p : banned_) {
+        for (const auto& p : blocking) {
           if (p.first == id && std::count(ids.begin(), ids.end(), p.second))
             cut.push_back(p.second);
           if (p.second == id && std::count(ids.begin(), ids.end(), p.first)) cut.push_back(p.first);
@@ -245,8 +272,13 @@ void Membership::start_round() {
         worst = score;
         victim = id;
         victim_reason =
-            fmt::format("no ring of group {} avoids its unreachable links (cannot reach peers {})",
-                        group, fmt::join(cut, ", "));
+            ring ? fmt::format(
+                       "the full mesh of group {} needs links this peer cannot make "
+                       "(cannot reach peers {})",
+                       group, fmt::join(cut, ", "))
+                 : fmt::format(
+                       "no ring of group {} avoids its unreachable links (cannot reach peers {})",
+                       group, fmt::join(cut, ", "));
       }
       break;
     }

@@ -14,7 +14,8 @@
 // each sets up links to its ring neighbours and answers LINKS_READY; when all have answered and
 // none reported an unreachable neighbour, the master commits (EPOCH_COMMIT) and everyone enters the
 // epoch together. A reported unreachable pair is kept apart in a fresh proposal; if no ring keeps
-// it apart, a peer of an unreachable pair is evicted with that reason (one not yet admitted
+// it apart, or the pair was already apart (peers with full_mesh link to non-neighbours as well),
+// a peer of an unreachable pair is evicted with that reason (one not yet admitted
 // first, then the one with the most unreachable neighbours, then the newest). A
 // participant lost mid-round restarts the round without it.
 #pragma once
@@ -129,11 +130,16 @@ class Membership {
   void evict(PeerId id, const Status& why);
   void abort_group(uint32_t group, lh_status code, const std::string& reason);
   void sync_pending_flags();
+  // Whether a and b are next to each other in a ring of the current round.
+  bool neighbours_in_round(PeerId a, PeerId b) const;
 
   Outbox& out_;
   std::map<PeerId, Member> members_;
   std::map<uint32_t, std::vector<PeerId>> rings_;
   std::set<PeerPair> banned_;
+  // Unreachable pairs that were not ring neighbours: they tried to link only because their
+  // group is a full mesh, which no ring order can give them. A subset of banned_.
+  std::set<PeerPair> unlinkable_;
   std::optional<Round> round_;
   PeerId last_id_ = 0;
   uint64_t committed_epoch_ = 0;

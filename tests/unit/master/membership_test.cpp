@@ -142,6 +142,32 @@ TEST_F(MembershipTest, NoRingAvoidsTheUnreachableLinksSoAPeerIsEvictedWithTheRea
   EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{a}));
 }
 
+// With full_mesh, peers link to non-neighbours too. A pair that cannot link and is already apart
+// in the ring cannot be helped by another ring: proposing one would repeat the same answer forever.
+// One peer of the pair is evicted with the reason instead, as when no ring keeps a pair apart.
+TEST_F(MembershipTest, AFullMeshPairThatCannotLinkEvictsAPeerInsteadOfProposingForever) {
+  std::vector<PeerId> ids = form(3);
+  ids.push_back(join());
+  all_update({ids[0], ids[1], ids[2]});
+  auto proposals = out.take<wire::TopologyMsg>();
+  ASSERT_EQ(proposals.size(), 4u);
+  ASSERT_EQ(proposals[0].second.rings.at(0).order, ids);
+  const uint64_t epoch = proposals[0].second.epoch;
+  // ids[0] and ids[2] are not neighbours: they only tried to link for the full mesh.
+  for (PeerId id : ids) {
+    std::vector<PeerId> unreachable;
+    if (id == ids[0]) unreachable = {ids[2]};
+    if (id == ids[2]) unreachable = {ids[0]};
+    ASSERT_TRUE(m.on_links_ready(id, epoch, unreachable).is_ok());
+  }
+  ASSERT_EQ(out.disconnected.size(), 1u) << "the same proposal again would get the same answer";
+  EXPECT_EQ(out.disconnected[0].first, ids[2]) << "the newer of the two goes";
+  EXPECT_NE(out.disconnected[0].second.message().find("cannot reach peers 1"), std::string::npos)
+      << out.disconnected[0].second.message();
+  all_ready();
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{ids[0], ids[1], ids[3]}));
+}
+
 TEST_F(MembershipTest, UnreachableNewcomersAreEvictedBeforeTheMemberThatReportsThem) {
   const PeerId a = join();
   all_ready();
