@@ -914,6 +914,21 @@ bool completes_within(const std::shared_ptr<AllReduceOp>& op, std::chrono::milli
 // A member the master's abort has reached refuses the epoch's next operation; a member it has not
 // reached yet started that operation and must not wait for the refusing member's segments. The
 // next epoch then runs on the same links.
+// The members that started an operation another member refused: each fails within 2 s instead of
+// waiting for the refusing member's segments, and every in-place input (all `input`) is back.
+bool fail_promptly_with_inputs_restored(const std::vector<std::shared_ptr<AllReduceOp>>& ops,
+                                        const std::vector<std::vector<float>>& data, float input) {
+  for (const auto& op : ops) {
+    if (!completes_within(op, std::chrono::seconds(2))) {
+      ADD_FAILURE() << "a member still waits for the member that refused the operation";
+      return false;
+    }
+    EXPECT_FALSE(op->wait().is_ok());
+  }
+  for (const auto& d : data) EXPECT_EQ(d, std::vector<float>(d.size(), input));
+  return true;
+}
+
 TEST(AllReduce, AnOperationRefusedAfterAnAbortFailsTheMembersThatStartedIt) {
   const size_t n = 3;
   net::IoRuntime io(2);
@@ -932,12 +947,7 @@ TEST(AllReduce, AnOperationRefusedAfterAnAbortFailsTheMembersThatStartedIt) {
   auto refused = members.engines[2]->allreduce(group.view(2), in_place(data[2]));
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().code(), LH_ERR_ABORTED) << refused.status().to_string();
-  for (auto& op : unaware) {
-    ASSERT_TRUE(completes_within(op, std::chrono::seconds(2)))
-        << "a member still waits for the refused operation's segments";
-    EXPECT_FALSE(op->wait().is_ok());
-  }
-  for (auto& d : data) EXPECT_EQ(d, std::vector<float>(count, 1.0f));  // restored in place
+  ASSERT_TRUE(fail_promptly_with_inputs_restored(unaware, data, 1.0f));
 
   std::vector<std::shared_ptr<AllReduceOp>> next;
   for (size_t r = 0; r < n; ++r) {
@@ -961,6 +971,9 @@ struct MissingLinkCase {
   Schedule schedule;
   size_t lost_peer;  // of member 2, in a ring 0-1-2-3
 };
+void PrintTo(const MissingLinkCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class MissingLink : public ::testing::TestWithParam<MissingLinkCase> {};
 
@@ -991,12 +1004,7 @@ TEST_P(MissingLink, TheMemberRefusesTheOperationAndTheOthersFailAtOnce) {
   if (refused.is_ok()) started.add(*refused);  // ended with the test, before the buffers go
   ASSERT_FALSE(refused.is_ok()) << "member 2 started it without one of its links";
   EXPECT_EQ(refused.status().code(), LH_ERR_PEER_LOST) << refused.status().to_string();
-  for (auto& op : others) {
-    ASSERT_TRUE(completes_within(op, std::chrono::seconds(2)))
-        << "a member still waits for the refusing member";
-    EXPECT_FALSE(op->wait().is_ok());
-  }
-  for (auto& d : data) EXPECT_EQ(d, std::vector<float>(count, 1.0f));  // restored in place
+  ASSERT_TRUE(fail_promptly_with_inputs_restored(others, data, 1.0f));
 
   // The next operation of the epoch, with every link, runs: numbers still agree and nothing of the
   // refused one is left on the links.
