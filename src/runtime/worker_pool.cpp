@@ -1,0 +1,73 @@
+#include "runtime/worker_pool.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace longhaul::runtime {
+namespace {
+
+size_t machine_threads(unsigned requested) {
+  return requested ? requested : std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Shared by the caller and the helpers it posted. The caller, once no item is left, closes the
+// loop and waits only for helpers that are still running an item: a helper that starts later
+// leaves without touching `body`, so a parallel_for nested inside a pool task never waits for a
+// worker that is itself blocked.
+struct Loop {
+  const std::function<void(size_t)>* body = nullptr;
+  size_t n = 0;
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t running = 0;
+  bool closed = false;
+
+  void work() {
+    for (size_t i; (i = next.fetch_add(1)) < n;) (*body)(i);
+  }
+};
+
+}  // namespace
+
+WorkerPool::WorkerPool(unsigned threads)
+    : threads_(machine_threads(threads)), pool_(machine_threads(threads)) {}
+
+WorkerPool::~WorkerPool() {
+  pool_.join();
+}
+
+void WorkerPool::parallel_for(size_t n, const std::function<void(size_t)>& body) {
+  if (n == 0) return;
+  // The caller is one of the threads: with one per core, threads_ - 1 helpers keep every core busy.
+  const size_t helpers = std::min(n - 1, threads_ - 1);
+  if (helpers == 0) {
+    for (size_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  auto loop = std::make_shared<Loop>();
+  loop->body = &body;
+  loop->n = n;
+  for (size_t h = 0; h < helpers; ++h) {
+    post([loop] {
+      {
+        std::lock_guard lock(loop->mu);
+        if (loop->closed) return;
+        ++loop->running;
+      }
+      loop->work();
+      std::lock_guard lock(loop->mu);
+      if (--loop->running == 0) loop->cv.notify_all();
+    });
+  }
+  loop->work();
+  std::unique_lock lock(loop->mu);
+  loop->closed = true;
+  loop->cv.wait(lock, [&] { return loop->running == 0; });
+}
+
+}  // namespace longhaul::runtime
