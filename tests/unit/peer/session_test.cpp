@@ -1,11 +1,15 @@
 // The peer side in-process against a real MasterServer on loopback: ring views, the data links
-// handed to the collective layer, and the errors of connect.
+// handed to the collective layer, and the errors of connect. Then against a scripted master and a
+// hand-made data link: which messages a session and its mesh accept, and which end them.
 #include "peer/session.hpp"
 
 #include <gtest/gtest.h>
 
 #include <future>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "master/master.hpp"
 #include "peer/communicator.hpp"
@@ -152,6 +156,186 @@ TEST(PeerSession, ConnectTimesOutWhenNobodyAdmitsIt) {
     std::this_thread::sleep_for(5ms);
   EXPECT_FALSE(first->session().peers_pending());
   EXPECT_EQ(m->snapshot().pending_peers, 0u);
+}
+
+// A master that answers each message from its one peer with the messages `reply` gives.
+class ScriptedMaster {
+ public:
+  using Reply = std::function<std::vector<wire::ControlMessage>(const wire::ControlMessage&)>;
+
+  explicit ScriptedMaster(Reply reply) : reply_(std::move(reply)) {
+    net::TransportOptions transport;
+    transport.role = net::Role::kMaster;
+    auto listener = net::Listener::create(io_, "127.0.0.1", 0, transport);
+    EXPECT_TRUE(listener.is_ok()) << listener.status().to_string();
+    if (!listener) return;
+    listener_ = std::move(*listener);
+    listener_->start([this](std::shared_ptr<net::Link> link, net::Role) { serve(link); });
+  }
+  ~ScriptedMaster() {
+    if (listener_) listener_->close();
+    std::lock_guard lock(mu_);
+    if (link_) link_->close();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(listener_->port()); }
+
+ private:
+  void serve(const std::shared_ptr<net::Link>& link) {
+    {
+      std::lock_guard lock(mu_);
+      link_ = link;
+    }
+    std::weak_ptr<net::Link> weak = link;
+    link->start([this, weak](std::vector<std::byte> bytes) {
+      auto message = wire::decode_control(bytes);
+      auto l = weak.lock();
+      if (!message || !l) return;
+      for (const auto& answer : reply_(*message)) l->send_control(wire::encode_control(answer));
+    });
+  }
+
+  Reply reply_;  // outlives io_'s threads, which run it
+  net::IoRuntime io_{1};
+  std::shared_ptr<net::Listener> listener_;
+  std::mutex mu_;
+  std::shared_ptr<net::Link> link_;
+};
+
+constexpr PeerId kScriptedId = 7;
+
+// WELCOME, then `extra`, then a one-peer TOPOLOGY for epoch 1, committed once the links are ready.
+ScriptedMaster::Reply admit_after(std::vector<wire::ControlMessage> extra) {
+  return [extra](const wire::ControlMessage& m) -> std::vector<wire::ControlMessage> {
+    if (auto* reg = std::get_if<wire::RegisterMsg>(&m)) {
+      std::vector<wire::ControlMessage> out{wire::WelcomeMsg{kScriptedId, 1000, 3}};
+      out.insert(out.end(), extra.begin(), extra.end());
+      out.push_back(wire::TopologyMsg{
+          1, {{kScriptedId, 0, "127.0.0.1", reg->advertised_port}}, {{0, {kScriptedId}}}});
+      return out;
+    }
+    if (std::holds_alternative<wire::LinksReadyMsg>(m)) return {wire::EpochCommitMsg{1, 0, false}};
+    return {};
+  };
+}
+
+struct ScriptedPeer {
+  net::IoRuntime io{2};
+  std::shared_ptr<PeerSession> session;
+
+  explicit ScriptedPeer(const ScriptedMaster& master) {
+    CommunicatorOptions o;
+    o.master_address = master.address();
+    o.listen_address = "127.0.0.1:0";
+    o.connect_timeout = 10s;
+    auto s = PeerSession::create(io, o);
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    if (s) session = std::move(*s);
+  }
+  ~ScriptedPeer() {
+    if (session) session->close();
+  }
+};
+
+TEST(PeerSessionDispatch, MessagesLegalInEveryStateDoNotDisturbAdmission) {
+  ScriptedMaster master(admit_after({wire::HeartbeatMsg{}, wire::PendingChangedMsg{true},
+                                     wire::AbortMsg{0, 0, LH_ERR_PEER_LOST, "a member was lost"}}));
+  ScriptedPeer peer(master);
+  ASSERT_TRUE(peer.session);
+  const Status s = peer.session->connect();
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(peer.session->view().epoch, 1u);
+  EXPECT_EQ(peer.session->view().peer_id, kScriptedId);
+  EXPECT_EQ(peer.session->aborts_seen(), 1u);
+  EXPECT_FALSE(peer.session->peers_pending()) << "EPOCH_COMMIT carries the flag";
+}
+
+// A message the master sends before admission that the joining session must refuse, and the
+// words its error must contain.
+struct IllegalMessage {
+  wire::ControlMessage message;
+  std::string error;
+};
+
+TEST(PeerSessionDispatch, AMessageTheStateDoesNotAllowEndsTheSessionAsAProtocolError) {
+  const std::vector<IllegalMessage> cases = {
+      {wire::WelcomeMsg{kScriptedId, 1000, 3}, "unexpected WELCOME"},
+      {wire::EpochCommitMsg{1, 0, false}, "unexpected EPOCH_COMMIT"},
+      {wire::TopologyUnchangedMsg{0}, "unexpected TOPOLOGY_UNCHANGED"},
+      {wire::ByeMsg{}, "unexpected BYE"},
+      {wire::StateCompleteMsg{1}, "unexpected STATE_COMPLETE"},
+      {wire::StateSourceLostMsg{1, 1}, "unexpected STATE_SOURCE_LOST"},
+      {wire::BatchDecisionMsg{1, 1, true}, "BATCH_DECISION for attempt 1 of epoch 1 not awaited"},
+      {wire::RegisterMsg{}, "unexpected REGISTER"},         // only peers send it
+      {wire::PeerHelloMsg{1, 1}, "unexpected PEER_HELLO"},  // only on data links
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.error);
+    ScriptedMaster master(admit_after({c.message}));
+    ScriptedPeer peer(master);
+    ASSERT_TRUE(peer.session);
+    const Status s = peer.session->connect();
+    EXPECT_EQ(s.code(), LH_ERR_PROTOCOL) << s.to_string();
+    EXPECT_NE(s.message().find("the master broke the protocol: " + c.error), std::string::npos)
+        << s.to_string();
+    EXPECT_EQ(peer.session->failure().code(), LH_ERR_PROTOCOL) << "the failure sticks";
+  }
+}
+
+TEST(PeerSessionDispatch, ARemovalEndsTheSessionWithTheMastersReason) {
+  ScriptedMaster master(admit_after({wire::RemovedMsg{LH_ERR_TIMEOUT, "too slow"}}));
+  ScriptedPeer peer(master);
+  ASSERT_TRUE(peer.session);
+  const Status s = peer.session->connect();
+  EXPECT_EQ(s.code(), LH_ERR_TIMEOUT) << s.to_string();
+  EXPECT_EQ(s.message(), "removed by the master: too slow");
+}
+
+// Opens a data link to the admitted peer; `closed` completes when the peer closes it.
+struct DataLinkProbe {
+  std::shared_ptr<net::Link> link;
+  std::shared_ptr<std::promise<Status>> closed = std::make_shared<std::promise<Status>>();
+
+  DataLinkProbe(net::IoRuntime& io, uint16_t port) {
+    net::TransportOptions transport;
+    transport.role = net::Role::kPeer;
+    auto l = net::connect_link(io, "127.0.0.1", port, 1, transport);
+    EXPECT_TRUE(l.is_ok()) << l.status().to_string();
+    if (!l) return;
+    link = std::move(*l);
+    link->start({}, [closed = closed](const Status& why) { closed->set_value(why); });
+  }
+  ~DataLinkProbe() {
+    if (link) link->close();
+  }
+  bool closed_within(std::chrono::milliseconds timeout) {
+    return closed->get_future().wait_for(timeout) == std::future_status::ready;
+  }
+};
+
+TEST(MeshDispatch, ADataLinkCarryingAnythingButHellosIsClosed) {
+  ScriptedMaster master(admit_after({}));
+  ScriptedPeer peer(master);
+  ASSERT_TRUE(peer.session);
+  ASSERT_TRUE(peer.session->connect().is_ok());
+  net::IoRuntime io(1);
+  const std::vector<std::pair<std::string, std::vector<std::byte>>> cases = {
+      {"a control-plane message", wire::encode_control(wire::HeartbeatMsg{})},
+      {"a state fetch while no service takes state links",
+       wire::encode_control(wire::StateFetchMsg{1, 0, 0, 1, false})},
+      {"bytes that decode to no message", {std::byte{0xff}, std::byte{0x00}}},
+  };
+  for (const auto& [what, bytes] : cases) {
+    SCOPED_TRACE(what);
+    DataLinkProbe probe(io, peer.session->listen_port());
+    ASSERT_TRUE(probe.link);
+    probe.link->send_control(bytes);
+    EXPECT_TRUE(probe.closed_within(5s));
+  }
+  // A PEER_HELLO_ACK with no proposal under way is stale, not a violation.
+  DataLinkProbe stale(io, peer.session->listen_port());
+  ASSERT_TRUE(stale.link);
+  stale.link->send_control(wire::encode_control(wire::PeerHelloAckMsg{1, 1}));
+  EXPECT_FALSE(stale.closed_within(300ms));
 }
 
 }  // namespace
