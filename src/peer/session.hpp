@@ -15,6 +15,7 @@
 #include <atomic>
 #include <functional>
 #include <future>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -130,7 +131,30 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   void complete_call(Status s);
   void on_master_link(Result<std::shared_ptr<net::Link>> result);
   void on_master_message(const std::vector<std::byte>& bytes);
+  // Sends each message the master may send a peer to its one handler below; any other type is a
+  // protocol violation. A handler's first lines check the states the message is legal in; a
+  // non-OK Status from it ends the session.
   Status handle(wire::ControlMessage message);
+  Status on(const wire::WelcomeMsg& welcome);
+  Status on(const wire::HeartbeatMsg& heartbeat);
+  Status on(const wire::TopologyUnchangedMsg& unchanged);
+  Status on(const wire::TopologyMsg& proposal);
+  Status on(const wire::EpochCommitMsg& commit);
+  Status on(const wire::AbortMsg& abort);
+  Status on(const wire::BatchDecisionMsg& decision);
+  Status on(const wire::PendingChangedMsg& pending);
+  Status on(const wire::ByeMsg& bye);
+  Status on(const wire::RemovedMsg& removed);
+  Status on(wire::StatePlanMsg&& plan);
+  Status on(wire::StateCompleteMsg&& complete);
+  Status on(wire::StateSourceLostMsg&& source_lost);
+  // OK in one of the `legal` states; otherwise unexpected(type).
+  Status expect_state(wire::ControlType type, std::initializer_list<State> legal) const;
+  // The protocol error for a message of `type` that the current state does not allow.
+  Status unexpected(wire::ControlType type) const;
+  // Hands a state message to the state handler; without one, the message is a protocol error.
+  Status forward_to_state_sync(wire::ControlMessage message);
+  StateHandler state_handler() const;  // a copy, taken under mu_
   void send(const wire::ControlMessage& m);
   void fail(Status why);
   void shutdown_network();
