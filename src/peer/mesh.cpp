@@ -186,58 +186,85 @@ void Mesh::on_link_control(const std::shared_ptr<net::Link>& link,
                            const std::vector<std::byte>& bytes) {
   if (closed_) return;
   auto message = wire::decode_control(bytes);
+  // A service link speaks the service's protocol; its messages, undecodable ones included, are the
+  // service's to judge.
   if (service_links_.contains(link.get())) {
     if (on_service_) on_service_(link, std::move(message));
     return;
   }
-  if (message && on_service_ && anonymous_.contains(link.get()) &&
-      std::holds_alternative<wire::StateFetchMsg>(*message)) {
-    anonymous_.erase(link.get());
-    service_links_[link.get()] = link;
-    on_service_(link, std::move(message));
-    return;
-  }
-  Status violation;
-  if (!message) {
-    violation = message.status();
-  } else if (auto* hello = std::get_if<wire::PeerHelloMsg>(&*message)) {
-    const uint64_t current =
-        proposal_ ? proposal_->topology.epoch : (committed_ ? committed_->epoch : 0);
-    const PeerId self = proposal_ ? proposal_->topology.self : (committed_ ? committed_->self : 0);
-    if (hello->epoch < current) return;  // a hello for a superseded proposal; a newer one follows
-    anonymous_.erase(link.get());
-    if (!proposal_ || hello->epoch > current) {
-      auto& slot = early_hellos_[hello->peer_id];
-      if (slot.second && slot.second != link)
-        slot.second->close(closed_error("replaced by a newer link"));
-      slot = {hello->epoch, link};
-      return;
-    }
-    if (hello->peer_id >= self || !proposal_->neighbours.contains(hello->peer_id)) {
-      violation = protocol_error(
-          fmt::format("PEER_HELLO from peer {} which is not a neighbour that connects to "
-                      "peer {} in epoch {}",
-                      hello->peer_id, self, current));
-    } else {
-      accept_hello(hello->peer_id, link);
-      return;
-    }
-  } else if (auto* ack = std::get_if<wire::PeerHelloAckMsg>(&*message)) {
-    if (!proposal_ || ack->epoch != proposal_->topology.epoch) return;  // stale
-    auto it = links_.find(ack->peer_id);
-    if (it == links_.end() || it->second != link) {
-      violation = protocol_error(
-          fmt::format("PEER_HELLO_ACK from peer {} on a link not opened to it", ack->peer_id));
-    } else {
-      mark(ack->peer_id, true);
-      return;
-    }
-  } else {
-    violation = protocol_error(fmt::format("unexpected {} on a data link",
-                                           wire::control_type_name(wire::control_type(*message))));
-  }
+  const Status violation = message ? handle(link, std::move(*message)) : message.status();
+  if (violation.is_ok()) return;
   log::warn("peer", "closing data link from {}: {}", link->peer(), violation.to_string());
   link->close(violation);
+}
+
+Status Mesh::handle(const std::shared_ptr<net::Link>& link, wire::ControlMessage message) {
+  const wire::ControlType type = wire::control_type(message);
+  return std::visit(
+      [this, &link, type](auto& m) -> Status {
+        if constexpr (requires { this->on(link, std::move(m)); })
+          return this->on(link, std::move(m));
+        else
+          return unexpected(type);  // a control-plane message, or one for state links only
+      },
+      message);
+}
+
+Status Mesh::unexpected(wire::ControlType type) {
+  return protocol_error(fmt::format("unexpected {} on a data link", wire::control_type_name(type)));
+}
+
+// Legal on every link that is not a service link: a neighbour with a smaller id introduces a new
+// link, or re-confirms an old one, for an epoch.
+Status Mesh::on(const std::shared_ptr<net::Link>& link, const wire::PeerHelloMsg& hello) {
+  const uint64_t current =
+      proposal_ ? proposal_->topology.epoch : (committed_ ? committed_->epoch : 0);
+  if (hello.epoch < current) return Status::ok();  // for a superseded proposal; a newer one follows
+  anonymous_.erase(link.get());
+  if (!proposal_ || hello.epoch > current) {
+    hold_early_hello(hello, link);
+    return Status::ok();
+  }
+  const PeerId self = proposal_->topology.self;
+  if (hello.peer_id >= self || !proposal_->neighbours.contains(hello.peer_id))
+    return protocol_error(
+        fmt::format("PEER_HELLO from peer {} which is not a neighbour that connects to "
+                    "peer {} in epoch {}",
+                    hello.peer_id, self, current));
+  accept_hello(hello.peer_id, link);
+  return Status::ok();
+}
+
+// The hello is for an epoch this peer has not been proposed yet: propose() accepts it then.
+void Mesh::hold_early_hello(const wire::PeerHelloMsg& hello,
+                            const std::shared_ptr<net::Link>& link) {
+  auto& slot = early_hellos_[hello.peer_id];
+  if (slot.second && slot.second != link)
+    slot.second->close(closed_error("replaced by a newer link"));
+  slot = {hello.epoch, link};
+}
+
+// Legal only on the link this peer opened to that neighbour for its current proposal; an ack for
+// another epoch is stale and ignored.
+Status Mesh::on(const std::shared_ptr<net::Link>& link, const wire::PeerHelloAckMsg& ack) {
+  if (!proposal_ || ack.epoch != proposal_->topology.epoch) return Status::ok();
+  auto it = links_.find(ack.peer_id);
+  if (it == links_.end() || it->second != link)
+    return protocol_error(
+        fmt::format("PEER_HELLO_ACK from peer {} on a link not opened to it", ack.peer_id));
+  mark(ack.peer_id, true);
+  return Status::ok();
+}
+
+// Legal only as the first message of an inbound link, and only while a service takes state links:
+// the link becomes a service link and the fetch the service's first message.
+Status Mesh::on(const std::shared_ptr<net::Link>& link, wire::StateFetchMsg&& fetch) {
+  if (!on_service_ || !anonymous_.contains(link.get()))
+    return unexpected(wire::ControlType::kStateFetch);
+  anonymous_.erase(link.get());
+  service_links_[link.get()] = link;
+  on_service_(link, wire::ControlMessage(std::move(fetch)));
+  return Status::ok();
 }
 
 std::optional<PeerId> Mesh::neighbour_of(const net::Link* link) const {

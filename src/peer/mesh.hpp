@@ -79,6 +79,16 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   void start_link(const std::shared_ptr<net::Link>& link);
   void on_connected(uint64_t epoch, PeerId to, Result<std::shared_ptr<net::Link>> result);
   void on_link_control(const std::shared_ptr<net::Link>& link, const std::vector<std::byte>& bytes);
+  // Sends each message a data link may carry to its one handler below; any other type is a
+  // protocol violation. A handler's first lines say on which links and when the message is legal;
+  // a non-OK Status from it closes the link.
+  Status handle(const std::shared_ptr<net::Link>& link, wire::ControlMessage message);
+  Status on(const std::shared_ptr<net::Link>& link, const wire::PeerHelloMsg& hello);
+  Status on(const std::shared_ptr<net::Link>& link, const wire::PeerHelloAckMsg& ack);
+  Status on(const std::shared_ptr<net::Link>& link, wire::StateFetchMsg&& fetch);
+  // The protocol error for a message of `type` that this link may not carry.
+  static Status unexpected(wire::ControlType type);
+  void hold_early_hello(const wire::PeerHelloMsg& hello, const std::shared_ptr<net::Link>& link);
   void on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why);
   void accept_hello(PeerId from, const std::shared_ptr<net::Link>& link);
   void send_hello(PeerId to);
