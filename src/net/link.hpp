@@ -32,12 +32,14 @@
 #include "common/status.hpp"
 #include "net/connection.hpp"
 #include "net/options.hpp"
+#include "transport/data_link.hpp"
 
 namespace longhaul::net {
 
-class Link : public std::enable_shared_from_this<Link> {
+// The network's transport::DataLink; op ids are the interface's tags.
+class Link final : public transport::DataLink, public std::enable_shared_from_this<Link> {
  public:
-  using Completion = std::function<void(Status)>;
+  using Completion = transport::Completion;
   using ControlHandler = std::function<void(std::vector<std::byte> message)>;
   using FailureHandler = std::function<void(const Status& why)>;
 
@@ -50,8 +52,8 @@ class Link : public std::enable_shared_from_this<Link> {
   // `on_failure` runs once when the link fails. Both may be empty.
   void start(ControlHandler on_control = {}, FailureHandler on_failure = {});
 
-  void send(uint64_t op_id, std::span<const std::byte> data, Completion done);
-  void recv(uint64_t op_id, std::span<std::byte> dst, Completion done);
+  void send(uint64_t op_id, std::span<const std::byte> data, Completion done) override;
+  void recv(uint64_t op_id, std::span<std::byte> dst, Completion done) override;
   // Control messages travel in order on connection 0.
   void send_control(std::vector<std::byte> message, Completion done = {});
   // Ends op_id on this side with `why` (once its in-flight I/O has stopped touching the buffer),
@@ -60,15 +62,15 @@ class Link : public std::enable_shared_from_this<Link> {
   // The same for every op whose id matches op_id on the bits of `mask`, including ops that are
   // posted later on either side: a layer above that numbers the transfers of one operation under a
   // common prefix ends all of them, present and future, at both ends with one call.
-  void cancel_matching(uint64_t op_id, uint64_t mask, Status why);
+  void cancel_matching(uint64_t op_id, uint64_t mask, Status why) override;
   // Fails every pending op with `why` and closes the connections.
   void close(Status why = closed_error("link closed locally"));
 
-  const std::string& peer() const { return peer_; }
+  const std::string& peer() const override { return peer_; }
   size_t connection_count() const { return connections_.size(); }
   bool is_tls() const { return connections_.front()->is_tls(); }
   // OK while the link works; afterwards the reason it failed.
-  Status failure() const;
+  Status failure() const override;
 
  private:
   struct SendOp;
@@ -76,7 +78,8 @@ class Link : public std::enable_shared_from_this<Link> {
   struct WriteItem;
   struct Pending;  // completions to run once the lock is released
 
-  Link(std::vector<std::shared_ptr<Connection>> connections, const TransportOptions& options, std::string peer);
+  Link(std::vector<std::shared_ptr<Connection>> connections, const TransportOptions& options,
+       std::string peer);
 
   asio::awaitable<void> reader(size_t index);
   asio::awaitable<void> writer(size_t index);
@@ -87,18 +90,21 @@ class Link : public std::enable_shared_from_this<Link> {
   void wake_writers();
   void wake_writer(size_t index);
   void wake_parked_readers();
-  void queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte> payload, Completion done);  // requires mu_
+  void queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte> payload,
+                   Completion done);  // requires mu_
   // Take the op by value: callers may pass a reference into the map these erase from.
   void complete_recv_if_done(std::shared_ptr<RecvOp> op, Pending& pending);  // requires mu_
   void complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending);  // requires mu_
-  void remember_cancelled(uint64_t op_id, uint64_t mask = ~uint64_t{0});  // requires mu_
-  bool is_cancelled(uint64_t op_id) const;                                 // requires mu_
-  void cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pending& pending);  // requires mu_
+  void remember_cancelled(uint64_t op_id, uint64_t mask = ~uint64_t{0});     // requires mu_
+  bool is_cancelled(uint64_t op_id) const;                                   // requires mu_
+  void cancel_locked(uint64_t op_id, uint64_t mask, const Status& why,
+                     Pending& pending);  // requires mu_
 
   const TransportOptions options_;
   const std::string peer_;
   std::vector<std::shared_ptr<Connection>> connections_;
-  std::vector<std::unique_ptr<asio::steady_timer>> writer_wake_;  // one per connection, on its strand
+  std::vector<std::unique_ptr<asio::steady_timer>>
+      writer_wake_;  // one per connection, on its strand
   std::vector<std::unique_ptr<asio::steady_timer>> reader_park_;
 
   mutable std::mutex mu_;
@@ -110,7 +116,8 @@ class Link : public std::enable_shared_from_this<Link> {
   std::deque<std::shared_ptr<SendOp>> send_queue_;     // ops with segments not yet assigned
   std::map<uint64_t, std::shared_ptr<SendOp>> sends_;  // every pending send by op id
   std::map<uint64_t, std::shared_ptr<RecvOp>> recvs_;
-  std::vector<std::deque<std::unique_ptr<WriteItem>>> frame_queues_;  // non-DATA frames per connection
+  std::vector<std::deque<std::unique_ptr<WriteItem>>>
+      frame_queues_;  // non-DATA frames per connection
   struct Unexpected {
     uint64_t total = 0;
     std::vector<std::pair<uint64_t, std::vector<std::byte>>> segments;  // (offset, bytes)

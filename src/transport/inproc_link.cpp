@@ -1,0 +1,227 @@
+#include "transport/inproc_link.hpp"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+#include <asio/post.hpp>
+
+namespace longhaul::transport {
+
+namespace {
+
+struct PendingRecv {
+  std::span<std::byte> bytes;
+  Completion done;
+};
+
+struct HeldSend {
+  Tag tag = 0;
+  std::span<const std::byte> bytes;
+  Completion done;
+};
+
+// What one end has posted and what has arrived for it.
+struct End {
+  std::map<Tag, PendingRecv> recvs;
+  std::map<Tag, std::vector<std::byte>> early;  // sent before the receive was posted
+  std::vector<HeldSend> held;
+  std::function<bool(Tag)> hold;
+};
+
+// Completions gathered under the channel's lock and posted to the executor once it is released.
+class Outcomes {
+ public:
+  explicit Outcomes(asio::any_io_executor executor) : executor_(std::move(executor)) {}
+  Outcomes(const Outcomes&) = delete;
+  Outcomes& operator=(const Outcomes&) = delete;
+  void add(Completion done, Status s) { calls_.emplace_back(std::move(done), std::move(s)); }
+  // Runs after the lock guard declared later is gone.
+  ~Outcomes() {
+    for (auto& [done, s] : calls_)
+      asio::post(executor_, [done = std::move(done), s = std::move(s)] { done(s); });
+  }
+
+ private:
+  asio::any_io_executor executor_;
+  std::vector<std::pair<Completion, Status>> calls_;
+};
+
+}  // namespace
+
+struct InProcessLink::Channel {
+  explicit Channel(asio::any_io_executor e) : executor(std::move(e)) {}
+
+  asio::any_io_executor executor;
+  std::string names[2];
+  mutable std::mutex mu;
+  Status failure;
+  End ends[2];
+  std::vector<std::pair<Tag, Tag>> cancelled;  // (tag & mask, mask), for both ends
+
+  bool is_cancelled(Tag tag) const {
+    for (const auto& [prefix, mask] : cancelled)
+      if ((tag & mask) == prefix) return true;
+    return false;
+  }
+
+  // Why a new transfer under `tag` cannot be posted, or OK.
+  Status refusal(Tag tag) const {
+    if (!failure.is_ok()) return failure;
+    if (is_cancelled(tag)) return aborted_error(fmt::format("transfer {} was cancelled", tag));
+    return Status::ok();
+  }
+
+  // Copies a send from end `from` into the other end: into its posted receive, or kept there
+  // until the receive comes.
+  void deliver(int from, Tag tag, std::span<const std::byte> bytes, Completion done,
+               Outcomes& out) {
+    End& to = ends[1 - from];
+    if (auto it = to.recvs.find(tag); it != to.recvs.end()) {
+      PendingRecv r = std::move(it->second);
+      to.recvs.erase(it);
+      if (r.bytes.size() != bytes.size()) {
+        // The bytes were handed over; the receiver refuses them, as over the network.
+        out.add(std::move(r.done),
+                protocol_error(fmt::format("transfer {}: {} bytes sent, {} expected", tag,
+                                           bytes.size(), r.bytes.size())));
+        out.add(std::move(done), Status::ok());
+        return;
+      }
+      if (!bytes.empty()) std::memcpy(r.bytes.data(), bytes.data(), bytes.size());
+      out.add(std::move(r.done), Status::ok());
+      out.add(std::move(done), Status::ok());
+      return;
+    }
+    if (to.early.contains(tag)) {
+      out.add(std::move(done), invalid_argument(fmt::format("transfer {} sent twice", tag)));
+      return;
+    }
+    to.early[tag].assign(bytes.begin(), bytes.end());
+    out.add(std::move(done), Status::ok());
+  }
+
+  // Ends everything pending at both ends whose tag matches; `why` for end `local`, a cancel
+  // notice for the other.
+  void cancel(int local, Tag tag, Tag mask, const Status& why, Outcomes& out) {
+    const auto matches = [&](Tag t) { return (t & mask) == (tag & mask); };
+    for (int side = 0; side < 2; ++side) {
+      const Status reason =
+          side == local
+              ? why
+              : aborted_error(fmt::format("transfer {} was cancelled by {}", tag, names[local]));
+      End& end = ends[side];
+      std::erase_if(end.recvs, [&](auto& entry) {
+        if (!matches(entry.first)) return false;
+        out.add(std::move(entry.second.done), reason);
+        return true;
+      });
+      std::erase_if(end.held, [&](HeldSend& h) {
+        if (!matches(h.tag)) return false;
+        out.add(std::move(h.done), reason);
+        return true;
+      });
+      std::erase_if(end.early, [&](const auto& entry) { return matches(entry.first); });
+    }
+  }
+
+  void fail_all(const Status& why, Outcomes& out) {
+    failure = why;
+    for (End& end : ends) {
+      for (auto& [tag, r] : end.recvs) out.add(std::move(r.done), why);
+      for (HeldSend& h : end.held) out.add(std::move(h.done), why);
+      end.recvs.clear();
+      end.held.clear();
+      end.early.clear();
+    }
+  }
+};
+
+std::pair<std::shared_ptr<InProcessLink>, std::shared_ptr<InProcessLink>> InProcessLink::pair(
+    asio::any_io_executor executor, std::string a_name, std::string b_name) {
+  auto channel = std::make_shared<Channel>(std::move(executor));
+  channel->names[0] = a_name;
+  channel->names[1] = b_name;
+  std::shared_ptr<InProcessLink> a(new InProcessLink(channel, 0, std::move(b_name)));
+  std::shared_ptr<InProcessLink> b(new InProcessLink(channel, 1, std::move(a_name)));
+  return {std::move(a), std::move(b)};
+}
+
+InProcessLink::InProcessLink(std::shared_ptr<Channel> channel, int side, std::string peer)
+    : channel_(std::move(channel)), side_(side), peer_(std::move(peer)) {}
+
+void InProcessLink::send(Tag tag, std::span<const std::byte> bytes, Completion done) {
+  Outcomes out(channel_->executor);
+  std::lock_guard lock(channel_->mu);
+  if (Status no = channel_->refusal(tag); !no) return out.add(std::move(done), no);
+  End& self = channel_->ends[side_];
+  if (self.hold && self.hold(tag)) {
+    self.held.push_back({tag, bytes, std::move(done)});
+    return;
+  }
+  channel_->deliver(side_, tag, bytes, std::move(done), out);
+}
+
+void InProcessLink::recv(Tag tag, std::span<std::byte> bytes, Completion done) {
+  Outcomes out(channel_->executor);
+  std::lock_guard lock(channel_->mu);
+  if (Status no = channel_->refusal(tag); !no) return out.add(std::move(done), no);
+  End& self = channel_->ends[side_];
+  if (self.recvs.contains(tag))
+    return out.add(std::move(done),
+                   invalid_argument(fmt::format("transfer {} already has a receive", tag)));
+  auto early = self.early.find(tag);
+  if (early == self.early.end()) {
+    self.recvs[tag] = {bytes, std::move(done)};
+    return;
+  }
+  const std::vector<std::byte> arrived = std::move(early->second);
+  self.early.erase(early);
+  if (arrived.size() != bytes.size())
+    return out.add(std::move(done),
+                   protocol_error(fmt::format("transfer {}: {} bytes sent, {} expected", tag,
+                                              arrived.size(), bytes.size())));
+  if (!arrived.empty()) std::memcpy(bytes.data(), arrived.data(), arrived.size());
+  out.add(std::move(done), Status::ok());
+}
+
+void InProcessLink::cancel_matching(Tag tag, Tag mask, Status why) {
+  Outcomes out(channel_->executor);
+  std::lock_guard lock(channel_->mu);
+  if (!channel_->failure.is_ok()) return;
+  channel_->cancelled.emplace_back(tag & mask, mask);
+  channel_->cancel(side_, tag, mask, why, out);
+}
+
+Status InProcessLink::failure() const {
+  std::lock_guard lock(channel_->mu);
+  return channel_->failure;
+}
+
+void InProcessLink::fail(Status why) {
+  Outcomes out(channel_->executor);
+  std::lock_guard lock(channel_->mu);
+  if (channel_->failure.is_ok()) channel_->fail_all(why, out);
+}
+
+void InProcessLink::hold_sends(std::function<bool(Tag)> hold) {
+  std::lock_guard lock(channel_->mu);
+  channel_->ends[side_].hold = std::move(hold);
+}
+
+void InProcessLink::release_held() {
+  Outcomes out(channel_->executor);
+  std::lock_guard lock(channel_->mu);
+  std::vector<HeldSend> held = std::move(channel_->ends[side_].held);
+  channel_->ends[side_].held.clear();
+  for (HeldSend& h : held) channel_->deliver(side_, h.tag, h.bytes, std::move(h.done), out);
+}
+
+size_t InProcessLink::held_sends() const {
+  std::lock_guard lock(channel_->mu);
+  return channel_->ends[side_].held.size();
+}
+
+}  // namespace longhaul::transport
