@@ -1,5 +1,6 @@
 // What a collective needs from the peer mesh: the epoch, this peer's place in the group's ring,
-// and the data links to the other members. A snapshot: the shared_ptrs keep the links alive for as
+// and the data links to the other members (any transport::DataLink: the network's, or in-process
+// ones in tests). A snapshot: the shared_ptrs keep the links alive for as
 // long as an operation that took the view runs.
 #pragma once
 
@@ -7,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "net/link.hpp"
+#include "transport/data_link.hpp"
 
 namespace longhaul::collective {
 
@@ -17,7 +18,7 @@ struct RingView {
   size_t size = 1;  // members of the group
   // links[r] reaches the member at ring position r; null for this peer and for members it has no
   // link to. The ring schedule needs left and right; the direct schedule needs every member.
-  std::vector<std::shared_ptr<net::Link>> links;
+  std::vector<std::shared_ptr<transport::DataLink>> links;
   // Every member was asked to link to every other (the communicators' full_mesh): the same on
   // all members, unlike which links are up at this moment. Schedule::kAuto decides on this, so
   // that a member that lost a link refuses the operation the others start instead of choosing

@@ -1,6 +1,6 @@
 #include "peer/communicator.hpp"
 
-#include <cstring>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -10,7 +10,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
                                                            unsigned io_threads) {
   std::unique_ptr<Communicator> c(new Communicator());
   c->io_ = std::make_unique<net::IoRuntime>(io_threads ? io_threads : 2);
-  c->engine_ = std::make_unique<collective::CollectiveEngine>();
+  c->workers_ = std::make_unique<runtime::WorkerPool>();
+  c->engine_ = std::make_unique<collective::CollectiveEngine>(*c->workers_);
   auto session = PeerSession::create(*c->io_, options);
   if (!session) return session.status();
   c->session_ = std::move(*session);
@@ -60,7 +61,7 @@ collective::RingView Communicator::ring_view() const {
   v.epoch = r.epoch;
   v.rank = r.rank;
   v.size = std::max<size_t>(r.ring.size(), 1);
-  v.links = r.by_rank;
+  v.links.assign(r.by_rank.begin(), r.by_rank.end());
   v.full_mesh = session_->options().full_mesh;
   v.links.resize(v.size);
   return v;
@@ -83,20 +84,25 @@ bool retryable(const Status& s) {
 Status Communicator::allreduce_batch(const std::vector<BatchItem>& items,
                                      collective::AllReduceSpec spec, uint32_t max_attempts) {
   if (max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
-  const size_t elem = quant::element_size(spec.dtype);
-  // Outputs of operations that succeeded here may have failed elsewhere (and in-place outputs are
-  // the inputs): keep the inputs so every member can start over from the same data.
-  std::vector<std::vector<std::byte>> saved(items.size());
+  // Outputs of operations that succeeded here may have failed elsewhere, and an in-place output
+  // is the input: guard the inputs (and the residual) as an in-place all-reduce does, so every
+  // member can start over from the same data.
+  std::vector<collective::InputGuard> guards;
+  guards.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    const auto* in = static_cast<const std::byte*>(items[i].input);
-    saved[i].assign(in, in + items[i].count * elem);
+    collective::GuardedBuffers b;
+    b.input = items[i].input;
+    b.output = items[i].output;
+    b.count = items[i].count;
+    b.dtype = spec.dtype;
+    b.residual = i == 0 ? spec.residual : nullptr;  // a residual serves a batch of one
+    const collective::Partition whole(b.count, 1, std::max<size_t>(b.count, 1));
+    auto& guard = guards.emplace_back(b, whole);
+    if (Status s = guard.prepare(engine_->buffers()); !s) return s;
+    guard.keep_all();
   }
-  std::vector<float> saved_residual;
-  if (spec.residual) saved_residual.assign(spec.residual, spec.residual + items.front().count);
   const auto restore = [&] {
-    for (size_t i = 0; i < items.size(); ++i)
-      std::memcpy(const_cast<void*>(items[i].input), saved[i].data(), saved[i].size());
-    if (spec.residual) std::copy(saved_residual.begin(), saved_residual.end(), spec.residual);
+    for (auto& guard : guards) guard.restore();
   };
   for (uint32_t attempt = 1;; ++attempt) {
     Status local = run_batch_attempt(items, spec);

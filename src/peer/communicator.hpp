@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "collective/allreduce.hpp"
+#include "collective/engine.hpp"
 #include "net/io_runtime.hpp"
 #include "peer/session.hpp"
 
@@ -66,6 +66,7 @@ class Communicator {
   Status run_batch_attempt(const std::vector<BatchItem>& items,
                            const collective::AllReduceSpec& spec);
   std::unique_ptr<net::IoRuntime> io_;
+  std::unique_ptr<runtime::WorkerPool> workers_;
   std::unique_ptr<collective::CollectiveEngine> engine_;
   std::shared_ptr<PeerSession> session_;
   std::mutex handler_mu_;

@@ -1,4 +1,4 @@
-#include "collective/allreduce.hpp"
+#include "collective/engine.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,8 @@ namespace {
 using quant::Codec;
 using quant::DType;
 using quant::ReduceOp;
-using testing::LoopbackGroup;
+using testing::InProcessGroup;
+using testing::Members;
 
 std::vector<std::byte> random_values(DType t, ReduceOp op, size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -202,13 +203,6 @@ std::vector<float> as_floats(const std::vector<std::byte>& bytes) {
   return v;
 }
 
-struct Members {
-  explicit Members(size_t n) {
-    for (size_t i = 0; i < n; ++i) engines.push_back(std::make_unique<CollectiveEngine>(1));
-  }
-  std::vector<std::unique_ptr<CollectiveEngine>> engines;
-};
-
 // The operations a test started: leaving the scope (also through a failed ASSERT) aborts every
 // one still running and waits for it, so none writes into a buffer the test has freed. Declare it
 // after the buffers.
@@ -239,7 +233,7 @@ class Started {
 };
 
 // Runs one all-reduce on every member (in place) and returns each member's output.
-std::vector<std::vector<std::byte>> run_allreduce(LoopbackGroup& group, Members& members,
+std::vector<std::vector<std::byte>> run_allreduce(InProcessGroup& group, Members& members,
                                                   std::vector<std::vector<std::byte>> data,
                                                   AllReduceSpec spec) {
   std::vector<std::shared_ptr<AllReduceOp>> ops;
@@ -266,8 +260,7 @@ class EveryTypeAndOp : public ::testing::TestWithParam<GroupCase> {};
 
 TEST_P(EveryTypeAndOp, BitIdenticalOnEveryMemberAndEqualToTheReference) {
   const auto [n, schedule] = GetParam();
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   const size_t segment_bytes = 4096;  // many segments per chunk: exercises the pipeline
   uint64_t seed = 1;
@@ -325,8 +318,7 @@ class Quantized : public ::testing::TestWithParam<std::tuple<size_t, Schedule, C
 
 TEST_P(Quantized, BitIdenticalOnEveryMemberAndCloseToTheExactSum) {
   const auto [n, schedule, codec] = GetParam();
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   const size_t count = 100003;
   std::vector<std::vector<std::byte>> inputs;
@@ -382,8 +374,7 @@ class QuantizedOutliers : public ::testing::TestWithParam<Schedule> {};
 
 TEST_P(QuantizedOutliers, BlockwiseU8HasAtMostAQuarterOfOneScalePerSegmentsError) {
   const size_t n = 4, count = 1 << 18;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   std::vector<std::vector<std::byte>> inputs;
   std::vector<double> exact(count, 0.0);
@@ -432,8 +423,7 @@ class ErrorFeedback : public ::testing::TestWithParam<std::tuple<Schedule, Codec
 TEST_P(ErrorFeedback, ResidualIsWhatTheCodecLeavesForEachMembersContribution) {
   const auto [schedule, codec] = GetParam();
   const size_t n = 4, count = 30011;  // odd: ragged chunks, segments and blocks
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   std::mt19937 rng(
       static_cast<unsigned>(static_cast<size_t>(codec) * 5 + static_cast<size_t>(schedule)));
@@ -502,8 +492,7 @@ class ErrorFeedbackFailure : public ::testing::TestWithParam<std::tuple<Schedule
 TEST_P(ErrorFeedbackFailure, RestoresTheResidualAsItWasBeforeTheCall) {
   const auto [schedule, codec] = GetParam();
   const size_t n = 4, late = 2, count = 1u << 20;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   std::mt19937 rng(7);
   std::normal_distribution<float> gauss;
@@ -579,22 +568,31 @@ size_t first_wrong_sum(const std::vector<float>& data, size_t k, size_t members)
   return data.size();
 }
 
-// A collective's op ids never fall below 2^48, whatever the epoch (0 and multiples of 65536
+// A collective's tags never fall below 2^48, whatever the epoch (0 and multiples of 65536
 // included): the state fetcher numbers its transfers on the same links from 1.
-TEST(AllReduce, OpIdsStayClearOfTheStateFetchersIds) {
+TEST(AllReduce, TagsStayClearOfTheStateFetchersIds) {
   for (const uint64_t epoch : {uint64_t{0}, uint64_t{1}, uint64_t{65535}, uint64_t{65536},
                                uint64_t{131070}, uint64_t{131072}, uint64_t{1} << 40}) {
-    EXPECT_GE(op_id(epoch, 0, Phase::kReduceScatter, 0, 0), uint64_t{1} << 48) << epoch;
-    EXPECT_NE(op_id(epoch, 0, Phase::kReduceScatter, 0, 0),
-              op_id(epoch + 1, 0, Phase::kReduceScatter, 0, 0))
-        << epoch;
+    EXPECT_GE(Tag{epoch}.bits(), uint64_t{1} << 48) << epoch;
+    EXPECT_NE(Tag{epoch}.bits(), Tag{epoch + 1}.bits()) << epoch;
   }
+}
+
+// The packed layout is the wire format of every earlier release: it must not move.
+TEST(AllReduce, TagBitsKeepTheirLayoutAndUnpack) {
+  const Tag t{7, 0x12345, Phase::kAllGather, 200, 0x54321};
+  EXPECT_EQ(t.bits(), (uint64_t{8} << 48) | (uint64_t{0x12345} << 28) | (uint64_t{1} << 27) |
+                          (uint64_t{200} << 19) | uint64_t{0x54321});
+  const Tag back = Tag::unpack(t.bits());
+  EXPECT_EQ(back.phase, Phase::kAllGather);
+  EXPECT_EQ(back.step, 200u);
+  EXPECT_EQ(back.segment, 0x54321u);
+  EXPECT_EQ(t.operation_bits(), (Tag{7, 0x12345}.bits()));
 }
 
 TEST(AllReduce, SixteenOperationsInFlightEachCompleteOnTheirOwn) {
   const size_t n = 4;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   constexpr size_t kOps = 20;
   std::vector<std::vector<std::vector<float>>> data(kOps, std::vector<std::vector<float>>(n));
@@ -639,8 +637,7 @@ class OneOfManyInFlight : public ::testing::TestWithParam<Schedule> {};
 
 TEST_P(OneOfManyInFlight, FailsAloneOnEveryMemberWhileTheOthersCompleteExactly) {
   const size_t n = 4, late = 3;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   constexpr size_t kOps = 16, kFailed = 7;
   std::vector<std::vector<std::vector<float>>> data(kOps, std::vector<std::vector<float>>(n));
@@ -700,8 +697,7 @@ class MemberDeath : public ::testing::TestWithParam<std::tuple<Schedule, Codec>>
 TEST_P(MemberDeath, FailsEveryoneFastAndRestoresInPlaceInputs) {
   const auto [schedule, codec] = GetParam();
   const size_t n = 4;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   const size_t count = 8u << 20;  // 32 MiB of f32
   std::vector<std::vector<float>> data(n), original(n);
@@ -748,8 +744,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, MemberDeath,
 // A completed operation leaves its scratch to the next one, which still gets every byte right.
 TEST(AllReduce, BackToBackOperationsReuseScratchAndStayExact) {
   const size_t n = 3;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   const size_t count = (1u << 20) + 7;
   for (int round = 0; round < 4; ++round) {
@@ -785,8 +780,7 @@ TEST(AllReduce, BackToBackOperationsReuseScratchAndStayExact) {
 // scratch stays below one buffer's size), and a failure still ends every member's operation fast.
 TEST(AllReduce, WaivedRestoreKeepsNoBackupAndGivesTheSameBits) {
   const size_t n = 3, count = (1u << 20) + 7;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   std::vector<std::vector<std::byte>> inputs;
   for (size_t r = 0; r < n; ++r) {
     std::vector<float> x(count);
@@ -830,8 +824,7 @@ TEST(AllReduce, WaivedRestoreKeepsNoBackupAndGivesTheSameBits) {
 
 TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
   const size_t n = 3;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   const size_t count = 4u << 20;
   std::vector<std::vector<float>> in(n, std::vector<float>(count, 1.0f)),
@@ -863,8 +856,7 @@ TEST(AllReduce, AbortOnOneMemberEndsTheOperationEverywhere) {
 // same operation, fail promptly instead of waiting for segments that never come.
 TEST(AllReduce, AMemberThatCannotMapItsScratchEndsTheOperationEverywhere) {
   const size_t n = 2;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n);
+  InProcessGroup group(n);
   Members members(n);
   const size_t count = 1u << 20;
   std::vector<float> in(count, 1.0f), out(count);
@@ -931,8 +923,7 @@ bool fail_promptly_with_inputs_restored(const std::vector<std::shared_ptr<AllRed
 
 TEST(AllReduce, AnOperationRefusedAfterAnAbortFailsTheMembersThatStartedIt) {
   const size_t n = 3;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n, 2, /*epoch=*/1);
+  InProcessGroup group(n, /*epoch=*/1);
   Members members(n);
   const size_t count = 1u << 20;
   std::vector<std::vector<float>> data(n, std::vector<float>(count, 1.0f));
@@ -980,8 +971,7 @@ class MissingLink : public ::testing::TestWithParam<MissingLinkCase> {};
 TEST_P(MissingLink, TheMemberRefusesTheOperationAndTheOthersFailAtOnce) {
   const MissingLinkCase& c = GetParam();
   const size_t n = 4;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n, 1, /*epoch=*/1);
+  InProcessGroup group(n, /*epoch=*/1);
   Members members(n);
   const size_t count = 1u << 18;
   std::vector<std::vector<float>> data(n, std::vector<float>(count, 1.0f));
@@ -1030,8 +1020,7 @@ INSTANTIATE_TEST_SUITE_P(
 // running.
 TEST(AllReduce, ALateAbortOfAnOlderEpochLeavesNewerOperationsAlone) {
   const size_t n = 2;
-  net::IoRuntime io(2);
-  LoopbackGroup group(io, n, 2, /*epoch=*/2);
+  InProcessGroup group(n, /*epoch=*/2);
   Members members(n);
   const size_t count = 4u << 20;
   std::vector<std::vector<float>> data(n, std::vector<float>(count, 1.0f));
@@ -1048,9 +1037,9 @@ TEST(AllReduce, ALateAbortOfAnOlderEpochLeavesNewerOperationsAlone) {
 }
 
 TEST(AllReduce, InvalidRequestsAreTypedErrorsBeforeAnythingIsSent) {
-  net::IoRuntime io(1);
-  LoopbackGroup group(io, 2);
-  CollectiveEngine engine(1);
+  InProcessGroup group(2);
+  runtime::WorkerPool pool(1);
+  CollectiveEngine engine(pool);
   std::vector<double> d(10);
   std::vector<float> f(10), residual(10);
   AllReduceSpec spec;
@@ -1073,7 +1062,8 @@ TEST(AllReduce, InvalidRequestsAreTypedErrorsBeforeAnythingIsSent) {
 }
 
 TEST(AllReduce, ASingleMemberGroupIsTheIdentity) {
-  CollectiveEngine engine(1);
+  runtime::WorkerPool pool(1);
+  CollectiveEngine engine(pool);
   RingView solo;
   std::vector<int32_t> in = {1, -2, 3}, out(3);
   AllReduceSpec spec;

@@ -1,0 +1,50 @@
+// What a caller asks of an all-reduce, and what it reports back.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/codec.hpp"
+#include "quant/dtype.hpp"
+#include "transport/source_sink.hpp"
+
+namespace longhaul::collective {
+
+// ring: reduce-scatter in N-1 ring steps, then all-gather in N-1 ring steps (ring.hpp).
+// direct: each member sends each chunk straight to its owner, who sends the result to everyone;
+// one step, a quantized contribution encoded once; needs a link to every member (direct.hpp).
+enum class Schedule : uint8_t { kAuto = 0, kRing = 1, kDirect = 2 };
+const char* schedule_name(Schedule s);
+
+struct AllReduceSpec {
+  const void* input = nullptr;  // count elements of dtype; may equal output (in place)
+  void* output = nullptr;
+  size_t count = 0;
+  quant::DType dtype = quant::DType::kF32;
+  quant::ReduceOp op = quant::ReduceOp::kSum;
+  // Codecs other than kNone need dtype f32.
+  quant::Codec codec = quant::Codec::kNone;
+  size_t block = quant::kDefaultBlock;
+  // Error feedback (codec != kNone): `count` floats carried from call to call; may be null.
+  float* residual = nullptr;
+  Schedule schedule = Schedule::kAuto;
+  // Pipeline granularity: the unencoded bytes of one segment.
+  size_t segment_bytes = 1u << 20;
+  // In place only: keep a copy of every segment before overwriting it, so a failed operation
+  // gives the caller its input back. Costs one streaming copy of the buffer per operation and as
+  // much pooled scratch; a caller that never retries with the same input can waive it (the
+  // buffer then holds unspecified values after a failure, as with gloo or NCCL).
+  bool restore_input = true;
+  // Where the bytes of each transfer come from and go (null: host memory, ready at once). Must
+  // outlive the operation.
+  const transport::Staging* staging = nullptr;
+};
+
+struct AllReduceInfo {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  size_t world_size = 0;  // members the operation ran with
+  Schedule schedule = Schedule::kRing;
+};
+
+}  // namespace longhaul::collective

@@ -1,0 +1,110 @@
+#include "collective/engine.hpp"
+
+#include <fmt/format.h>
+
+#include "collective/request.hpp"
+
+namespace longhaul::collective {
+
+CollectiveEngine::CollectiveEngine(runtime::WorkerPool& workers) : workers_(workers) {}
+
+CollectiveEngine::~CollectiveEngine() {
+  abort_all(closed_error("collective engine shut down"));
+  // The workers are shared: wait for this engine's operations, not for the pool.
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& w : in_flight_)
+      if (auto op = w.lock()) ops.push_back(std::move(op));
+  }
+  for (auto& op : ops) (void)op->wait();
+}
+
+Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView& view,
+                                                                 const AllReduceSpec& spec) {
+  if (Status s = validate(spec, view); !s) return s;
+  const Schedule schedule = choose_schedule(spec, view);
+  const Status missing_link = check_links(schedule, view);
+  std::shared_ptr<AllReduceOp> op;
+  Status refused;
+  uint64_t seq = 0;
+  {
+    // Numbering, the abort check and registering the operation happen at once: an abort_epoch
+    // either refuses this operation or finds it in flight.
+    std::lock_guard lock(mu_);
+    seq = next_seq(view);
+    refused = refusal(view, missing_link);
+    if (refused.is_ok()) {
+      op = make_allreduce(workers_, buffers_, view, spec, seq, schedule);
+      remember(op);
+    }
+  }
+  if (!refused.is_ok()) {
+    // The members that start this (epoch, seq) fail at once instead of waiting for our segments,
+    // and what they already sent is dropped: left in a link's early-arrival store, it could fill
+    // it and stall the link that later epochs reuse.
+    const transport::Tag operation = Tag{view.epoch, seq}.operation_bits();
+    for (size_t p = 0; p < view.links.size(); ++p)
+      if (p != view.rank && view.links[p])
+        view.links[p]->cancel_matching(operation, Tag::kOperationMask, refused);
+    return refused;
+  }
+  // A failed prepare fails the operation, which cancels it at both ends of every link: the other
+  // members start this (epoch, seq) too and would otherwise wait for our segments.
+  if (Status s = op->prepare(); !s) return s;
+  op->start();
+  return op;
+}
+
+uint64_t CollectiveEngine::next_seq(const RingView& view) {
+  if (view.epoch != epoch_) {
+    epoch_ = view.epoch;
+    next_seq_ = 0;
+  }
+  return next_seq_++;
+}
+
+Status CollectiveEngine::refusal(const RingView& view, const Status& missing_link) const {
+  if (aborted_ && view.epoch <= aborted_epoch_ && view.size > 1)
+    return abort_status_.with_context(
+        fmt::format("epoch {} was aborted; update the topology", view.epoch));
+  return missing_link;
+}
+
+void CollectiveEngine::remember(const std::shared_ptr<AllReduceOp>& op) {
+  std::erase_if(in_flight_, [](const std::weak_ptr<AllReduceOp>& w) {
+    auto p = w.lock();
+    return !p || p->test();
+  });
+  in_flight_.push_back(op);
+}
+
+void CollectiveEngine::abort_epoch(uint64_t epoch, const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (!aborted_ || epoch > aborted_epoch_) {
+      aborted_ = true;
+      aborted_epoch_ = epoch;
+      abort_status_ = why;
+    }
+  }
+  // A late or repeated abort of an old epoch leaves the operations of newer ones alone.
+  abort_matching(why, [epoch](const Operation& op) { return op.epoch() <= epoch; });
+}
+
+void CollectiveEngine::abort_all(const Status& why) {
+  abort_matching(why, [](const Operation&) { return true; });
+}
+
+void CollectiveEngine::abort_matching(const Status& why,
+                                      const std::function<bool(const Operation&)>& which) {
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& w : in_flight_)
+      if (auto p = w.lock(); p && which(*p)) ops.push_back(std::move(p));
+  }
+  for (auto& op : ops) op->abort(why);
+}
+
+}  // namespace longhaul::collective

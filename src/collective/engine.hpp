@@ -1,0 +1,66 @@
+// Runs a communicator's collectives: numbers operations within each epoch, starts them on the
+// runtime's worker pool with scratch from a pool of buffers the operations share one after
+// another, and aborts everything in flight when the master says so. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "collective/allreduce.hpp"
+#include "collective/buffer_pool.hpp"
+#include "collective/ring_view.hpp"
+#include "runtime/worker_pool.hpp"
+
+namespace longhaul::collective {
+
+class CollectiveEngine {
+ public:
+  // `workers` runs the reducing, encoding and decoding; it must outlive the engine.
+  explicit CollectiveEngine(runtime::WorkerPool& workers);
+  // Aborts every operation in flight and waits until none touches the engine any more.
+  ~CollectiveEngine();
+  CollectiveEngine(const CollectiveEngine&) = delete;
+  CollectiveEngine& operator=(const CollectiveEngine&) = delete;
+
+  // Starts an all-reduce over `view`. Every member must start the group's collectives in the
+  // same order within an epoch. Invalid arguments are reported here, before anything is sent.
+  Result<std::shared_ptr<AllReduceOp>> allreduce(const RingView& view, const AllReduceSpec& spec);
+  // Fails every operation in flight with `why`.
+  void abort_all(const Status& why);
+  // The master aborted `epoch`: fails every operation in flight on a view of that epoch or an
+  // older one, and refuses (with `why`) every such operation started later, which the other
+  // members will never complete because they are re-forming the ring. A refused operation still
+  // takes its sequence number, and its transfers are cancelled on the view's links, so a member
+  // the abort has not reached yet fails its part at once and nothing it sent is kept.
+  void abort_epoch(uint64_t epoch, const Status& why);
+
+  // The scratch the operations share (the batch call guards its inputs with it too).
+  BufferPool& buffers() { return buffers_; }
+  // Frees the scratch buffers no operation holds (they are also freed under memory pressure).
+  void release_idle_buffers() { buffers_.release_idle(); }
+  size_t idle_buffer_bytes() const { return buffers_.idle_bytes(); }
+
+ private:
+  // The next sequence number of `view`'s epoch. A refused operation takes its number too: the
+  // members the abort has not reached yet start it under that number. Requires mu_.
+  uint64_t next_seq(const RingView& view);
+  // Why an operation on `view` must be refused, or OK. Requires mu_.
+  Status refusal(const RingView& view, const Status& missing_link) const;
+  void remember(const std::shared_ptr<AllReduceOp>& op);  // requires mu_
+  void abort_matching(const Status& why, const std::function<bool(const Operation&)>& which);
+
+  BufferPool buffers_;
+  runtime::WorkerPool& workers_;
+  std::mutex mu_;
+  uint64_t epoch_ = ~0ull;
+  uint64_t next_seq_ = 0;
+  bool aborted_ = false;
+  uint64_t aborted_epoch_ = 0;
+  Status abort_status_;
+  std::vector<std::weak_ptr<AllReduceOp>> in_flight_;
+};
+
+}  // namespace longhaul::collective

@@ -1,0 +1,176 @@
+#include "collective/operation.hpp"
+
+#include <utility>
+
+namespace longhaul::collective {
+
+Operation::Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq,
+                     const transport::Staging& staging)
+    : view_(std::move(view)), seq_(seq), workers_(workers), staging_(staging) {}
+
+void Operation::expect_transfers(size_t transfers) {
+  std::lock_guard lock(mu_);
+  expected_ = transfers;
+}
+
+void Operation::send(size_t peer, const Tag& tag, std::span<const std::byte> bytes) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) return;
+    ++in_flight_;
+  }
+  transport::send_from(
+      view_.links[peer], tag.bits(), staging_.source(bytes),
+      [self = shared_from_this(), n = bytes.size()](Status s) { self->send_done(s, n); });
+}
+
+void Operation::recv(size_t peer, const Tag& tag, std::span<std::byte> bytes,
+                     std::function<void()> then) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) return;
+    ++in_flight_;
+  }
+  transport::recv_into(view_.links[peer], tag.bits(), staging_.sink(bytes),
+                       [self = shared_from_this(), n = bytes.size(),
+                        then = std::move(then)](Status s) { self->recv_done(s, n, then); });
+}
+
+void Operation::send_done(const Status& s, size_t bytes) {
+  {
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    if (s) {
+      bytes_sent_ += bytes;
+      ++completed_;
+      maybe_finish();
+      return;
+    }
+  }
+  // Link completions run outside the link's lock, so cancelling from here is safe.
+  fail(s);
+  std::lock_guard lock(mu_);
+  maybe_finish();
+}
+
+void Operation::recv_done(const Status& s, size_t bytes, const std::function<void()>& then) {
+  bool go_on = false;
+  {
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    if (s) {
+      bytes_received_ += bytes;
+      ++completed_;
+      // `then` counts as a task while it runs, so the operation cannot complete before the work
+      // it hands on is counted in its turn.
+      go_on = failure_.is_ok();
+      if (go_on) ++tasks_;
+    }
+  }
+  if (!s) fail(s);
+  if (go_on) then();
+  std::lock_guard lock(mu_);
+  if (go_on) --tasks_;
+  maybe_finish();
+}
+
+void Operation::run_task(std::function<void()> task) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) return;
+    ++tasks_;
+  }
+  // Reducing, encoding and decoding run on the worker pool, never on an I/O thread.
+  workers_.post([self = shared_from_this(), task = std::move(task)] {
+    bool run;
+    {
+      std::lock_guard lock(self->mu_);
+      run = self->failure_.is_ok();
+    }
+    if (run) task();
+    std::lock_guard lock(self->mu_);
+    --self->tasks_;
+    self->maybe_finish();
+  });
+}
+
+Status Operation::run_here(const std::function<Status()>& step) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_.is_ok()) return failure_;
+    ++tasks_;
+  }
+  Status s = step();
+  if (!s) fail(s);
+  std::lock_guard lock(mu_);
+  --tasks_;
+  maybe_finish();
+  return s;
+}
+
+void Operation::check(Status s) {
+  if (!s) fail(s.with_context("all-reduce"));
+}
+
+void Operation::fail(Status why) {
+  {
+    std::lock_guard lock(mu_);
+    if (done_ || !failure_.is_ok()) return;
+    failure_ = why;
+  }
+  // Cancel every transfer of this operation, present and future, on every link it uses: the
+  // other end then fails its part too, even a member still waiting for a step we never reached.
+  const transport::Tag operation = tag(Phase::kReduceScatter, 0, 0).operation_bits();
+  for (size_t p = 0; p < view_.size; ++p)
+    if (p != view_.rank && uses_link(p) && p < view_.links.size() && view_.links[p])
+      view_.links[p]->cancel_matching(operation, Tag::kOperationMask, why);
+  std::lock_guard lock(mu_);
+  maybe_finish();
+}
+
+void Operation::finish_now() {
+  std::lock_guard lock(mu_);
+  maybe_finish();
+}
+
+void Operation::maybe_finish() {
+  if (done_) return;
+  if (!failure_.is_ok()) {
+    if (in_flight_ > 0 || tasks_ > 0) return;
+    restore();
+    outcome_ = failure_;
+  } else if (completed_ < expected_ || tasks_ > 0) {
+    return;
+  }
+  done_ = true;
+  release();
+  done_cv_.notify_all();
+}
+
+bool Operation::test() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+Status Operation::wait() {
+  std::unique_lock lock(mu_);
+  done_cv_.wait(lock, [this] { return done_; });
+  return outcome_;
+}
+
+Status Operation::status() const {
+  std::lock_guard lock(mu_);
+  return outcome_;
+}
+
+uint64_t Operation::bytes_sent() const {
+  std::lock_guard lock(mu_);
+  return bytes_sent_;
+}
+
+uint64_t Operation::bytes_received() const {
+  std::lock_guard lock(mu_);
+  return bytes_received_;
+}
+
+}  // namespace longhaul::collective

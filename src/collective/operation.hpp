@@ -1,0 +1,112 @@
+// The core every collective operation shares: its transfers over the group's links, the work it
+// hands to the worker pool, and how it ends. A schedule (ring.hpp, direct.hpp) only says which
+// transfer follows which; the accounting is here.
+//
+// An operation succeeds once it has completed every transfer it expects and no task of it runs.
+// It fails on its first error (a link failing, a transfer cancelled at either end, abort(), a
+// kernel's error): it cancels every transfer of its own, present and future, on every link it
+// uses, so the other end fails its part too, even a member still waiting for a step this one never
+// reached; it then completes with that error once no transfer touches its buffers and no task
+// runs, after restore() has put the caller's buffers back.
+//
+// Threads: transfers complete on the links' threads, tasks run on the runtime's worker pool, and
+// the public methods are thread-safe. The operation keeps itself alive (shared_from_this) while
+// anything of it is pending.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "collective/ring_view.hpp"
+#include "collective/tag.hpp"
+#include "common/status.hpp"
+#include "runtime/worker_pool.hpp"
+#include "transport/source_sink.hpp"
+
+namespace longhaul::collective {
+
+class Operation : public std::enable_shared_from_this<Operation> {
+ public:
+  virtual ~Operation() = default;
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  // True once the operation has completed (successfully or not).
+  bool test() const;
+  // Blocks until completion; returns the outcome. Any thread, any number of times.
+  Status wait();
+  // The outcome, or OK while still running.
+  Status status() const;
+  // The epoch of the view it runs on.
+  uint64_t epoch() const { return view_.epoch; }
+  // Fails the operation with `why` (a no-op once it has completed).
+  void abort(Status why) { fail(std::move(why)); }
+
+ protected:
+  Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq,
+            const transport::Staging& staging);
+
+  // The tag of this operation's transfer at (phase, step, segment).
+  Tag tag(Phase phase, size_t step, size_t seg) const {
+    return {view_.epoch, seq_, phase, step, seg};
+  }
+  // A successful operation completes exactly `transfers` transfers. Set before starting.
+  void expect_transfers(size_t transfers);
+  // Sends `bytes` to the member at ring position `peer`.
+  void send(size_t peer, const Tag& tag, std::span<const std::byte> bytes);
+  // Receives into `bytes` from `peer`; `then` runs on the link's thread once they are in, unless
+  // the operation has failed by then. It must be cheap (a send, a counter) and hand computation
+  // to run_task(); it counts as a task while it runs.
+  void recv(size_t peer, const Tag& tag, std::span<std::byte> bytes, std::function<void()> then);
+  // Runs `task` on the worker pool unless the operation has failed by then.
+  void run_task(std::function<void()> task);
+  // Runs `step` on this thread as a task, unless the operation has failed (then returns that
+  // failure): an abort meanwhile cannot end the operation, and release its scratch, while `step`
+  // takes the scratch or posts transfers into it. Returns what `step` returns; an error fails the
+  // operation.
+  Status run_here(const std::function<Status()>& step);
+  // Fails the operation when `s` is an error.
+  void check(Status s);
+  void fail(Status why);
+  // Completes an operation that expects no transfer.
+  void finish_now();
+
+  // Which links this operation's transfers use (cancelled on failure).
+  virtual bool uses_link(size_t peer) const = 0;
+  // Runs once, on failure, when nothing touches the caller's buffers any more: put them back.
+  virtual void restore() = 0;
+  // Runs once at completion: nothing touches the scratch any more; hand it back.
+  virtual void release() = 0;
+
+  uint64_t bytes_sent() const;
+  uint64_t bytes_received() const;
+
+  const RingView view_;
+  const uint64_t seq_;
+
+ private:
+  void send_done(const Status& s, size_t bytes);
+  void recv_done(const Status& s, size_t bytes, const std::function<void()>& then);
+  void maybe_finish();  // requires mu_
+
+  runtime::WorkerPool& workers_;
+  const transport::Staging& staging_;
+
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  size_t expected_ = 0;   // transfers that make a successful operation
+  size_t completed_ = 0;  // transfers done
+  size_t in_flight_ = 0;  // transfers posted to a link and not completed
+  size_t tasks_ = 0;      // worker tasks (and arrival callbacks) queued or running
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+  Status failure_;
+  bool done_ = false;
+  Status outcome_;
+};
+
+}  // namespace longhaul::collective
