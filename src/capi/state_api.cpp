@@ -81,8 +81,9 @@ extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strat
         lh::invalid_argument(fmt::format("unknown sync strategy {}", static_cast<int>(strategy))));
   try {
     lh::state::SyncResult r;
-    lh::Status s = lh::state::sync_state(*comm->impl, *comm->block_server, state->impl,
-                                         static_cast<lh::wire::SyncStrategy>(strategy), &r);
+    lh::Status s =
+        lh::state::sync_state(*comm->impl, *comm->runtime, *comm->block_server, state->impl,
+                              static_cast<lh::wire::SyncStrategy>(strategy), &r);
     if (info) {
       info->tx_bytes = r.tx_bytes;
       info->rx_bytes = r.rx_bytes;

@@ -130,8 +130,8 @@ void route_state_links(peer::PeerSession& session, BlockServer& server) {
 
 }  // namespace
 
-Status sync_state(peer::Communicator& comm, BlockServer& server, Registry& registry,
-                  wire::SyncStrategy strategy, SyncResult* result) {
+Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServer& server,
+                  Registry& registry, wire::SyncStrategy strategy, SyncResult* result) {
   *result = {};
   auto& session = comm.session();
   if (Status f = session.failure(); !f) return f;
@@ -182,7 +182,7 @@ Status sync_state(peer::Communicator& comm, BlockServer& server, Registry& regis
   options.stall_timeout = stall_timeout(session.options().state_stall_timeout);
   options.zstd = zstd_policy();
   FetchStats stats;
-  Status fetched = fetch_blocks(session.io(), options, registry, *plan, lost.get(), &stats);
+  Status fetched = fetch_blocks(runtime, options, registry, *plan, lost.get(), &stats);
   result->rx_bytes = stats.rx_bytes;
   result->blocks_fetched = stats.blocks;
   result->sources = stats.sources;

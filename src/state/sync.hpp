@@ -13,6 +13,7 @@
 
 #include "common/status.hpp"
 #include "peer/communicator.hpp"
+#include "runtime/runtime.hpp"
 #include "state/block_server.hpp"
 #include "state/registry.hpp"
 #include "wire/control_messages.hpp"
@@ -30,10 +31,11 @@ struct SyncResult {
 // success the registry holds the group's content at its new revision. `result` is filled in
 // either way (what was moved before a failure).
 //
-// `server` is the communicator's block server (one per communicator, owned by a shared_ptr, kept
-// for all its syncs): from this call on the communicator's inbound state links go to it. It
-// serves `registry` from the report until this call returns.
-Status sync_state(peer::Communicator& comm, BlockServer& server, Registry& registry,
-                  wire::SyncStrategy strategy, SyncResult* result);
+// `runtime` is the one `comm` runs on; the fetch uses its I/O threads and workers. `server` is
+// the communicator's block server (one per communicator, owned by a shared_ptr, kept for all its
+// syncs): from this call on the communicator's inbound state links go to it. It serves `registry`
+// from the report until this call returns.
+Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServer& server,
+                  Registry& registry, wire::SyncStrategy strategy, SyncResult* result);
 
 }  // namespace longhaul::state
