@@ -93,14 +93,14 @@ ZstdPolicy zstd_policy() {
   return ZstdPolicy::kAuto;
 }
 
-wire::StateReportMsg make_report(const Registry& registry, uint64_t epoch,
-                                 wire::SyncStrategy strategy) {
+wire::StateReportMsg make_report(const Registry& registry, runtime::WorkerPool& workers,
+                                 uint64_t epoch, wire::SyncStrategy strategy) {
   wire::StateReportMsg r;
   r.epoch = epoch;
   r.block_bytes = kBlockBytes;
   r.revision = registry.revision();
   r.strategy = strategy;
-  auto digests = registry.digest();
+  auto digests = registry.digest(workers);
   for (size_t i = 0; i < digests.size(); ++i) {
     const Tensor& t = registry.tensors()[i];
     wire::TensorReport tr;
@@ -167,7 +167,7 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
   auto ms = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
   };
-  auto report = make_report(registry, epoch, strategy);
+  auto report = make_report(registry, runtime.workers(), epoch, strategy);
   const auto hashed = Clock::now();
   LH_RETURN_IF_ERROR(session.send_state_message(std::move(report)));
   auto plan = await<wire::StatePlanMsg>(*inbox);

@@ -31,10 +31,10 @@ struct SyncResult {
 // success the registry holds the group's content at its new revision. `result` is filled in
 // either way (what was moved before a failure).
 //
-// `runtime` is the one `comm` runs on; the fetch uses its I/O threads and workers. `server` is
-// the communicator's block server (one per communicator, owned by a shared_ptr, kept for all its
-// syncs): from this call on the communicator's inbound state links go to it. It serves `registry`
-// from the report until this call returns.
+// `runtime` is the one `comm` runs on; the hashing uses its workers, the fetch its I/O threads
+// and workers. `server` is the communicator's block server (one per communicator, owned by a
+// shared_ptr, kept for all its syncs): from this call on the communicator's inbound state links go
+// to it. It serves `registry` from the report until this call returns.
 Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServer& server,
                   Registry& registry, wire::SyncStrategy strategy, SyncResult* result);
 
