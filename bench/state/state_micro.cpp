@@ -1,6 +1,7 @@
 // Hashing and copying bandwidth on one core, for bench/e2e/state: memcpy of a buffer, the state
 // hash function over the same buffer block by block (XXH3, one thread), the parallel hashing a
-// sync uses (every core), and the compressibility estimate. Prints one JSON line.
+// sync uses (on a runtime::WorkerPool sized to the machine, as a communicator's is), and the
+// compressibility estimate. Prints one JSON line.
 //
 //   longhaul_state_micro [--mib N] [--repeats R]
 #include <algorithm>
@@ -11,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/worker_pool.hpp"
 #include "state/block_codec.hpp"
 #include "state/block_hash.hpp"
-#include "state/parallel.hpp"
 
 namespace {
 
@@ -51,24 +52,29 @@ int main(int argc, char** argv) {
   std::memset(dst.data(), 1, bytes);  // fault the pages in before timing
 
   volatile uint64_t sink = 0;
-  const double memcpy_gbps = best_gbps(bytes, repeats, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+  const double memcpy_gbps =
+      best_gbps(bytes, repeats, [&] { std::memcpy(dst.data(), src.data(), bytes); });
   const double hash_gbps = best_gbps(bytes, repeats, [&] {
     uint64_t h = 0;
     for (uint64_t b = 0; b < st::block_count(bytes); ++b)
       h ^= st::hash_block(std::span(src).subspan(st::block_offset(b), st::block_length(bytes, b)));
     sink = h;
   });
-  const double parallel_gbps = best_gbps(bytes, repeats, [&] { sink = st::hash_blocks(src).back(); });
+  longhaul::runtime::WorkerPool workers;
+  const double parallel_gbps =
+      best_gbps(bytes, repeats, [&] { sink = st::hash_blocks(src, workers).back(); });
   const double estimate_gbps = best_gbps(bytes, repeats, [&] {
     size_t n = 0;
     for (uint64_t b = 0; b < st::block_count(bytes); ++b)
-      n += st::estimate_compressible(std::span(src).subspan(st::block_offset(b), st::block_length(bytes, b)));
+      n += st::estimate_compressible(
+          std::span(src).subspan(st::block_offset(b), st::block_length(bytes, b)));
     sink = n;
   });
   (void)sink;
   std::printf(
       "{\"bytes\": %zu, \"memcpy_gbps\": %.3f, \"hash_gbps\": %.3f, \"hash_vs_memcpy\": %.3f, "
       "\"hash_parallel_gbps\": %.3f, \"threads\": %zu, \"estimate_gbps\": %.3f}\n",
-      bytes, memcpy_gbps, hash_gbps, hash_gbps / memcpy_gbps, parallel_gbps, st::parallelism(), estimate_gbps);
+      bytes, memcpy_gbps, hash_gbps, hash_gbps / memcpy_gbps, parallel_gbps, workers.parallelism(),
+      estimate_gbps);
   return 0;
 }

@@ -57,11 +57,15 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.link_timeout = std::chrono::milliseconds(o->link_timeout_ms);
     options.full_mesh = o->full_mesh != 0;
     options.state_stall_timeout = std::chrono::milliseconds(o->state_stall_timeout_ms);
-    auto comm = lh::peer::Communicator::create(options, o->io_threads);
+    auto h = std::make_unique<lh_comm>();
+    lh::runtime::RuntimeOptions runtime;
+    runtime.io_threads = o->io_threads;  // 0 picks 2; the workers are sized to the machine
+    h->runtime = std::make_unique<lh::runtime::Runtime>(runtime);
+    auto comm = lh::peer::Communicator::create(options, *h->runtime);
     if (!comm) return lh::capi::fail(comm.status());
-    auto* h = new lh_comm();
     h->impl = std::move(*comm);
-    *out = h;
+    h->block_server = std::make_shared<lh::state::BlockServer>(h->runtime->workers());
+    *out = h.release();
     return LH_OK;
   } catch (const std::exception& e) {
     return lh::capi::fail(lh::internal_error(fmt::format("lh_comm_create: {}", e.what())));

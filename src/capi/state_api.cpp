@@ -2,11 +2,16 @@
 #include <fmt/format.h>
 
 #include "capi/handles.hpp"
+#include "runtime/worker_pool.hpp"
 #include "state/registry.hpp"
 #include "state/sync.hpp"
 
 struct lh_state {
   longhaul::state::Registry impl;
+  // lh_state_hash names no communicator, so it has no runtime to borrow: it hashes on this pool,
+  // started by the first lh_state_hash (idle workers block). lh_sync_state hashes on the
+  // communicator's workers instead.
+  std::unique_ptr<longhaul::runtime::WorkerPool> hash_workers;
   mutable std::mutex mu;
   std::string last_error;
 };
@@ -61,8 +66,13 @@ extern "C" lh_status lh_state_get_revision(const lh_state* state, uint64_t* revi
 
 extern "C" lh_status lh_state_hash(lh_state* state, uint64_t* hash) {
   if (!state || !hash) return null_argument("lh_state_hash");
-  *hash = state->impl.hash();
-  return LH_OK;
+  try {
+    if (!state->hash_workers) state->hash_workers = std::make_unique<lh::runtime::WorkerPool>();
+    *hash = state->impl.hash(*state->hash_workers);
+    return LH_OK;
+  } catch (const std::exception& e) {
+    return lh::capi::finish(state, lh::internal_error(fmt::format("lh_state_hash: {}", e.what())));
+  }
 }
 
 // A sync's failure is recorded on both handles: longhaul.hpp reads it from the state.
@@ -81,8 +91,9 @@ extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strat
         lh::invalid_argument(fmt::format("unknown sync strategy {}", static_cast<int>(strategy))));
   try {
     lh::state::SyncResult r;
-    lh::Status s = lh::state::sync_state(*comm->impl, state->impl,
-                                         static_cast<lh::wire::SyncStrategy>(strategy), &r);
+    lh::Status s =
+        lh::state::sync_state(*comm->impl, *comm->runtime, *comm->block_server, state->impl,
+                              static_cast<lh::wire::SyncStrategy>(strategy), &r);
     if (info) {
       info->tx_bytes = r.tx_bytes;
       info->rx_bytes = r.rx_bytes;

@@ -7,12 +7,10 @@
 namespace longhaul::peer {
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOptions& options,
-                                                           unsigned io_threads) {
+                                                           runtime::Runtime& runtime) {
   std::unique_ptr<Communicator> c(new Communicator());
-  c->io_ = std::make_unique<net::IoRuntime>(io_threads ? io_threads : 2);
-  c->workers_ = std::make_unique<runtime::WorkerPool>();
-  c->engine_ = std::make_unique<collective::CollectiveEngine>(*c->workers_);
-  auto session = PeerSession::create(*c->io_, options);
+  c->engine_ = std::make_unique<collective::CollectiveEngine>(runtime.workers());
+  auto session = PeerSession::create(runtime.io(), options);
   if (!session) return session.status();
   c->session_ = std::move(*session);
   Communicator* self = c.get();
@@ -31,28 +29,21 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
 }
 
 Communicator::~Communicator() {
-  {
-    std::lock_guard lock(handler_mu_);
-    attachments_.clear();
+  if (session_) {
+    // The session may outlive this object (queued handlers hold it while the runtime runs on):
+    // its abort handler points here, so unset it; close() then waits for the strand, so no call
+    // of the old handler is still running when it returns.
+    session_->set_abort_handler({});
+    session_->close();
   }
-  if (session_) session_->close();
   if (engine_) engine_->abort_all(closed_error("communicator destroyed"));
-  engine_.reset();   // waits for the workers
-  session_.reset();  // handlers still queued hold the last references until the runtime stops
-  io_.reset();
+  engine_.reset();   // waits for its operations to end
+  session_.reset();  // handlers still queued on the runtime may hold the last references
 }
 
 void Communicator::set_abort_handler(PeerSession::AbortHandler handler) {
   std::lock_guard lock(handler_mu_);
   user_abort_handler_ = std::move(handler);
-}
-
-std::shared_ptr<void> Communicator::attachment(const std::string& key,
-                                               const std::function<std::shared_ptr<void>()>& make) {
-  std::lock_guard lock(handler_mu_);
-  auto& slot = attachments_[key];
-  if (!slot) slot = make();
-  return slot;
 }
 
 collective::RingView Communicator::ring_view() const {

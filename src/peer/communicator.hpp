@@ -1,26 +1,26 @@
-// A peer's communicator: a PeerSession, the I/O threads that drive it, and the collective engine
-// that runs all-reduces over the session's links. This is the object the C API's lh_comm wraps.
+// A peer's communicator: a PeerSession and the collective engine that runs all-reduces over the
+// session's links, both driven by a runtime::Runtime the caller owns. This is the object the C
+// API's lh_comm wraps (lh_comm owns the runtime and the state sync's block server beside it).
 #pragma once
 
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 
 #include "collective/engine.hpp"
-#include "net/io_runtime.hpp"
 #include "peer/session.hpp"
+#include "runtime/runtime.hpp"
 
 namespace longhaul::peer {
 
 class Communicator {
  public:
-  // io_threads == 0 picks 2.
+  // The session runs on runtime.io(). `runtime` must outlive the communicator.
   static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options,
-                                                      unsigned io_threads = 0);
-  // Closes the session (without a graceful leave), fails the collectives in flight, and joins the
-  // I/O and worker threads.
+                                                      runtime::Runtime& runtime);
+  // Closes the session (without a graceful leave) and fails the collectives in flight; once it
+  // returns no handler of the session calls into this object. The runtime keeps running (it may
+  // still run handlers that hold the session's last references). Must not run on one of the
+  // runtime's I/O threads: it waits for the session's strand.
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -54,24 +54,15 @@ class Communicator {
   // be empty). Runs on a library thread; must not block.
   void set_abort_handler(PeerSession::AbortHandler handler);
 
-  // A per-communicator object of a layer above (the shared-state sync keeps its block server
-  // here): the one stored under `key`, created by `make` on first use. It is destroyed before the
-  // session and the I/O threads. Thread-safe.
-  std::shared_ptr<void> attachment(const std::string& key,
-                                   const std::function<std::shared_ptr<void>()>& make);
-
  private:
   Communicator() = default;
   // Starts every item's all-reduce and waits for all of them; the first failure.
   Status run_batch_attempt(const std::vector<BatchItem>& items,
                            const collective::AllReduceSpec& spec);
-  std::unique_ptr<net::IoRuntime> io_;
-  std::unique_ptr<runtime::WorkerPool> workers_;
   std::unique_ptr<collective::CollectiveEngine> engine_;
   std::shared_ptr<PeerSession> session_;
   std::mutex handler_mu_;
-  PeerSession::AbortHandler user_abort_handler_;
-  std::map<std::string, std::shared_ptr<void>> attachments_;  // guarded by handler_mu_
+  PeerSession::AbortHandler user_abort_handler_;  // guarded by handler_mu_
 };
 
 }  // namespace longhaul::peer

@@ -5,7 +5,7 @@
 #include <xxh_x86dispatch.h>
 #include <xxhash.h>
 
-#include "state/parallel.hpp"
+#include "runtime/worker_pool.hpp"
 
 namespace longhaul::state {
 namespace {
@@ -26,9 +26,9 @@ uint64_t hash_block(std::span<const std::byte> block) {
   return xxh3(block.data(), block.size());
 }
 
-std::vector<uint64_t> hash_blocks(std::span<const std::byte> data) {
+std::vector<uint64_t> hash_blocks(std::span<const std::byte> data, runtime::WorkerPool& workers) {
   std::vector<uint64_t> out(block_count(data.size()));
-  parallel_for(out.size(), [&](size_t i) {
+  workers.parallel_for(out.size(), [&](size_t i) {
     out[i] = hash_block(data.subspan(block_offset(i), block_length(data.size(), i)));
   });
   return out;

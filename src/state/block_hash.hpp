@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+namespace longhaul::runtime {
+class WorkerPool;
+}
+
 namespace longhaul::state {
 
 // Bytes per block. 1 MiB: a one-block drift moves 1 MiB, a 256 MiB tensor reports 256 hashes
@@ -38,8 +42,9 @@ inline bool bit(const std::vector<uint8_t>& bitmap, uint64_t i) {
 }
 
 uint64_t hash_block(std::span<const std::byte> block);
-// The block hashes of `data`, computed in parallel over blocks (state/parallel.hpp).
-std::vector<uint64_t> hash_blocks(std::span<const std::byte> data);
+// The block hashes of `data`, computed in parallel over blocks on `workers` and the calling
+// thread (which may be one of the workers).
+std::vector<uint64_t> hash_blocks(std::span<const std::byte> data, runtime::WorkerPool& workers);
 uint64_t tensor_hash(uint64_t bytes, std::span<const uint64_t> block_hashes);
 
 struct TensorSummary {

@@ -3,20 +3,19 @@
 #include <chrono>
 
 #include <fmt/format.h>
-#include <asio/post.hpp>
 
 #include "common/log.hpp"
 #include "state/block_codec.hpp"
 #include "state/block_hash.hpp"
-#include "state/parallel.hpp"
 
 namespace longhaul::state {
 
-BlockServer::BlockServer() : compressors_(parallelism()) {}
+BlockServer::BlockServer(runtime::WorkerPool& workers) : workers_(workers) {}
 
 BlockServer::~BlockServer() {
+  // Every compression and send has ended by now (each holds a reference); this closes the links
+  // still open. The shared pool is not this server's to join.
   (void)end();
-  compressors_.join();
 }
 
 Status BlockServer::begin(const Registry& registry) {
@@ -100,7 +99,7 @@ void BlockServer::serve(const std::shared_ptr<net::Link>& link, const wire::Stat
                [self, bytes = end - begin](Status s) { self->sent(bytes, s); });
     return;
   }
-  asio::post(compressors_, [self, link, fetch, tensor] {
+  workers_.post([self, link, fetch, tensor] {
     wire::StateBlocksZMsg answer;
     answer.request = fetch.request;
     uint64_t bytes = 0;

@@ -5,6 +5,12 @@
 // It serves only between begin() and end() of a sync; a fetch outside that window, or for blocks
 // the registry does not have, is answered STATE_FETCH_FAILED. end() closes the service links and
 // returns once no send touches the tensors any more.
+//
+// Compression runs on the runtime's worker pool, only between begin() and end(): end() (which the
+// destructor runs too) waits for every compression and send the server started. So the pool must
+// outlive the server's serving, and the server must be destroyed before the pool (lh_comm
+// destroys it before the runtime). Owned by a shared_ptr: sends and compressions in flight hold
+// it too. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -13,9 +19,8 @@
 #include <memory>
 #include <mutex>
 
-#include <asio/thread_pool.hpp>
-
 #include "net/link.hpp"
+#include "runtime/worker_pool.hpp"
 #include "state/registry.hpp"
 #include "wire/control_messages.hpp"
 
@@ -23,7 +28,7 @@ namespace longhaul::state {
 
 class BlockServer : public std::enable_shared_from_this<BlockServer> {
  public:
-  BlockServer();
+  explicit BlockServer(runtime::WorkerPool& workers);
   ~BlockServer();
 
   // Mesh::ServiceHandler.
@@ -40,12 +45,12 @@ class BlockServer : public std::enable_shared_from_this<BlockServer> {
   void refuse(const std::shared_ptr<net::Link>& link, uint64_t request, Status why);
   void sent(uint64_t bytes, const Status& s);
 
-  asio::thread_pool compressors_;
+  runtime::WorkerPool& workers_;  // compresses
   std::mutex mu_;
   std::condition_variable idle_;
   const Registry* registry_ = nullptr;  // serving while set
   std::map<const net::Link*, std::shared_ptr<net::Link>> links_;
-  size_t in_flight_ = 0;
+  size_t in_flight_ = 0;  // sends and compressions started and not over
   uint64_t tx_bytes_ = 0;
 };
 

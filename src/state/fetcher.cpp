@@ -13,13 +13,11 @@
 #include <fmt/format.h>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/thread_pool.hpp>
 
 #include "common/log.hpp"
 #include "net/endpoint.hpp"
 #include "state/block_codec.hpp"
 #include "state/block_hash.hpp"
-#include "state/parallel.hpp"
 
 namespace longhaul::state {
 namespace {
@@ -59,13 +57,13 @@ struct Source {
 
 class Fetch : public std::enable_shared_from_this<Fetch> {
  public:
-  Fetch(net::IoRuntime& io, const FetchOptions& options, const Registry& registry,
+  Fetch(runtime::Runtime& runtime, const FetchOptions& options, const Registry& registry,
         const wire::StatePlanMsg& plan)
-      : io_(io),
+      : io_(runtime.io()),
+        workers_(runtime.workers()),
         options_(options),
         registry_(registry),
-        workers_(parallelism()),
-        stall_timer_(io.context()) {
+        stall_timer_(io_.context()) {
     std::map<uint64_t, size_t> index;
     for (const auto& s : plan.sources) {
       index[s.peer_id] = sources_.size();
@@ -103,8 +101,6 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
     chunks_.reserve(chunks_.size() + 4 * sources_.size());
   }
 
-  ~Fetch() { workers_.join(); }
-
   Status run_to_end(LostSources* lost, FetchStats* stats) {
     started_ = Clock::now();
     if (lost)
@@ -119,9 +115,10 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
     finished_ = true;
     lock.unlock();
     if (lost) lost->stop_listening();
-    // No job is left; joining here means the last reference can never drop inside a worker.
-    workers_.join();
     lock.lock();
+    // No task is posted from here on; the last ones may still be finishing their actions. Once
+    // none is left nothing of this fetch runs on the shared pool, which is not ours to join.
+    done_cv_.wait(lock, [this] { return tasks_ == 0; });
     Actions actions;
     for (auto& s : sources_)
       if (s.link)
@@ -319,7 +316,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
       } else {
         src.last_progress = Clock::now();
         rx_bytes_ += chunk_bytes(chunks_[chunk]);
-        asio::post(workers_, [self = shared_from_this(), s, chunk] { self->verify(s, chunk, {}); });
+        post_task([this, s, chunk] { verify(s, chunk, {}); });
       }
     }
     run(actions);
@@ -398,9 +395,9 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
           src.last_progress = Clock::now();
           for (const auto& b : z->blocks) rx_bytes_ += b.bytes.size();
           ++outstanding_;
-          asio::post(workers_, [self = shared_from_this(), s, chunk, blocks = std::move(z->blocks),
-                                compress_ns = z->compress_ns]() mutable {
-            self->verify(s, chunk, std::move(blocks), compress_ns);
+          post_task([this, s, chunk, blocks = std::move(z->blocks),
+                     compress_ns = z->compress_ns]() mutable {
+            verify(s, chunk, std::move(blocks), compress_ns);
           });
           return;
         }
@@ -466,6 +463,18 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
     }
   }
 
+  // Runs `task` on the runtime's workers, counted in tasks_ until it has returned; the task keeps
+  // this fetch alive. Requires mu_.
+  template <class Task>
+  void post_task(Task task) {
+    ++tasks_;
+    workers_.post([self = shared_from_this(), task = std::move(task)]() mutable {
+      task();
+      std::lock_guard lock(self->mu_);
+      if (--self->tasks_ == 0) self->done_cv_.notify_all();
+    });
+  }
+
   void requeue(size_t s, size_t chunk) {
     chunks_[chunk].failed_at.insert(s);
     queue_.push_front(chunk);
@@ -508,9 +517,9 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
   }
 
   net::IoRuntime& io_;
+  runtime::WorkerPool& workers_;  // verifies (and decompresses) the chunks that arrive
   const FetchOptions options_;
   const Registry& registry_;
-  asio::thread_pool workers_;
   asio::steady_timer stall_timer_;
 
   std::mutex mu_;
@@ -520,6 +529,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
   std::deque<size_t> queue_;
   size_t remaining_ = 0;
   size_t outstanding_ = 0;  // posted raw receives and verification jobs
+  size_t tasks_ = 0;        // tasks on the workers that have not returned (post_task)
   uint64_t next_request_ = 0;
   uint64_t rx_bytes_ = 0;
   uint64_t blocks_ = 0;
@@ -547,11 +557,12 @@ void LostSources::stop_listening() {
   listener_ = {};
 }
 
-Status fetch_blocks(net::IoRuntime& io, const FetchOptions& options, const Registry& registry,
-                    const wire::StatePlanMsg& plan, LostSources* lost, FetchStats* stats) {
+Status fetch_blocks(runtime::Runtime& runtime, const FetchOptions& options,
+                    const Registry& registry, const wire::StatePlanMsg& plan, LostSources* lost,
+                    FetchStats* stats) {
   *stats = {};
   if (plan.fetches.empty()) return Status::ok();
-  auto fetch = std::make_shared<Fetch>(io, options, registry, plan);
+  auto fetch = std::make_shared<Fetch>(runtime, options, registry, plan);
   return fetch->run_to_end(lost, stats);
 }
 

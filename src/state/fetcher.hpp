@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "net/io_runtime.hpp"
 #include "net/options.hpp"
+#include "runtime/runtime.hpp"
 #include "state/registry.hpp"
 #include "state/zstd_choice.hpp"
 #include "wire/control_messages.hpp"
@@ -67,7 +67,12 @@ class LostSources {
 
 // Blocks until every block has arrived and been verified, or the fetch failed. When it returns no
 // transfer touches the tensors any more. `lost` may be null.
-Status fetch_blocks(net::IoRuntime& io, const FetchOptions& options, const Registry& registry,
-                    const wire::StatePlanMsg& plan, LostSources* lost, FetchStats* stats);
+//
+// The links run on runtime.io() and the verification (and decompression) on runtime.workers();
+// the fetch waits for every task it posted there before it returns (it never joins the shared
+// pool). Must not be called on one of the runtime's threads: it blocks.
+Status fetch_blocks(runtime::Runtime& runtime, const FetchOptions& options,
+                    const Registry& registry, const wire::StatePlanMsg& plan, LostSources* lost,
+                    FetchStats* stats);
 
 }  // namespace longhaul::state

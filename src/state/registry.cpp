@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "runtime/worker_pool.hpp"
 #include "state/block_codec.hpp"
 #include "state/block_hash.hpp"
-#include "state/parallel.hpp"
 
 namespace longhaul::state {
 
@@ -45,7 +45,7 @@ const Tensor* Registry::find(const std::string& name) const {
   return at != tensors_.end() && at->name == name ? &*at : nullptr;
 }
 
-std::vector<TensorDigest> Registry::digest() const {
+std::vector<TensorDigest> Registry::digest(runtime::WorkerPool& workers) const {
   std::vector<TensorDigest> out(tensors_.size());
   std::vector<std::pair<size_t, uint64_t>> blocks;  // (tensor, block), one parallel loop over all
   for (size_t t = 0; t < tensors_.size(); ++t) {
@@ -55,7 +55,7 @@ std::vector<TensorDigest> Registry::digest() const {
     for (uint64_t b = 0; b < n; ++b) blocks.emplace_back(t, b);
   }
   std::vector<uint8_t> hint(blocks.size());
-  parallel_for(blocks.size(), [&](size_t i) {
+  workers.parallel_for(blocks.size(), [&](size_t i) {
     const auto [t, b] = blocks[i];
     const auto data = tensors_[t].block(b);
     out[t].block_hashes[b] = hash_block(data);
@@ -70,11 +70,11 @@ std::vector<TensorDigest> Registry::digest() const {
   return out;
 }
 
-uint64_t Registry::hash() const {
+uint64_t Registry::hash(runtime::WorkerPool& workers) const {
   std::vector<TensorSummary> summary;
   std::vector<uint64_t> hashes;
   for (const auto& t : tensors_) {
-    hashes = hash_blocks({t.data, static_cast<size_t>(t.bytes)});
+    hashes = hash_blocks({t.data, static_cast<size_t>(t.bytes)}, workers);
     summary.push_back(
         {t.name, static_cast<uint8_t>(t.dtype), t.count, tensor_hash(t.bytes, hashes)});
   }

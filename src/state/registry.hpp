@@ -13,6 +13,10 @@
 #include "common/status.hpp"
 #include "quant/dtype.hpp"
 
+namespace longhaul::runtime {
+class WorkerPool;
+}
+
 namespace longhaul::state {
 
 inline constexpr uint32_t kMaxTensorNameBytes = 1024;
@@ -44,11 +48,11 @@ class Registry {
   uint64_t revision() const { return revision_; }
   void set_revision(uint64_t r) { revision_ = r; }
 
-  // Hashes every block of every tensor (in parallel over all blocks of all tensors) and estimates
-  // each block's compressibility.
-  std::vector<TensorDigest> digest() const;
-  // The state hash (block_hash.hpp) of the current content.
-  uint64_t hash() const;
+  // Hashes every block of every tensor (in parallel over all blocks of all tensors, on `workers`
+  // and the calling thread) and estimates each block's compressibility.
+  std::vector<TensorDigest> digest(runtime::WorkerPool& workers) const;
+  // The state hash (block_hash.hpp) of the current content, hashed on `workers` and the caller.
+  uint64_t hash(runtime::WorkerPool& workers) const;
 
  private:
   std::vector<Tensor> tensors_;

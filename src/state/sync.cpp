@@ -93,14 +93,14 @@ ZstdPolicy zstd_policy() {
   return ZstdPolicy::kAuto;
 }
 
-wire::StateReportMsg make_report(const Registry& registry, uint64_t epoch,
-                                 wire::SyncStrategy strategy) {
+wire::StateReportMsg make_report(const Registry& registry, runtime::WorkerPool& workers,
+                                 uint64_t epoch, wire::SyncStrategy strategy) {
   wire::StateReportMsg r;
   r.epoch = epoch;
   r.block_bytes = kBlockBytes;
   r.revision = registry.revision();
   r.strategy = strategy;
-  auto digests = registry.digest();
+  auto digests = registry.digest(workers);
   for (size_t i = 0; i < digests.size(); ++i) {
     const Tensor& t = registry.tensors()[i];
     wire::TensorReport tr;
@@ -114,36 +114,38 @@ wire::StateReportMsg make_report(const Registry& registry, uint64_t epoch,
   return r;
 }
 
+// Sends the session's inbound state links to `server` while it lives (afterwards they are
+// refused). Until a communicator's first sync the mesh refuses them itself, as no fetcher has a
+// reason to come; setting the same route again at a later sync changes nothing.
+void route_state_links(peer::PeerSession& session, BlockServer& server) {
+  session.set_service_handler(
+      [weak = server.weak_from_this()](const std::shared_ptr<net::Link>& link,
+                                       Result<wire::ControlMessage> m) {
+        if (auto self = weak.lock())
+          self->on_service_message(link, std::move(m));
+        else
+          link->close(closed_error("this peer serves no state"));
+      });
+}
+
 }  // namespace
 
-Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrategy strategy,
-                  SyncResult* result) {
+Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServer& server,
+                  Registry& registry, wire::SyncStrategy strategy, SyncResult* result) {
   *result = {};
   auto& session = comm.session();
   if (Status f = session.failure(); !f) return f;
   const uint64_t epoch = session.view().epoch;
   if (epoch == 0) return invalid_argument("lh_sync_state needs a connected communicator");
 
-  auto server =
-      std::static_pointer_cast<BlockServer>(comm.attachment("state.block_server", [&session] {
-        auto s = std::make_shared<BlockServer>();
-        std::weak_ptr<BlockServer> weak = s;
-        session.set_service_handler(
-            [weak](const std::shared_ptr<net::Link>& link, Result<wire::ControlMessage> m) {
-              if (auto self = weak.lock())
-                self->on_service_message(link, std::move(m));
-              else
-                link->close(closed_error("this peer serves no state"));
-            });
-        return std::shared_ptr<void>(s);
-      }));
+  route_state_links(session, server);
   // From the report on, fetchers may ask for blocks: serve until the master releases the group.
-  LH_RETURN_IF_ERROR(server->begin(registry));
+  LH_RETURN_IF_ERROR(server.begin(registry));
   struct Serving {
     BlockServer& server;
     SyncResult* result;
     ~Serving() { result->tx_bytes = server.end(); }
-  } serving{*server, result};
+  } serving{server, result};
   auto inbox = std::make_shared<Inbox>();
   auto lost = std::make_shared<LostSources>();
   session.set_state_handler([inbox, lost, epoch](Result<wire::ControlMessage> m) {
@@ -165,7 +167,7 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
   auto ms = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
   };
-  auto report = make_report(registry, epoch, strategy);
+  auto report = make_report(registry, runtime.workers(), epoch, strategy);
   const auto hashed = Clock::now();
   LH_RETURN_IF_ERROR(session.send_state_message(std::move(report)));
   auto plan = await<wire::StatePlanMsg>(*inbox);
@@ -180,7 +182,7 @@ Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrate
   options.stall_timeout = stall_timeout(session.options().state_stall_timeout);
   options.zstd = zstd_policy();
   FetchStats stats;
-  Status fetched = fetch_blocks(session.io(), options, registry, *plan, lost.get(), &stats);
+  Status fetched = fetch_blocks(runtime, options, registry, *plan, lost.get(), &stats);
   result->rx_bytes = stats.rx_bytes;
   result->blocks_fetched = stats.blocks;
   result->sources = stats.sources;

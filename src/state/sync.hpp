@@ -13,6 +13,8 @@
 
 #include "common/status.hpp"
 #include "peer/communicator.hpp"
+#include "runtime/runtime.hpp"
+#include "state/block_server.hpp"
 #include "state/registry.hpp"
 #include "wire/control_messages.hpp"
 
@@ -28,7 +30,12 @@ struct SyncResult {
 // A collective of the communicator's peer group; blocks until this peer's part is over. On
 // success the registry holds the group's content at its new revision. `result` is filled in
 // either way (what was moved before a failure).
-Status sync_state(peer::Communicator& comm, Registry& registry, wire::SyncStrategy strategy,
-                  SyncResult* result);
+//
+// `runtime` is the one `comm` runs on; the hashing uses its workers, the fetch its I/O threads
+// and workers. `server` is the communicator's block server (one per communicator, owned by a
+// shared_ptr, kept for all its syncs): from this call on the communicator's inbound state links go
+// to it. It serves `registry` from the report until this call returns.
+Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServer& server,
+                  Registry& registry, wire::SyncStrategy strategy, SyncResult* result);
 
 }  // namespace longhaul::state

@@ -36,10 +36,20 @@ CommunicatorOptions options_for(const master::Master& m) {
   return o;
 }
 
-std::unique_ptr<Communicator> make(const CommunicatorOptions& o) {
-  auto c = Communicator::create(o);
+// A communicator and the runtime it runs on, destroyed in that order (as lh_comm does).
+struct Member {
+  runtime::Runtime runtime;
+  std::unique_ptr<Communicator> comm;
+  PeerSession& session() { return comm->session(); }
+};
+
+std::unique_ptr<Member> make(const CommunicatorOptions& o) {
+  auto m = std::make_unique<Member>();
+  auto c = Communicator::create(o, m->runtime);
   EXPECT_TRUE(c.is_ok()) << c.status().to_string();
-  return c ? std::move(*c) : nullptr;
+  if (!c) return nullptr;
+  m->comm = std::move(*c);
+  return m;
 }
 
 TEST(Topology, NeighboursAndRank) {
@@ -120,7 +130,8 @@ TEST(PeerSession, RingLinksCarryDataBetweenNeighbours) {
 TEST(PeerSession, ConnectFailsClearly) {
   CommunicatorOptions bad;
   bad.master_address = "nonsense";
-  auto c = Communicator::create(bad);
+  runtime::Runtime runtime;
+  auto c = Communicator::create(bad, runtime);
   ASSERT_FALSE(c.is_ok());
   EXPECT_EQ(c.status().code(), LH_ERR_INVALID_ARGUMENT);
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/worker_pool.hpp"
 #include "state/block_hash.hpp"
 
 namespace longhaul::state {
@@ -38,7 +39,8 @@ TEST(Registry, DigestAndHashFollowTheContent) {
   Registry r;
   ASSERT_TRUE(r.add_tensor("big", big.data(), big.size(), quant::DType::kF32).is_ok());
   ASSERT_TRUE(r.add_tensor("small", small.data(), small.size(), quant::DType::kU8).is_ok());
-  const auto d = r.digest();
+  runtime::WorkerPool workers;
+  const auto d = r.digest(workers);
   ASSERT_EQ(d.size(), 2u);
   ASSERT_EQ(d[0].block_hashes.size(), 4u);
   EXPECT_EQ(d[0].compressible.size(), 1u);
@@ -46,24 +48,24 @@ TEST(Registry, DigestAndHashFollowTheContent) {
   EXPECT_EQ(d[1].block_hashes.size(), 1u);
   EXPECT_EQ(d[0].hash, tensor_hash(big.size() * 4, d[0].block_hashes));
 
-  const uint64_t h = r.hash();
+  const uint64_t h = r.hash(workers);
   big[kBlockBytes / 4 + 3] = 1.f;  // block 1
-  const auto d2 = r.digest();
-  EXPECT_NE(r.hash(), h);
+  const auto d2 = r.digest(workers);
+  EXPECT_NE(r.hash(workers), h);
   EXPECT_EQ(d2[0].block_hashes[0], d[0].block_hashes[0]);
   EXPECT_NE(d2[0].block_hashes[1], d[0].block_hashes[1]);
   EXPECT_EQ(d2[0].block_hashes[2], d[0].block_hashes[2]);
   big[kBlockBytes / 4 + 3] = 0.f;
-  EXPECT_EQ(r.hash(), h);
+  EXPECT_EQ(r.hash(workers), h);
 
   // Registration order does not matter.
   Registry other;
   ASSERT_TRUE(other.add_tensor("small", small.data(), small.size(), quant::DType::kU8).is_ok());
   ASSERT_TRUE(other.add_tensor("big", big.data(), big.size(), quant::DType::kF32).is_ok());
-  EXPECT_EQ(other.hash(), h);
+  EXPECT_EQ(other.hash(workers), h);
   r.set_revision(5);
   EXPECT_EQ(r.revision(), 5u);
-  EXPECT_EQ(r.hash(), h) << "the revision is not content";
+  EXPECT_EQ(r.hash(workers), h) << "the revision is not content";
 }
 
 }  // namespace
