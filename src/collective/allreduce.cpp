@@ -32,7 +32,7 @@ AllReduceOp::AllReduceOp(runtime::WorkerPool& workers, BufferPool& buffers, Ring
       plan_(schedule, view_.size, view_.rank, spec_),
       buffers_(buffers),
       guard_(guarded(spec_), plan_.partition()),
-      format_(make_wire_format(spec_, plan_, guard_, [this](Status s) { check(std::move(s)); })) {}
+      format_(make_wire_format(spec_, plan_, guard_, [this](Status s) { fail(std::move(s)); })) {}
 
 AllReduceInfo AllReduceOp::info() const {
   AllReduceInfo i;
@@ -63,7 +63,8 @@ Status AllReduceOp::prepare() {
 void AllReduceOp::start() {
   if (trivial()) {
     if (spec_.op == quant::ReduceOp::kAvg && spec_.count > 0)
-      check(quant::finalize_avg(spec_.output, spec_.count, spec_.dtype, 1));
+      if (Status s = quant::finalize_avg(spec_.output, spec_.count, spec_.dtype, 1); !s)
+        fail(s.with_context("all-reduce"));
     return finish_now();
   }
   (void)run_here([this] {

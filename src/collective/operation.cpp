@@ -108,10 +108,6 @@ Status Operation::run_here(const std::function<Status()>& step) {
   return s;
 }
 
-void Operation::check(Status s) {
-  if (!s) fail(s.with_context("all-reduce"));
-}
-
 void Operation::fail(Status why) {
   {
     std::lock_guard lock(mu_);

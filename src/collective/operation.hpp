@@ -69,8 +69,6 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // takes the scratch or posts transfers into it. Returns what `step` returns; an error fails the
   // operation.
   Status run_here(const std::function<Status()>& step);
-  // Fails the operation when `s` is an error.
-  void check(Status s);
   void fail(Status why);
   // Completes an operation that expects no transfer.
   void finish_now();
