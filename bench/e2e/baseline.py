@@ -209,14 +209,17 @@ def geometric_mean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def compare(base, rounds, configs, measure, log, unit, settings):
+def compare(base, rounds, configs, measure, log, unit, settings, together=False):
     """The paired rounds and their JSON fields.
 
-    configs: {name: description}, in the order they run. measure(side, build_dir) runs every
-    configuration once on that build and returns {name: throughput} (higher is better); a name
-    missing from it, or an exception, counts as that run failed (the exception's message is kept).
-    Processes measure starts are its own to end. Only rounds in which every configuration ran on
-    both sides count towards ratio_vs_baseline.
+    configs: {name: description}, in the order they run. measure(side, build_dir, names) runs the
+    named configurations once on that build ("current": LONGHAUL_BUILD, "baseline": base's) and
+    returns {name: throughput} (higher is better); a name missing from it, or an exception, counts
+    as that run failed (the exception's message is kept). Processes measure starts are its own to
+    end. By default each configuration runs on both builds back to back (the tightest pairs);
+    together=True runs all of them on one build, then all on the other (for benchmarks whose
+    configurations share one setup). Either way the build that goes first alternates by round.
+    Only rounds in which every configuration ran on both sides count towards ratio_vs_baseline.
     """
     current_build = os.path.abspath(os.environ.get("LONGHAUL_BUILD", os.path.join(ROOT, "build", "release")))
     builds = {"current": current_build, "baseline": base.build_dir}
@@ -227,20 +230,22 @@ def compare(base, rounds, configs, measure, log, unit, settings):
     for r in range(rounds):
         sides = SIDES if r % 2 == 0 else SIDES[::-1]
         order.append(sides[0])
-        for side in sides:
+        steps = [(side, names) for side in sides] if together else [(side, [n]) for n in names for side in sides]
+        for side, batch in steps:
+            where = f"baseline round {r + 1}/{rounds}, {side}"
             try:
-                values = measure(side, builds[side])
+                values = measure(side, builds[side], batch)
             except (RuntimeError, OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
-                errors.append({"round": r + 1, "side": side, "error": str(e)[:500]})
-                log(f"baseline round {r + 1}/{rounds}, {side}: FAILED: {e}")
+                errors.append({"round": r + 1, "side": side, "configs": batch, "error": str(e)[:500]})
+                log(f"{where}: {' '.join(batch)} FAILED: {e}")
                 continue
-            for name in names:
+            for name in batch:
                 if values.get(name) is None:
-                    errors.append({"round": r + 1, "side": side, "config": name, "error": "no result"})
+                    errors.append({"round": r + 1, "side": side, "configs": [name], "error": "no result"})
                 else:
                     got[name][side][r] = values[name]
-            log(f"baseline round {r + 1}/{rounds}, {side}: "
-                + ", ".join(f"{n} {values[n]:.3f}" for n in names if values.get(n) is not None) + f" {unit}")
+            log(f"{where}: " + ", ".join(f"{n} {values[n]:.3f}" for n in batch if values.get(n) is not None)
+                + f" {unit}")
 
     out = {"baseline_rev": base.sha, "baseline_rev_given": base.rev, "current_rev": current_rev(),
            "baseline_rounds": rounds, "baseline_configs": configs, "baseline_settings": settings,
