@@ -6,7 +6,7 @@ measure the two builds in paired rounds within one run (bench/e2e/allreduce, lin
     base = baseline.prepare(args.baseline, TARGETS)   # or None without --baseline; exits 2 on an
                                                       # unknown REV, 1 when its build fails
     base.build_dir                                    # laid out like LONGHAUL_BUILD (build/release)
-    result.update(baseline.compare(base, args.baseline_rounds, CONFIGS, measure, log))
+    result.update(baseline.compare(base, args.baseline_rounds, CONFIGS, log, UNIT, SETTINGS, measure=...))
 
 The revision is exported with `git archive` into build/baseline/<sha>/src (build/ is ignored by
 git) and built there with its own `release` preset (binaryDir build/baseline/<sha>/src/build/
@@ -15,10 +15,11 @@ target are recorded, so a second run reuses them; a half-made export or build is
 file keeps two benchmarks from building the same revision at once.
 
 A paired round runs every configuration once on each build, alternating which build goes first
-from one round to the next, so the machine's drift lands on both sides. Throughputs are compared
-as current / baseline: per configuration the median over the rounds of each round's ratio, and
-overall (`ratio_vs_baseline`) the median over the rounds of each round's geometric mean across
-the configurations. docs/allreduce_bench.md ("Against another revision") has the JSON fields.
+from one round to the next, so the machine's drift lands on both sides; a benchmark can interleave
+the two builds' runs more finely within a round (`pair`). Throughputs are compared as current /
+baseline: per configuration the median over the rounds of each round's ratio, and overall
+(`ratio_vs_baseline`) the median over the rounds of each round's geometric mean across the
+configurations. docs/allreduce_bench.md ("Against another revision") has the JSON fields.
 """
 import fcntl
 import math
@@ -209,43 +210,61 @@ def geometric_mean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def compare(base, rounds, configs, measure, log, unit, settings, together=False):
+MEASURE_ERRORS = (RuntimeError, OSError, ValueError, KeyError, subprocess.SubprocessError)
+
+
+def compare(base, rounds, configs, log, unit, settings, measure=None, pair=None, batches=None):
     """The paired rounds and their JSON fields.
 
-    configs: {name: description}, in the order they run. measure(side, build_dir, names) runs the
-    named configurations once on that build ("current": LONGHAUL_BUILD, "baseline": base's) and
-    returns {name: throughput} (higher is better); a name missing from it, or an exception, counts
-    as that run failed (the exception's message is kept). Processes measure starts are its own to
-    end. By default each configuration runs on both builds back to back (the tightest pairs);
-    together=True runs all of them on one build, then all on the other (for benchmarks whose
-    configurations share one setup). Either way the build that goes first alternates by round.
-    Only rounds in which every configuration ran on both sides count towards ratio_vs_baseline.
+    configs: {name: description}. batches: lists of names measured together (default: each name
+    alone), in the order they run. Each round measures every batch on both builds ("current":
+    LONGHAUL_BUILD, "baseline": base's), the build that goes first alternating by round, with
+    either
+      measure(side, build_dir, names) -> {name: throughput}: one build's run of the batch, called
+          for one build and then the other, back to back; or
+      pair(order, builds, names) -> {side: {name: throughput}}: both builds' runs of the batch,
+          order[0]'s first, interleaved as finely as the benchmark can (builds: {side: build_dir}).
+    Throughputs are higher-is-better. A name missing from a result, or an exception, counts as
+    that run failed (the message is kept). Processes the callables start are theirs to end. Only
+    rounds in which every configuration ran on both builds count towards ratio_vs_baseline.
     """
     current_build = os.path.abspath(os.environ.get("LONGHAUL_BUILD", os.path.join(ROOT, "build", "release")))
     builds = {"current": current_build, "baseline": base.build_dir}
     names = list(configs)
+    batches = batches or [[n] for n in names]
     got = {name: {side: [None] * rounds for side in SIDES} for name in names}
     errors, order = [], []
     t0 = time.monotonic()
     for r in range(rounds):
         sides = SIDES if r % 2 == 0 else SIDES[::-1]
         order.append(sides[0])
-        steps = [(side, names) for side in sides] if together else [(side, [n]) for n in names for side in sides]
-        for side, batch in steps:
-            where = f"baseline round {r + 1}/{rounds}, {side}"
-            try:
-                values = measure(side, builds[side], batch)
-            except (RuntimeError, OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
-                errors.append({"round": r + 1, "side": side, "configs": batch, "error": str(e)[:500]})
-                log(f"{where}: {' '.join(batch)} FAILED: {e}")
-                continue
-            for name in batch:
-                if values.get(name) is None:
-                    errors.append({"round": r + 1, "side": side, "configs": [name], "error": "no result"})
-                else:
-                    got[name][side][r] = values[name]
-            log(f"{where}: " + ", ".join(f"{n} {values[n]:.3f}" for n in batch if values.get(n) is not None)
-                + f" {unit}")
+        for batch in batches:
+            if pair:
+                try:
+                    results = pair(sides, builds, batch)
+                except MEASURE_ERRORS as e:
+                    results = {side: e for side in sides}
+            else:
+                results = {}
+                for side in sides:
+                    try:
+                        results[side] = measure(side, builds[side], batch)
+                    except MEASURE_ERRORS as e:
+                        results[side] = e
+            for side in sides:
+                where = f"baseline round {r + 1}/{rounds}, {side}"
+                values = results.get(side, RuntimeError("no result"))
+                if isinstance(values, Exception):
+                    errors.append({"round": r + 1, "side": side, "configs": batch, "error": str(values)[:500]})
+                    log(f"{where}: {' '.join(batch)} FAILED: {values}")
+                    continue
+                for name in batch:
+                    if values.get(name) is None:
+                        errors.append({"round": r + 1, "side": side, "configs": [name], "error": "no result"})
+                    else:
+                        got[name][side][r] = values[name]
+                log(f"{where}: " + ", ".join(f"{n} {values[n]:.3f}" for n in batch if values.get(n) is not None)
+                    + f" {unit}")
 
     out = {"baseline_rev": base.sha, "baseline_rev_given": base.rev, "current_rev": current_rev(),
            "baseline_rounds": rounds, "baseline_configs": configs, "baseline_settings": settings,
