@@ -55,8 +55,8 @@ def check_arguments(parser, args):
             parser.error("--baseline-only needs --baseline REV")
         return
     if args.baseline_rounds < MIN_ROUNDS:
-        parser.error(f"--baseline-rounds {args.baseline_rounds}: the ratio is a median over paired rounds, "
-                     f"and fewer than {MIN_ROUNDS} do not outvote one disturbed round; use {MIN_ROUNDS} or more")
+        parser.error(f"--baseline-rounds {args.baseline_rounds}: ratio_vs_baseline is the median of at least "
+                     f"{MIN_ROUNDS} paired rounds (issue 17); on this shared VM single rounds swing by +-15%")
 
 
 def _git(*args):
