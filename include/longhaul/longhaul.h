@@ -447,6 +447,157 @@ lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strategy strateg
 /* The message of the last failed call on this registry, or "". Valid until the next call. */
 const char* lh_state_last_error(const lh_state* state);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Sync engine: DiLoCo, Streaming DiLoCo, CO2 and eager outer loops (docs/training.md)         */
+
+/* Low-communication training across the peer group: the trainer keeps training its own copy of
+ * the parameters, and every H inner steps each fragment's pseudo-gradient (global minus local
+ * parameters) is averaged over the peers in the background and applied to the global parameters
+ * by an outer optimizer, which are merged back into the trainer's copy. The global parameters and
+ * the outer optimizer's state are shared state (bit-identical on every peer, downloaded by
+ * joiners). One engine per communicator; its calls and the communicator's other calls must not
+ * run concurrently, and no lh_allreduce_batch may run beside it (it settles each round with the
+ * same mechanism). */
+typedef struct lh_sync_engine lh_sync_engine;
+
+/* `count` elements of `dtype` (LH_DTYPE_F32 or LH_DTYPE_BF16) at `data`: some of the trainer's
+ * parameters. The memory stays the caller's; it must outlive the engine and must not be written
+ * while an lh_sync_engine_* call runs (the engine reads it and merges into it). */
+typedef struct lh_param_range {
+  void* data;
+  size_t count;
+  lh_dtype dtype;
+} lh_param_range;
+
+/* Elements [offset, offset + count) of range number `range` belong to fragment `fragment`. */
+typedef struct lh_fragment_piece {
+  uint32_t fragment;
+  uint32_t range;
+  size_t offset;
+  size_t count;
+} lh_fragment_piece;
+
+/* LH_OUTER_DILOCO: Nesterov outer SGD on the fresh average, applied `delay` steps after the
+ *   launch (DiLoCo with fragments = 1 and delay = 0; Streaming DiLoCo with fragments > 1).
+ * LH_OUTER_CO2: CO2 (Sun et al., ICLR 2024): each round's average is applied one round later
+ *   (the all-reduce overlaps a whole round), heavy-ball momentum with the staleness gap penalty
+ *   and momentum clipping; every peer restarts its round from the global parameters.
+ * LH_OUTER_EAGER: eager updates (Kale et al., 2025): the delayed average as with CO2 but with
+ *   Nesterov, and each peer restarts from it corrected by its own fresh pseudo-gradient in place
+ *   of its stale one. CO2 and eager need fragments = 1 and delay = 0. */
+typedef enum lh_outer_method {
+  LH_OUTER_DILOCO = 0,
+  LH_OUTER_CO2 = 1,
+  LH_OUTER_EAGER = 2
+} lh_outer_method;
+
+/* What a round whose all-reduce failed (a peer was lost) becomes: LH_LOSS_RETRY runs it again over
+ * the survivors with a fresh pseudo-gradient (DiLoCo only; up to max_attempts tries), LH_LOSS_DROP
+ * skips that fragment's outer update this round. A round that failed without a peer lost (its
+ * deadline passed somewhere) is dropped either way, as are CO2's and eager's failed rounds. */
+typedef enum lh_loss_policy { LH_LOSS_RETRY = 0, LH_LOSS_DROP = 1 } lh_loss_policy;
+
+typedef struct lh_sync_engine_options {
+  const lh_param_range* ranges; /* required, range_count >= 1 */
+  size_t range_count;
+  /* The fragments' layout. NULL/0 (the default): range i is fragment i mod `fragments`. Pieces
+   * must lie inside their range and not overlap; every fragment must get an element. */
+  const lh_fragment_piece* pieces;
+  size_t piece_count;
+  uint32_t fragments;   /* F; default 1 */
+  uint32_t sync_every;  /* H: inner steps between two syncs of a fragment; default 100 */
+  /* tau: inner steps between a round's launch and its outer update (0: blocking); must be below
+   * H, and at most H / F when F > 1. Default 0. */
+  uint32_t delay;
+  lh_outer_method method;  /* default LH_OUTER_DILOCO */
+  float outer_lr;          /* DiLoCo and eager; default 0.7 */
+  float outer_momentum;    /* Nesterov momentum; default 0.9 */
+  /* alpha of the merge local <- alpha * local + (1 - alpha) * global, in [0, 1); default 0. */
+  float mix;
+  float co2_lr;            /* CO2's outer lr; default 1.0 */
+  float co2_momentum;      /* CO2's heavy-ball momentum; default 0.2 */
+  float co2_gap_penalty;   /* CO2's staleness gap penalty (>= 1; 1 is off); default 1.0 */
+  float co2_clip;          /* CO2's momentum clip (element-wise, > 0), 0 is off; default 0 */
+  lh_codec codec;          /* the pseudo-gradients' wire codec; default LH_CODEC_NONE */
+  uint32_t block;          /* elements per quantization block; default 128 */
+  lh_loss_policy on_loss;  /* default LH_LOSS_RETRY */
+  uint32_t max_attempts;   /* tries of one round under LH_LOSS_RETRY; default 3 */
+  /* A round not done this long after its launch is dropped on every peer and counted as late;
+   * 0 (the default): no deadline. */
+  uint32_t deadline_ms;
+  /* 0 (the default): the shared state is synced when peers join; k > 0: also at every k-th
+   * admission point, which checks every peer's copy by hash (no bytes move when they agree). */
+  uint32_t verify_every;
+} lh_sync_engine_options;
+
+/* Fills *options with the defaults above. */
+void lh_sync_engine_options_init(lh_sync_engine_options* options);
+
+/* Starts the engine: a collective of the communicator's admitted peers, which must all call it
+ * with the same options (a peer configured differently fails with LH_ERR_STATE_MISMATCH). The
+ * group's first start elects one set of global parameters among the peers' own (the popular
+ * content; a tie goes to the lowest peer id) and every peer's parameters are set to it; a peer
+ * that starts later downloads the global parameters, the outer state and the step counters and
+ * joins the schedule where the group is. The ranges are only pointed at, not copied. Errors:
+ * LH_ERR_INVALID_ARGUMENT / LH_ERR_UNSUPPORTED for bad options (nothing is sent), the session's or
+ * the state sync's errors. On failure *out is NULL. Release with lh_sync_engine_destroy. */
+lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_options* options,
+                               lh_sync_engine** out);
+
+/* Call after every inner optimizer step. Launches each fragment's round when due (and returns
+ * at once: the all-reduce travels while the trainer computes), applies the outer update and
+ * merges into the parameters when a round is due, and every H steps admits joiners (every peer
+ * reaches that point at the same step). Errors: the session failed (LH_ERR_PEER_LOST,
+ * LH_ERR_CLOSED, ...), this peer was refused by a shared-state sync, LH_ERR_CLOSED after
+ * lh_sync_engine_close. Lost peers are not errors: their rounds are retried or dropped. */
+lh_status lh_sync_engine_step(lh_sync_engine* engine);
+
+/* Settles the round in flight with the group (applies or drops it) and stops; later steps fail
+ * with LH_ERR_CLOSED. Idempotent. Call it on every peer at the same step before leaving, so the
+ * last round completes everywhere. */
+lh_status lh_sync_engine_close(lh_sync_engine* engine);
+
+/* Frees the engine (a round still in flight is abandoned: the others see it fail). NULL is
+ * ignored. Does not close the communicator. */
+void lh_sync_engine_destroy(lh_sync_engine* engine);
+
+typedef struct lh_sync_stats {
+  uint64_t steps;              /* inner steps the group has finished */
+  uint64_t rounds_applied;     /* rounds settled with an outer update, on this peer */
+  uint64_t rounds_dropped;     /* rounds settled without one */
+  uint64_t rounds_late;        /* of those, dropped because this peer's deadline passed */
+  uint64_t retries;            /* rounds run again after a peer was lost */
+  uint64_t non_finite_excluded;/* contributions (any peer's) excluded as non-finite */
+  uint64_t blocked_ns;         /* time spent inside the engine's calls (the trainer waited) */
+  uint64_t peak_event_bytes;   /* the most payload bytes this peer sent and received for one round */
+  uint64_t memory_bytes;       /* the engine's own buffers (docs/training.md has the bound) */
+  /* the last settled round */
+  uint32_t last_fragment;
+  uint64_t last_round;
+  int last_applied;            /* 1 applied, 0 dropped */
+  uint32_t last_participants;  /* peers whose contribution was counted */
+  uint32_t last_attempts;
+} lh_sync_stats;
+
+/* Fills *stats. Thread-safe. */
+lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_sync_stats* stats);
+
+/* The peer ids whose contribution to the last settled round was excluded as non-finite: up to
+ * `capacity` into `ids`, the number in *count. */
+lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, uint64_t* ids,
+                                       size_t capacity, size_t* count);
+
+/* The hash of the engine's shared state (global parameters, outer state, counters,
+ * configuration): the same on every peer between the same steps. */
+lh_status lh_sync_engine_hash(lh_sync_engine* engine, uint64_t* hash);
+
+/* Copies fragment `fragment`'s global parameters (fp32, `count` must equal its size) into `out`. */
+lh_status lh_sync_engine_get_global(lh_sync_engine* engine, uint32_t fragment, float* out,
+                                    size_t count);
+
+/* The message of the last failed call on this engine, or "". Valid until the next call. */
+const char* lh_sync_engine_last_error(const lh_sync_engine* engine);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -13,6 +13,7 @@
 #ifndef LONGHAUL_LONGHAUL_HPP_
 #define LONGHAUL_LONGHAUL_HPP_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -311,6 +312,77 @@ class State {
   };
   void check(lh_status s) const { detail::check(s, lh_state_last_error(handle_.get())); }
   std::unique_ptr<lh_state, Deleter> handle_;
+};
+
+// The sync engine's options (lh_sync_engine_options); the defaults are the C defaults. The
+// ranges are the caller's memory: they must outlive the SyncEngine.
+struct SyncEngineOptions {
+  std::vector<lh_param_range> ranges;
+  std::vector<lh_fragment_piece> pieces;  // empty: range i in fragment i mod fragments
+  lh_sync_engine_options c;               // everything else, filled by lh_sync_engine_options_init
+  SyncEngineOptions() { lh_sync_engine_options_init(&c); }
+  // Adds a range of f32 parameters.
+  SyncEngineOptions& add(std::span<float> parameters) {
+    ranges.push_back({parameters.data(), parameters.size(), LH_DTYPE_F32});
+    return *this;
+  }
+  // Adds a range of bf16 parameters (their bit patterns).
+  SyncEngineOptions& add_bf16(std::span<uint16_t> parameters) {
+    ranges.push_back({parameters.data(), parameters.size(), LH_DTYPE_BF16});
+    return *this;
+  }
+};
+
+// DiLoCo, Streaming DiLoCo, CO2 and eager outer loops (docs/training.md). Construction is the
+// start collective; step() after every inner optimizer step; close() on every peer at the same
+// step before leaving. Throws Error on failure.
+class SyncEngine {
+ public:
+  SyncEngine(Communicator& comm, SyncEngineOptions options) {
+    options.c.ranges = options.ranges.data();
+    options.c.range_count = options.ranges.size();
+    options.c.pieces = options.pieces.empty() ? nullptr : options.pieces.data();
+    options.c.piece_count = options.pieces.size();
+    lh_sync_engine* raw = nullptr;
+    detail::check(lh_sync_engine_start(comm.get(), &options.c, &raw),
+                  lh_comm_last_error(comm.get()));
+    handle_.reset(raw);
+  }
+
+  void step() { check(lh_sync_engine_step(get())); }
+  void close() { check(lh_sync_engine_close(get())); }
+  lh_sync_stats stats() const {
+    lh_sync_stats s{};
+    check(lh_sync_engine_get_stats(get(), &s));
+    return s;
+  }
+  // The peers whose contribution to the last settled round was excluded as non-finite.
+  std::vector<uint64_t> last_excluded() const {
+    std::vector<uint64_t> ids(64);
+    size_t n = 0;
+    check(lh_sync_engine_last_excluded(get(), ids.data(), ids.size(), &n));
+    ids.resize(std::min(n, ids.size()));
+    return ids;
+  }
+  uint64_t hash() {
+    uint64_t h = 0;
+    check(lh_sync_engine_hash(get(), &h));
+    return h;
+  }
+  std::vector<float> global(uint32_t fragment, size_t count) {
+    std::vector<float> g(count);
+    check(lh_sync_engine_get_global(get(), fragment, g.data(), g.size()));
+    return g;
+  }
+
+  lh_sync_engine* get() const { return handle_.get(); }
+
+ private:
+  struct Deleter {
+    void operator()(lh_sync_engine* e) const { lh_sync_engine_destroy(e); }
+  };
+  void check(lh_status s) const { detail::check(s, lh_sync_engine_last_error(handle_.get())); }
+  std::unique_ptr<lh_sync_engine, Deleter> handle_;
 };
 
 }  // namespace longhaul

@@ -154,6 +154,11 @@ Status Operation::wait() {
   return outcome_;
 }
 
+bool Operation::wait_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return done_cv_.wait_until(lock, deadline, [this] { return done_; });
+}
+
 Status Operation::status() const {
   std::lock_guard lock(mu_);
   return outcome_;

@@ -14,6 +14,7 @@
 // anything of it is pending.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -39,6 +40,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   bool test() const;
   // Blocks until completion; returns the outcome. Any thread, any number of times.
   Status wait();
+  // Blocks until completion or `deadline`; true once completed.
+  bool wait_until(std::chrono::steady_clock::time_point deadline);
   // The outcome, or OK while still running.
   Status status() const;
   // The epoch of the view it runs on.

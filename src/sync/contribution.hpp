@@ -1,0 +1,42 @@
+// What each member brings to a round, and the group's tally of it.
+//
+// A member forms its pseudo-gradient Δ = θ_g − θ_local for the fragment. It contributes only
+// when Δ covers a whole round of its own training (a joiner's first, partial round would pull the
+// mean towards θ_g) and every value of Δ is finite (one member's NaN must not become everyone's).
+// Otherwise it sends zeros and is not counted. Beside Δ every member all-reduces a mask: one float
+// per ring position, its own position holding its code (a sum of one-hot vectors), so every
+// member learns who was counted and who was excluded, and divides the sum by the same count.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace longhaul::runtime {
+class WorkerPool;
+}
+
+namespace longhaul::sync {
+
+enum class Contribution : int { kNone = 0, kCounted = 1, kNonFinite = 2 };
+
+// Forms delta = theta_g − local in place (`delta` holds the local values on entry). Returns
+// false, and leaves zeros in `delta`, when any value of it is not finite.
+bool form_delta(std::span<const float> theta_g, std::span<float> delta,
+                runtime::WorkerPool& workers);
+
+// The mask this member sends: zeros but its own position.
+std::vector<float> contribution_mask(size_t members, size_t rank, Contribution c);
+
+struct Tally {
+  size_t counted = 0;
+  std::vector<size_t> non_finite;  // ring positions excluded for a non-finite contribution
+  std::vector<size_t> none;        // positions that had nothing to contribute yet
+};
+// Reads the summed masks.
+Tally tally(std::span<const float> summed_masks);
+
+// delta ← delta / counted: the mean over the members that were counted.
+void average(std::span<float> delta, size_t counted, runtime::WorkerPool& workers);
+
+}  // namespace longhaul::sync

@@ -1,0 +1,129 @@
+#include "sync/engine.hpp"
+
+#include <fmt/format.h>
+
+#include "sync/round.hpp"
+
+namespace longhaul::sync {
+
+using Clock = std::chrono::steady_clock;
+
+Result<std::unique_ptr<SyncEngine>> SyncEngine::start(peer::Communicator& comm,
+                                                      runtime::Runtime& runtime,
+                                                      state::BlockServer& server,
+                                                      EngineOptions options) {
+  LH_RETURN_IF_ERROR(validate(options));
+  auto layout = Layout::make(options.ranges, options.pieces, options.fragments);
+  if (!layout) return layout.status();
+  auto schedule = FragmentSchedule::make(options.sync_every, options.fragments, options.delay);
+  if (!schedule) return schedule.status();
+  if (Status s = comm.session().failure(); !s) return s;
+  std::unique_ptr<SyncEngine> engine(
+      new SyncEngine(comm, runtime, server, std::move(options), std::move(*layout), *schedule));
+  const auto t0 = Clock::now();
+  LH_RETURN_IF_ERROR(engine->join_group());
+  std::lock_guard lock(engine->stats_mu_);
+  engine->stats_.blocked += Clock::now() - t0;
+  engine->stats_.steps = engine->state_.step();
+  return engine;
+}
+
+SyncEngine::SyncEngine(peer::Communicator& comm, runtime::Runtime& runtime,
+                       state::BlockServer& server, EngineOptions options, Layout layout,
+                       FragmentSchedule schedule)
+    : comm_(comm),
+      runtime_(runtime),
+      server_(server),
+      options_(std::move(options)),
+      layout_(std::move(layout)),
+      schedule_(schedule),
+      state_(layout_, config_tag(options_, layout_)),
+      staging_(layout_.largest_fragment(), 0.0f),
+      last_reset_(layout_.fragments(), 0) {
+  if (options_.method == Method::kEager) own_delta_.assign(layout_.fragment_size(0), 0.0f);
+  // Until the group's θ_g is known, this peer's own parameters are its vote for it.
+  for (size_t f = 0; f < layout_.fragments(); ++f)
+    layout_.read(f, state_.theta_g(f), runtime_.workers());
+  stats_.memory_bytes = state_.bytes() + (staging_.size() + own_delta_.size()) * sizeof(float);
+}
+
+SyncEngine::~SyncEngine() {
+  // A round still in flight writes into staging_: end it before the buffer goes.
+  if (in_flight_)
+    for (auto* op : {in_flight_->mask_op.get(), in_flight_->delta_op.get()})
+      if (op) {
+        op->abort(closed_error("the sync engine was destroyed"));
+        (void)op->wait();
+      }
+}
+
+Status SyncEngine::step() {
+  if (closed_) return closed_error("the sync engine was closed");
+  const auto t0 = Clock::now();
+  const uint64_t t = ++state_.step();
+  Status s = run_step(t);
+  std::lock_guard lock(stats_mu_);
+  stats_.blocked += Clock::now() - t0;
+  stats_.steps = t;
+  return s;
+}
+
+// One step's phases: the rounds due are applied, joiners admitted, new rounds launched. Applying
+// before launching lets a fragment start its next round at the step that finished the last one.
+Status SyncEngine::run_step(uint64_t t) {
+  if (delayed()) {
+    // CO2 and eager: the round launched H steps ago is applied where the next one is formed.
+    if (schedule_.round_launched(t, 0)) {
+      if (in_flight_)
+        LH_RETURN_IF_ERROR(finish_round());
+      else
+        apply_delayed(0, {}, /*restart=*/true);
+    }
+  } else if (in_flight_ && options_.delay > 0 &&
+             schedule_.round_applied(t, in_flight_->fragment) == in_flight_->number) {
+    LH_RETURN_IF_ERROR(finish_round());
+  }
+  if (schedule_.admits(t)) LH_RETURN_IF_ERROR(admit());
+  return launch_due(t);
+}
+
+Status SyncEngine::launch_due(uint64_t t) {
+  for (uint32_t f = 0; f < layout_.fragments(); ++f) {
+    const uint64_t round = schedule_.round_launched(t, f);
+    if (round == 0) continue;
+    LH_RETURN_IF_ERROR(launch(f, round));
+    if (!delayed() && options_.delay == 0) LH_RETURN_IF_ERROR(finish_round());
+  }
+  return Status::ok();
+}
+
+Status SyncEngine::close() {
+  if (closed_) return Status::ok();
+  closed_ = true;
+  if (!in_flight_) return Status::ok();
+  const auto t0 = Clock::now();
+  Status s = finish_round(/*restart=*/false);
+  std::lock_guard lock(stats_mu_);
+  stats_.blocked += Clock::now() - t0;
+  return s;
+}
+
+void SyncEngine::record(const RoundReport& report) {
+  std::lock_guard lock(stats_mu_);
+  (report.applied ? stats_.rounds_applied : stats_.rounds_dropped)++;
+  if (report.late) ++stats_.rounds_late;
+  stats_.non_finite_excluded += report.non_finite_peers.size();
+  stats_.peak_event_bytes = std::max(stats_.peak_event_bytes, report.event_bytes);
+  stats_.last_round = report;
+}
+
+EngineStats SyncEngine::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+uint64_t SyncEngine::state_hash() {
+  return state_.registry().hash(runtime_.workers());
+}
+
+}  // namespace longhaul::sync

@@ -1,0 +1,140 @@
+// The sync engine: low-communication training across peers (DiLoCo, Streaming DiLoCo, CO2,
+// eager) in the library. A trainer registers its parameters and calls step() once after every
+// inner optimizer step; the engine keeps the global parameters θ_g and the outer state as shared
+// state, sends each fragment's pseudo-gradient every H steps in the background, applies the
+// outer update when its round is due, and merges θ_g back into the trainer's parameters.
+// docs/training.md has every rule and its source; docs/architecture.md where it sits.
+//
+// Membership: start() is a collective of the group's admitted peers: the first start elects one
+// initial θ_g (the popular content, a tie going to the lowest peer id) and every peer adopts it;
+// a peer that starts later (a joiner) downloads θ_g, the outer state and the counters and joins
+// the schedule where the group is. Every H steps, where no round is in flight, every peer calls
+// update_topology at once (the same step everywhere), which admits joiners and re-forms the ring
+// without lost peers; a joiner's first contribution is its first whole round.
+//
+// Failure: a round's all-reduce that fails anywhere fails everywhere (the master decides each
+// round for the whole group, so no peer applies a round another dropped); the round is retried
+// over the survivors or dropped (EngineOptions::on_loss). Every surviving peer's θ_g stays
+// bit-identical. A non-finite contribution is excluded from the mean and reported with its peer.
+//
+// Threads: one trainer thread calls start/step/close; stats() is thread-safe. The engine runs
+// its parallel loops on the communicator's runtime workers. The parameters' memory must outlive
+// the engine and must not be touched by the trainer during a call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "collective/engine.hpp"
+#include "peer/communicator.hpp"
+#include "runtime/runtime.hpp"
+#include "state/block_server.hpp"
+#include "sync/contribution.hpp"
+#include "sync/layout.hpp"
+#include "sync/options.hpp"
+#include "sync/schedule.hpp"
+#include "sync/shared_state.hpp"
+
+namespace longhaul::sync {
+
+struct Round;
+
+struct RoundReport {
+  uint32_t fragment = 0;
+  uint64_t round = 0;
+  bool applied = false;  // false: dropped
+  bool late = false;     // dropped at its deadline
+  uint32_t attempts = 0;
+  size_t participants = 0;                 // peers whose contribution was counted
+  std::vector<uint64_t> non_finite_peers;  // excluded, by peer id
+  uint64_t event_bytes = 0;                // data bytes sent + received by this peer for the round
+};
+
+struct EngineStats {
+  uint64_t steps = 0;
+  uint64_t rounds_applied = 0, rounds_dropped = 0, rounds_late = 0, retries = 0;
+  uint64_t non_finite_excluded = 0;     // contributions excluded (any peer's), summed over rounds
+  std::chrono::nanoseconds blocked{0};  // time the trainer waited inside the engine's calls
+  uint64_t peak_event_bytes = 0;        // the most data bytes of one round on this peer
+  uint64_t memory_bytes = 0;            // the engine's own buffers
+  std::optional<RoundReport> last_round;
+};
+
+class SyncEngine {
+ public:
+  // Validates `options`, builds the layout and shared state, and runs the start collective.
+  // `comm` must be connected; `comm`, `runtime` and `server` must outlive the engine.
+  static Result<std::unique_ptr<SyncEngine>> start(peer::Communicator& comm,
+                                                   runtime::Runtime& runtime,
+                                                   state::BlockServer& server,
+                                                   EngineOptions options);
+  ~SyncEngine();
+
+  // Call after every inner optimizer step. Launches, applies and merges what the schedule says,
+  // and admits joiners every H steps. Errors: the session failed, the state sync refused this
+  // peer (LH_ERR_STATE_MISMATCH), LH_ERR_CLOSED after close().
+  Status step();
+  // Finishes the round in flight (applies or drops it with the group) and stops. Idempotent.
+  Status close();
+
+  EngineStats stats() const;
+  // Inner steps the group has finished (the shared counter).
+  uint64_t step_count() const { return state_.step(); }
+  // The global parameters of fragment f, and the hash of the whole shared state (every peer's is
+  // the same): for tests and checks between calls.
+  std::span<const float> theta_g(size_t f) { return state_.theta_g(f); }
+  uint64_t state_hash();
+  const Layout& layout() const { return layout_; }
+
+ private:
+  SyncEngine(peer::Communicator& comm, runtime::Runtime& runtime, state::BlockServer& server,
+             EngineOptions options, Layout layout, FragmentSchedule schedule);
+
+  // Membership (engine_membership.cpp).
+  Status join_group();
+  Status admit();
+  Status sync_shared_state();
+  std::vector<uint64_t> ring_ids() const;
+
+  // The schedule's phases of one step (engine.cpp).
+  Status run_step(uint64_t step);
+  Status launch_due(uint64_t step);
+
+  // Rounds (engine_rounds.cpp).
+  bool contributes(uint32_t f) const;
+  void form_delta(uint32_t f, bool full_round);
+  Status launch(uint32_t f, uint64_t round);
+  Status start_ops(Round& round);
+  Status wait_for(Round& round);
+  Status settle(Round& round, bool* applied);
+  Status finish_round(bool restart = true);
+  void apply_diloco(uint32_t f, std::span<const float> average);
+  void apply_delayed(uint32_t f, std::span<const float> average, bool restart);
+  void record(const RoundReport& report);
+
+  bool delayed() const { return options_.method != Method::kDiLoCo; }
+
+  peer::Communicator& comm_;
+  runtime::Runtime& runtime_;
+  state::BlockServer& server_;
+  const EngineOptions options_;
+  const Layout layout_;
+  const FragmentSchedule schedule_;
+  SharedState state_;
+  std::vector<float> staging_;        // the pseudo-gradient in flight (largest fragment)
+  std::vector<float> own_delta_;      // eager: this peer's previous pseudo-gradient / N
+  std::vector<uint64_t> last_reset_;  // per fragment: the step θ_local was last set from θ_g
+  std::unique_ptr<Round> in_flight_;
+  bool staged_finite_ = true;
+  Contribution staged_code_ = Contribution::kNone;  // what the staged Δ contributes
+  bool closed_ = false;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+};
+
+}  // namespace longhaul::sync

@@ -1,0 +1,69 @@
+// The engine and the group's membership: the start collective (adopting the group's shared
+// state), the admission point every H steps, and the shared-state syncs both need.
+#include <algorithm>
+
+#include "state/sync.hpp"
+#include "sync/engine.hpp"
+
+namespace longhaul::sync {
+namespace {
+
+bool retryable(const Status& s) {
+  return s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED || s.code() == LH_ERR_TIMEOUT;
+}
+
+}  // namespace
+
+std::vector<uint64_t> SyncEngine::ring_ids() const {
+  return comm_.session().view().ring;
+}
+
+// Adopts the group's shared state and sets the local parameters from θ_g. At the group's first
+// start (the shared step counter is 0) the sync elects one θ_g among the peers' own parameters;
+// a peer starting later downloads it, finds the group at the admission point of step t, and takes
+// part in what the group launches there, contributing nothing to those rounds.
+Status SyncEngine::join_group() {
+  LH_RETURN_IF_ERROR(sync_shared_state());
+  const uint64_t t = state_.step();
+  for (uint32_t f = 0; f < layout_.fragments(); ++f) {
+    layout_.merge(f, state_.theta_g(f), 0.0f, runtime_.workers());
+    last_reset_[f] = t;
+  }
+  if (t == 0) return Status::ok();
+  staged_code_ = Contribution::kNone;
+  std::fill(staging_.begin(), staging_.end(), 0.0f);
+  return launch_due(t);
+}
+
+// Every peer calls update_topology at the same steps (where no round is in flight): joiners are
+// admitted and the ring re-formed here, the same way on every member. A member that joined
+// downloads the shared state in the sync that follows.
+Status SyncEngine::admit() {
+  const auto before = ring_ids();
+  LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/true));
+  const auto after = ring_ids();
+  const bool gained = std::any_of(after.begin(), after.end(), [&](uint64_t id) {
+    return std::find(before.begin(), before.end(), id) == before.end();
+  });
+  const uint64_t point = state_.step() / options_.sync_every;
+  const bool verify = options_.verify_every > 0 && point % options_.verify_every == 0;
+  if (!gained && !verify) return Status::ok();
+  return sync_shared_state();
+}
+
+// A shared-state sync whose outcome the group agrees on: a sync that failed anywhere (a source
+// lost, the group reconfiguring) is repeated by every member after re-forming the ring.
+Status SyncEngine::sync_shared_state() {
+  for (;;) {
+    state::SyncResult result;
+    const Status s = state::sync_state(comm_, runtime_, server_, state_.registry(),
+                                       wire::SyncStrategy::kEnforcePopular, &result);
+    auto decision = comm_.session().decide_batch(s.is_ok());
+    if (!decision) return decision.status();
+    if (*decision) return Status::ok();
+    if (!s.is_ok() && !retryable(s)) return s.with_context("the sync engine's shared state");
+    LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/false));
+  }
+}
+
+}  // namespace longhaul::sync

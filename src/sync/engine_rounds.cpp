@@ -1,0 +1,222 @@
+// The engine's rounds: forming a fragment's pseudo-gradient, launching its all-reduce and the
+// contribution masks', settling the round with the group (the master decides), and applying it.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sync/engine.hpp"
+#include "sync/outer_rules.hpp"
+#include "sync/round.hpp"
+
+namespace longhaul::sync {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+constexpr size_t kChunk = 1 << 16;  // elements per parallel task of an outer step
+}  // namespace
+
+bool SyncEngine::contributes(uint32_t f) const {
+  // A whole round of this peer's own training since θ_local was last set from θ_g: what every
+  // member has between two rounds (H − τ steps); a joiner's first, shorter one would pull the mean
+  // towards θ_g.
+  return state_.step() - last_reset_[f] >= options_.sync_every - options_.delay;
+}
+
+void SyncEngine::form_delta(uint32_t f, bool full_round) {
+  const std::span<float> delta(staging_.data(), layout_.fragment_size(f));
+  layout_.read(f, delta, runtime_.workers());
+  staged_finite_ = sync::form_delta(state_.theta_g(f), delta, runtime_.workers());
+  staged_code_ = !full_round       ? Contribution::kNone
+                 : !staged_finite_ ? Contribution::kNonFinite
+                                   : Contribution::kCounted;
+  if (staged_code_ == Contribution::kNone) std::fill(delta.begin(), delta.end(), 0.0f);
+}
+
+Status SyncEngine::start_ops(Round& round) {
+  const collective::RingView view = comm_.ring_view();
+  round.ring = ring_ids();
+  round.masks = contribution_mask(view.size, view.rank, staged_code_);
+  round.launched_at = Clock::now();
+  ++round.attempts;
+  collective::AllReduceSpec masks;
+  masks.input = masks.output = round.masks.data();
+  masks.count = round.masks.size();
+  auto mask_op = comm_.allreduce(masks);
+  if (!mask_op) return mask_op.status();
+  round.mask_op = *mask_op;
+  collective::AllReduceSpec delta;
+  delta.input = delta.output = round.delta.data();
+  delta.count = round.delta.size();
+  delta.codec = options_.codec;
+  delta.block = options_.block;
+  auto delta_op = comm_.allreduce(delta);
+  if (!delta_op) return delta_op.status();
+  round.delta_op = *delta_op;
+  return Status::ok();
+}
+
+Status SyncEngine::launch(uint32_t f, uint64_t number) {
+  auto round = std::make_unique<Round>();
+  round->fragment = f;
+  round->number = number;
+  round->delta = {staging_.data(), layout_.fragment_size(f)};
+  if (!delayed()) form_delta(f, contributes(f));
+  // A launch the engine refuses (the epoch was aborted meanwhile) is settled like any failure.
+  round->launch_failure = start_ops(*round);
+  in_flight_ = std::move(round);
+  return Status::ok();
+}
+
+// Waits for the round's operations (until its deadline, if one is set); this peer's outcome.
+Status SyncEngine::wait_for(Round& round) {
+  if (!round.launch_failure.is_ok()) {
+    for (auto* op : {round.mask_op.get(), round.delta_op.get()})
+      if (op) op->abort(round.launch_failure);
+  }
+  if (options_.deadline.count() > 0) {
+    const auto deadline = round.launched_at + options_.deadline;
+    for (auto* op : {round.mask_op.get(), round.delta_op.get()})
+      if (op && !op->wait_until(deadline)) {
+        round.late = true;
+        op->abort(timeout_error("the round's deadline passed"));
+      }
+  }
+  Status outcome = round.launch_failure;
+  for (auto* op : {round.mask_op.get(), round.delta_op.get()}) {
+    const Status s = op ? op->wait() : Status::ok();
+    if (outcome.is_ok() && !s.is_ok()) outcome = s;
+  }
+  return outcome;
+}
+
+// Settles the round with the group: every peer reports its outcome and the master decides for
+// all, so no peer applies a round another one dropped. A failed round is retried over the
+// survivors when a peer was lost (and the policy and method allow it), else dropped.
+Status SyncEngine::settle(Round& round, bool* applied) {
+  for (;;) {
+    const Status local = wait_for(round);
+    auto decision = comm_.session().decide_batch(local.is_ok());
+    if (!decision) return decision.status();
+    if (*decision) {
+      *applied = true;
+      return Status::ok();
+    }
+    const auto before = ring_ids();
+    // The failed epoch must be re-formed before the next collective; joiners wait for the next
+    // admission point, where every peer calls update_topology at the same step.
+    LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/false));
+    const bool lost_a_peer = ring_ids() != before;
+    if (delayed() || options_.on_loss == LossPolicy::kDrop || !lost_a_peer ||
+        round.attempts >= options_.max_attempts) {
+      *applied = false;
+      return Status::ok();
+    }
+    {
+      std::lock_guard lock(stats_mu_);
+      ++stats_.retries;
+    }
+    form_delta(round.fragment, contributes(round.fragment));
+    round.late = false;
+    round.launch_failure = start_ops(round);
+  }
+}
+
+Status SyncEngine::finish_round(bool restart) {
+  Round& round = *in_flight_;
+  bool applied = false;
+  LH_RETURN_IF_ERROR(settle(round, &applied));
+  RoundReport report;
+  report.fragment = round.fragment;
+  report.round = round.number;
+  report.applied = applied;
+  report.late = round.late;
+  report.attempts = round.attempts;
+  for (auto* op : {round.mask_op.get(), round.delta_op.get()})
+    if (op) report.event_bytes += op->info().bytes_sent + op->info().bytes_received;
+  if (applied) {
+    const Tally t = tally(round.masks);
+    report.participants = t.counted;
+    for (size_t r : t.non_finite) report.non_finite_peers.push_back(round.ring[r]);
+    average(round.delta, t.counted, runtime_.workers());
+    if (delayed())
+      apply_delayed(round.fragment, t.counted > 0 ? round.delta : std::span<float>{}, restart);
+    else if (t.counted > 0)
+      apply_diloco(round.fragment, round.delta);
+  } else if (delayed()) {
+    apply_delayed(round.fragment, {}, restart);
+  }
+  in_flight_.reset();
+  record(report);
+  return Status::ok();
+}
+
+void SyncEngine::apply_diloco(uint32_t f, std::span<const float> average) {
+  const bool first = state_.rounds(f) == 0;
+  auto theta = state_.theta_g(f);
+  auto buffer = state_.momentum(f);
+  runtime_.workers().parallel_for((theta.size() + kChunk - 1) / kChunk, [&](size_t c) {
+    const size_t begin = c * kChunk, n = std::min(kChunk, theta.size() - begin);
+    nesterov_step(theta.subspan(begin, n), buffer.subspan(begin, n), average.subspan(begin, n),
+                  options_.nesterov, first);
+  });
+  ++state_.rounds(f);
+  layout_.merge(f, theta, options_.mix, runtime_.workers());
+  last_reset_[f] = state_.step();
+}
+
+// CO2 and eager at a launch step, in one pass over the fragment: take the delayed round's
+// average into the shared state (when it was applied), form this round's pseudo-gradient into the
+// staging buffer, and restart the local parameters (CO2: from θ_g; eager: from θ_g corrected by
+// this peer's own fresh pseudo-gradient in place of its stale one). `restart` false (close): only
+// the shared update and θ_local ← θ_g.
+void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool restart) {
+  const bool update = !average.empty();
+  const bool first = state_.rounds(f) == 0;
+  const bool full = contributes(f);
+  const auto theta = state_.theta_g(f);
+  const auto momentum = state_.momentum(f);
+  // Eager's estimate of the mean takes this peer's share as 1/N of it.
+  const float share = 1.0f / static_cast<float>(std::max<size_t>(1, comm_.ring_view().size));
+  const float eager_step = options_.nesterov.lr * (1.0f + options_.nesterov.momentum);
+  std::atomic<bool> finite{true};
+  layout_.update(
+      f,
+      [&](size_t position, std::span<float> local) {
+        bool ok = true;
+        for (size_t j = 0; j < local.size(); ++j) {
+          const size_t i = position + j;
+          const float g = update ? average[i] : 0.0f;  // read before staging_[i] is overwritten
+          float fresh = theta[i] - local[j];
+          if (!std::isfinite(fresh)) {
+            ok = false;
+            fresh = 0.0f;
+          }
+          if (update && options_.method == Method::kCo2)
+            co2_element(theta[i], momentum[i], g, options_.co2);
+          else if (update)
+            nesterov_element(theta[i], momentum[i], g, options_.nesterov, first);
+          local[j] = theta[i];
+          if (!restart) continue;
+          if (options_.method == Method::kEager) {
+            local[j] = theta[i] - eager_step * ((fresh - own_delta_[i]) * share);
+            own_delta_[i] = fresh;
+          }
+          staging_[i] = fresh;
+        }
+        if (!ok) finite.store(false, std::memory_order_relaxed);
+      },
+      runtime_.workers());
+  if (update) ++state_.rounds(f);
+  last_reset_[f] = state_.step();
+  if (!restart) return;
+  staged_code_ = !full            ? Contribution::kNone
+                 : !finite.load() ? Contribution::kNonFinite
+                                  : Contribution::kCounted;
+  if (staged_code_ != Contribution::kCounted)
+    std::fill(staging_.begin(), staging_.begin() + static_cast<std::ptrdiff_t>(theta.size()), 0.0f);
+}
+
+}  // namespace longhaul::sync

@@ -1,0 +1,158 @@
+#include "sync/layout.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "quant/half.hpp"
+#include "runtime/worker_pool.hpp"
+#include "sync/outer_rules.hpp"
+
+namespace longhaul::sync {
+namespace {
+
+// Pieces are copied in parallel in chunks of this many elements.
+constexpr size_t kChunkElements = 1 << 16;
+
+Status check_ranges(const std::vector<ParamRange>& ranges) {
+  if (ranges.empty()) return invalid_argument("the sync engine needs at least one parameter range");
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const ParamRange& r = ranges[i];
+    if (r.dtype != quant::DType::kF32 && r.dtype != quant::DType::kBF16)
+      return Status(LH_ERR_UNSUPPORTED,
+                    fmt::format("parameter range {} is {}: the sync engine takes f32 or bf16", i,
+                                quant::dtype_name(r.dtype)));
+    if (r.count > 0 && !r.data)
+      return invalid_argument(fmt::format("parameter range {} has no data", i));
+  }
+  return Status::ok();
+}
+
+std::vector<FragmentPiece> whole_ranges(const std::vector<ParamRange>& ranges, uint32_t fragments) {
+  std::vector<FragmentPiece> pieces;
+  for (uint32_t i = 0; i < ranges.size(); ++i)
+    pieces.push_back({static_cast<uint32_t>(i % fragments), i, 0, ranges[i].count});
+  return pieces;
+}
+
+// Every piece inside its range, none overlapping another.
+Status check_pieces(const std::vector<ParamRange>& ranges, const std::vector<FragmentPiece>& pieces,
+                    uint32_t fragments) {
+  std::map<std::pair<uint32_t, size_t>, size_t> starts;  // (range, offset) -> piece index
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const FragmentPiece& p = pieces[i];
+    if (p.fragment >= fragments)
+      return invalid_argument(
+          fmt::format("piece {} names fragment {} of {}", i, p.fragment, fragments));
+    if (p.range >= ranges.size())
+      return invalid_argument(
+          fmt::format("piece {} names range {} of {}", i, p.range, ranges.size()));
+    if (p.offset > ranges[p.range].count || p.count > ranges[p.range].count - p.offset)
+      return invalid_argument(
+          fmt::format("piece {} ([{}, {}) of range {}) exceeds the range's {} "
+                      "elements",
+                      i, p.offset, p.offset + p.count, p.range, ranges[p.range].count));
+    if (p.count == 0) continue;
+    auto [it, inserted] = starts.emplace(std::pair(p.range, p.offset), i);
+    if (!inserted) return invalid_argument(fmt::format("pieces {} and {} overlap", it->second, i));
+  }
+  // Sorted by (range, offset): each piece must end before the next one of its range starts.
+  for (auto it = starts.begin(); it != starts.end(); ++it) {
+    auto next = std::next(it);
+    if (next == starts.end() || next->first.first != it->first.first) continue;
+    const FragmentPiece& p = pieces[it->second];
+    if (p.offset + p.count > next->first.second)
+      return invalid_argument(fmt::format("pieces {} and {} overlap", it->second, next->second));
+  }
+  return Status::ok();
+}
+
+// Runs body(piece, first, count) over every chunk of every piece of `pieces`, in parallel.
+template <class Piece, class Body>
+void for_each_chunk(const std::vector<Piece>& pieces, runtime::WorkerPool& workers, Body body) {
+  struct Chunk {
+    const Piece* piece;
+    size_t first, count;
+  };
+  std::vector<Chunk> chunks;
+  for (const Piece& p : pieces)
+    for (size_t first = 0; first < p.count; first += kChunkElements)
+      chunks.push_back({&p, first, std::min(kChunkElements, p.count - first)});
+  workers.parallel_for(chunks.size(),
+                       [&](size_t i) { body(*chunks[i].piece, chunks[i].first, chunks[i].count); });
+}
+
+}  // namespace
+
+Result<Layout> Layout::make(std::vector<ParamRange> ranges, std::vector<FragmentPiece> pieces,
+                            uint32_t fragments) {
+  if (fragments == 0) return invalid_argument("a layout needs at least one fragment");
+  LH_RETURN_IF_ERROR(check_ranges(ranges));
+  if (pieces.empty()) pieces = whole_ranges(ranges, fragments);
+  LH_RETURN_IF_ERROR(check_pieces(ranges, pieces, fragments));
+  Layout layout;
+  layout.fragment_pieces_.resize(fragments);
+  layout.fragment_sizes_.assign(fragments, 0);
+  for (const FragmentPiece& p : pieces) {
+    if (p.count == 0) continue;
+    size_t& size = layout.fragment_sizes_[p.fragment];
+    layout.fragment_pieces_[p.fragment].push_back({ranges[p.range], p.offset, p.count, size});
+    size += p.count;
+  }
+  for (uint32_t f = 0; f < fragments; ++f)
+    if (layout.fragment_sizes_[f] == 0)
+      return invalid_argument(fmt::format("fragment {} holds no parameter", f));
+  return layout;
+}
+
+size_t Layout::largest_fragment() const {
+  return *std::max_element(fragment_sizes_.begin(), fragment_sizes_.end());
+}
+
+size_t Layout::total_elements() const {
+  size_t total = 0;
+  for (size_t s : fragment_sizes_) total += s;
+  return total;
+}
+
+void Layout::update(size_t f, const ChunkBody& body, runtime::WorkerPool& workers,
+                    bool write_back) const {
+  for_each_chunk(fragment_pieces_[f], workers, [&](const Piece& p, size_t first, size_t count) {
+    const size_t position = p.position + first;
+    if (p.range.dtype == quant::DType::kF32) {
+      body(position, {static_cast<float*>(p.range.data) + p.offset + first, count});
+      return;
+    }
+    uint16_t* local = static_cast<uint16_t*>(p.range.data) + p.offset + first;
+    thread_local std::vector<float> values;
+    values.resize(count);
+    for (size_t i = 0; i < count; ++i) values[i] = quant::bf16_to_f32(local[i]);
+    body(position, values);
+    if (write_back)
+      for (size_t i = 0; i < count; ++i) local[i] = quant::f32_to_bf16(values[i]);
+  });
+}
+
+void Layout::read(size_t f, std::span<float> out, runtime::WorkerPool& workers) const {
+  update(
+      f,
+      [&](size_t position, std::span<float> values) {
+        std::copy(values.begin(), values.end(),
+                  out.begin() + static_cast<std::ptrdiff_t>(position));
+      },
+      workers, /*write_back=*/false);
+}
+
+void Layout::merge(size_t f, std::span<const float> global, float alpha,
+                   runtime::WorkerPool& workers) const {
+  update(
+      f,
+      [&](size_t position, std::span<float> values) {
+        for (size_t i = 0; i < values.size(); ++i)
+          values[i] = mix(values[i], global[position + i], alpha);
+      },
+      workers);
+}
+
+}  // namespace longhaul::sync

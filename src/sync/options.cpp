@@ -1,0 +1,85 @@
+#include "sync/options.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "sync/schedule.hpp"
+
+namespace longhaul::sync {
+namespace {
+
+bool finite_positive(float x) {
+  return std::isfinite(x) && x > 0.0f;
+}
+
+// The bits of a float: hyperparameters enter the tag exactly.
+uint32_t bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+Status validate_hyperparameters(const EngineOptions& o) {
+  if (!std::isfinite(o.mix) || o.mix < 0.0f || o.mix >= 1.0f)
+    return invalid_argument(fmt::format("mix (alpha) = {} must be in [0, 1)", o.mix));
+  if (!finite_positive(o.nesterov.lr) || !std::isfinite(o.nesterov.momentum) ||
+      o.nesterov.momentum < 0.0f || o.nesterov.momentum >= 1.0f)
+    return invalid_argument("the outer learning rate must be positive and the momentum in [0, 1)");
+  if (o.method == Method::kCo2 &&
+      (!finite_positive(o.co2.lr) || !std::isfinite(o.co2.momentum) || o.co2.momentum < 0.0f ||
+       o.co2.momentum >= 1.0f || !std::isfinite(o.co2.gap_penalty) || o.co2.gap_penalty < 1.0f ||
+       !std::isfinite(o.co2.clip) || o.co2.clip < 0.0f))
+    return invalid_argument(
+        "CO2 needs a positive outer lr, a momentum in [0, 1), a gap penalty >= 1 and a clip >= 0");
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::kDiLoCo:
+      return "diloco";
+    case Method::kCo2:
+      return "co2";
+    case Method::kEager:
+      return "eager";
+  }
+  return "?";
+}
+
+Status validate(const EngineOptions& o) {
+  if (o.method != Method::kDiLoCo && o.method != Method::kCo2 && o.method != Method::kEager)
+    return invalid_argument(fmt::format("unknown outer method {}", static_cast<int>(o.method)));
+  if (auto s = FragmentSchedule::make(o.sync_every, o.fragments, o.delay); !s) return s.status();
+  if (o.method != Method::kDiLoCo) {
+    if (o.delay != 0)
+      return invalid_argument(fmt::format("{} applies each round one round later; tau must be 0",
+                                          method_name(o.method)));
+    if (o.fragments != 1)
+      return invalid_argument(
+          fmt::format("{} syncs the whole model: fragments must be 1", method_name(o.method)));
+  }
+  if (o.on_loss != LossPolicy::kRetry && o.on_loss != LossPolicy::kDrop)
+    return invalid_argument("unknown loss policy");
+  if (o.max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
+  if (o.deadline.count() < 0) return invalid_argument("the round deadline must not be negative");
+  if (auto n = quant::encoded_size(1, o.codec, o.block); !n) return n.status();
+  return validate_hyperparameters(o);
+}
+
+std::string config_tag(const EngineOptions& o, const Layout& layout) {
+  std::string sizes;
+  for (size_t f = 0; f < layout.fragments(); ++f)
+    sizes += fmt::format("{}{}", f ? "," : "", layout.fragment_size(f));
+  return fmt::format(
+      "{}.H={}.F={}.tau={}.mix={:08x}.lr={:08x}.mu={:08x}.co2={:08x},{:08x},{:08x},{:08x}."
+      "codec={}.block={}.sizes={}",
+      method_name(o.method), o.sync_every, o.fragments, o.delay, bits(o.mix), bits(o.nesterov.lr),
+      bits(o.nesterov.momentum), bits(o.co2.lr), bits(o.co2.momentum), bits(o.co2.gap_penalty),
+      bits(o.co2.clip), quant::codec_name(o.codec), o.block, sizes);
+}
+
+}  // namespace longhaul::sync

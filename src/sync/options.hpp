@@ -1,0 +1,57 @@
+// How a sync engine trains: the parameters, the fragment schedule, the outer loop and its
+// hyperparameters, the wire codec, and what to do when a peer is lost. Every peer of the group
+// must use the same values (the shared state's configuration tag enforces it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "quant/codec.hpp"
+#include "sync/layout.hpp"
+#include "sync/outer_rules.hpp"
+
+namespace longhaul::sync {
+
+// DiLoCo and Streaming DiLoCo: Nesterov on the fresh average, applied τ steps after the launch.
+// CO2 and eager overlap a round's all-reduce with the whole next round and apply it one round
+// later (CO2: heavy-ball momentum with its staleness gap penalty and momentum clipping; eager:
+// the delayed average plus the peer's own fresh pseudo-gradient in place of its stale one).
+enum class Method : uint8_t { kDiLoCo = 0, kCo2 = 1, kEager = 2 };
+const char* method_name(Method m);
+
+// A round whose all-reduce fails (a peer lost): retry it over the survivors with a fresh
+// pseudo-gradient, or drop it (no outer update for that fragment this round). CO2 and eager
+// always drop: their pseudo-gradient was formed a whole round ago and cannot be formed again.
+enum class LossPolicy : uint8_t { kRetry = 0, kDrop = 1 };
+
+struct EngineOptions {
+  std::vector<ParamRange> ranges;
+  std::vector<FragmentPiece> pieces;  // empty: range i in fragment i mod fragments
+  uint32_t fragments = 1;             // F
+  uint32_t sync_every = 100;          // H
+  uint32_t delay = 0;                 // τ (DiLoCo method only; CO2 and eager need 0)
+  Method method = Method::kDiLoCo;
+  NesterovParams nesterov;  // DiLoCo: lr 0.7, momentum 0.9
+  Co2Params co2;
+  float mix = 0.0f;  // α of the merge θ_local ← α θ_local + (1 − α) θ_g
+  quant::Codec codec = quant::Codec::kNone;
+  uint32_t block = 128;
+  LossPolicy on_loss = LossPolicy::kRetry;
+  uint32_t max_attempts = 3;              // with kRetry: tries of one round
+  std::chrono::milliseconds deadline{0};  // 0: none; else a round not done this long after its
+                                          // launch is dropped (and counted as late)
+  uint32_t verify_every = 0;              // 0: shared state synced when members join; k: also at
+                                          // every k-th admission point (a hash check, no bytes in
+                                          // steady state)
+};
+
+// Checks everything that does not need the network. LH_ERR_INVALID_ARGUMENT or
+// LH_ERR_UNSUPPORTED with the reason.
+Status validate(const EngineOptions& options);
+
+// The configuration tag (SharedState) of `options` over `layout`.
+std::string config_tag(const EngineOptions& options, const Layout& layout);
+
+}  // namespace longhaul::sync
