@@ -14,6 +14,7 @@
 #include "quant/codec_avx512.hpp"
 #include "quant/fp_env.hpp"
 #include "quant/half.hpp"
+#include "quant/sink.hpp"
 
 namespace longhaul::quant {
 
@@ -243,22 +244,7 @@ void encode_blockwise(const float* x, std::size_t count, std::byte* out, Codec c
   }
 }
 
-// ---- decode (store, accumulate, or subtract for error feedback) -------------------------------
-
-enum class Sink { kStore, kAdd, kResidual };
-
-// kResidual: r = r - v, and a non-finite result becomes 0 (see encode_with_error_feedback).
-template <Sink S>
-LH_QUANT_INLINE void put(float& o, float v) {
-  if constexpr (S == Sink::kStore) {
-    o = v;
-  } else if constexpr (S == Sink::kAdd) {
-    o = o + v;
-  } else {
-    const float r = o - v;
-    o = (r - r == 0.0f) ? r : 0.0f;  // r - r is NaN exactly when r is NaN or Inf
-  }
-}
+// ---- decode (store, accumulate, or subtract for error feedback: Sink, sink.hpp) ---------------
 
 // Decodes one block of n elements from `in` into o; returns the bytes read.
 template <Codec C, Sink S>
@@ -313,21 +299,6 @@ void decode_blockwise(const std::byte* in, std::size_t count, float* o, Codec co
 }
 
 #if defined(LONGHAUL_QUANT_AVX512)
-// put<S> for 16 floats, lanes outside `m` untouched.
-template <Sink S>
-LH_QUANT_INLINE void put16(float* o, __m512 v, __mmask16 m) {
-  if constexpr (S == Sink::kStore) {
-    _mm512_mask_storeu_ps(o, m, v);
-  } else if constexpr (S == Sink::kAdd) {
-    _mm512_mask_storeu_ps(o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), v));
-  } else {
-    const __m512 r = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, o), v);
-    const __mmask16 finite =
-        _mm512_cmp_ps_mask(_mm512_sub_ps(r, r), _mm512_setzero_ps(), _CMP_EQ_OQ);
-    _mm512_mask_storeu_ps(o, m, _mm512_maskz_mov_ps(finite, r));
-  }
-}
-
 template <Sink S>
 void decode_f16_avx512(const std::byte* in, std::size_t count, float* o) {
   avx512::for_each_f16x16(in, count,
