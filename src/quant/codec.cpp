@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "quant/codec_avx512.hpp"
+#include "quant/e3m0.hpp"
 #include "quant/fp_env.hpp"
 #include "quant/half.hpp"
 #include "quant/sink.hpp"
@@ -30,7 +31,7 @@ constexpr float kRound = 12582912.0f;
 constexpr std::uint32_t kQuietNan = 0x7FC00000u;
 
 bool is_blockwise(Codec c) {
-  return c == Codec::kU8 || c == Codec::kU4;
+  return c == Codec::kU8 || c == Codec::kU4 || c == Codec::kE3M0;
 }
 constexpr std::size_t payload_bytes(Codec c, std::size_t n) {
   return c == Codec::kU8 ? n : (n + 1) / 2;
@@ -348,6 +349,9 @@ void decode_any(const std::byte* in, std::size_t count, float* o, Codec codec, s
     case Codec::kU4:
       decode_blockwise<S>(in, count, o, codec, block);
       return;
+    case Codec::kE3M0:
+      e3m0::decode(in, count, o, block, S, e3m0::Path::kVector);
+      return;
   }
 }
 
@@ -377,6 +381,9 @@ void encode_any(const float* x, std::size_t count, std::byte* out, Codec codec, 
     case Codec::kU8:
     case Codec::kU4:
       encode_blockwise<kVector>(x, count, out, codec, block);
+      return;
+    case Codec::kE3M0:
+      e3m0::encode(x, count, out, block, kVector ? e3m0::Path::kVector : e3m0::Path::kPortable);
       return;
   }
 }
@@ -435,6 +442,9 @@ void feedback_any(const float* x, float* r, std::size_t count, std::byte* out, C
                   std::size_t block) {
   if (codec == Codec::kU8) return feedback_blockwise_c<Codec::kU8>(x, r, count, out, block);
   if (codec == Codec::kU4) return feedback_blockwise_c<Codec::kU4>(x, r, count, out, block);
+  if (codec == Codec::kE3M0) {
+    return e3m0::encode_with_error_feedback(x, r, count, out, block, e3m0::Path::kVector);
+  }
   // Elementwise codecs: the same three steps on L1-sized tiles.
   constexpr std::size_t kTile = 2048;
   const std::size_t esize = codec == Codec::kNone ? sizeof(float) : sizeof(std::uint16_t);
@@ -475,6 +485,8 @@ std::string_view codec_name(Codec codec) {
       return "u8";
     case Codec::kU4:
       return "u4";
+    case Codec::kE3M0:
+      return "e3m0";
   }
   return "invalid";
 }
@@ -487,10 +499,12 @@ Result<std::size_t> encoded_size(std::size_t count, Codec codec, std::size_t blo
     case Codec::kBf16:
       return count * sizeof(std::uint16_t);
     case Codec::kU8:
-    case Codec::kU4: {
+    case Codec::kU4:
+    case Codec::kE3M0: {
       if (block == 0 || block > kMaxBlock) {
         return invalid_argument(fmt::format("block size {} outside [1, {}]", block, kMaxBlock));
       }
+      if (codec == Codec::kE3M0) return e3m0::encoded_size(count, block);
       const std::size_t full = count / block;
       const std::size_t rest = count % block;
       std::size_t bytes = full * (kHeaderBytes + payload_bytes(codec, block));
@@ -561,6 +575,8 @@ Result<BlockHeader> read_block_header(std::span<const std::byte> encoded, std::s
     return invalid_argument(fmt::format("block {} out of range for {} elements", index, count));
   }
   // Every block before `index` is full.
+  if (codec == Codec::kE3M0)
+    return BlockHeader{0.0f, e3m0::block_scale(encoded.data(), block, index)};
   return read_header(encoded.data() + index * (kHeaderBytes + payload_bytes(codec, block)));
 }
 
