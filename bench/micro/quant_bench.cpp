@@ -212,7 +212,8 @@ BENCHMARK(BM_Decode)->Apply(codec_args);
 BENCHMARK(BM_DecodeAccumulate)->Apply(codec_args);
 BENCHMARK(BM_EncodeErrorFeedback)
     ->Args({static_cast<int>(lq::Codec::kU8), kSmall})
-    ->Args({static_cast<int>(lq::Codec::kU4), kSmall});
+    ->Args({static_cast<int>(lq::Codec::kU4), kSmall})
+    ->Args({static_cast<int>(lq::Codec::kE3M0), kSmall});
 BENCHMARK(BM_Reduce)->Apply([](benchmark::internal::Benchmark* b) {
   const int sum = static_cast<int>(lq::ReduceOp::kSum), max = static_cast<int>(lq::ReduceOp::kMax);
   for (const lq::DType t : {lq::DType::kF32, lq::DType::kBF16, lq::DType::kF16, lq::DType::kI32})
@@ -233,8 +234,9 @@ int main(int argc, char** argv) {
   if (r.is_ok()) {
     std::printf(
         "relative L2 error (1M N(0,1), 0.01%% outliers of 100, block %zu): u8 %.5f, "
-        "u4 %.5f, u8 chunk_minmax %.5f, u8/chunk %.4f\n",
-        lq::kDefaultBlock, r->u8_blockwise, r->u4_blockwise, r->u8_chunk, r->ratio);
+        "u4 %.5f, e3m0 %.5f, u8 chunk_minmax %.5f, u8/chunk %.4f\n",
+        lq::kDefaultBlock, r->u8_blockwise, r->u4_blockwise, r->e3m0_blockwise, r->u8_chunk,
+        r->ratio);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

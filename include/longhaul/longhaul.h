@@ -261,13 +261,18 @@ typedef enum lh_dtype {
 typedef enum lh_reduce_op { LH_OP_SUM = 0, LH_OP_AVG = 1, LH_OP_MIN = 2, LH_OP_MAX = 3, LH_OP_PROD = 4 } lh_reduce_op;
 
 /* Wire encodings of an all-reduce. Quantizing codecs need LH_DTYPE_F32 data. LH_CODEC_U8/U4 are
- * min-max blockwise (a scale and an offset per block of `block` elements). */
+ * min-max blockwise (a scale and an offset per block of `block` elements). LH_CODEC_E3M0 is the
+ * 4-bit float of Streaming DiLoCo: per block of `block` elements an f32 scale A = max |x|, then
+ * per element a sign and a 3-bit exponent: 0 or +-A * 2^-k, k = 0..6, rounded to the nearest
+ * level (0.53 bytes/element at block 128; docs/quantization.md). Every quantized contribution is
+ * decoded and summed in f32. */
 typedef enum lh_codec {
   LH_CODEC_NONE = 0,
   LH_CODEC_FP16 = 1,
   LH_CODEC_BF16 = 2,
   LH_CODEC_U8 = 3,
-  LH_CODEC_U4 = 4
+  LH_CODEC_U4 = 4,
+  LH_CODEC_E3M0 = 5
 } lh_codec;
 
 /* LH_SCHEDULE_RING: reduce-scatter and all-gather around the ring, N-1 steps each.

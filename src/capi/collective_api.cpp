@@ -19,15 +19,18 @@ lh_status null_argument(const char* function) {
 }
 
 // Validates and converts; every enum value crossing the ABI is checked.
-lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv, size_t count, lh_dtype dtype,
-                                                    lh_reduce_op op, const lh_allreduce_options* options) {
+lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv, size_t count,
+                                                    lh_dtype dtype, lh_reduce_op op,
+                                                    const lh_allreduce_options* options) {
   lh_allreduce_options o;
   lh_allreduce_options_init(&o);
   if (options) o = *options;
   if (count > 0 && (!send || !recv)) return lh::invalid_argument("send and recv must not be NULL");
-  if (dtype < LH_DTYPE_F32 || dtype > LH_DTYPE_U64) return lh::invalid_argument(fmt::format("unknown dtype {}", static_cast<int>(dtype)));
-  if (op < LH_OP_SUM || op > LH_OP_PROD) return lh::invalid_argument(fmt::format("unknown reduce op {}", static_cast<int>(op)));
-  if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_U4)
+  if (dtype < LH_DTYPE_F32 || dtype > LH_DTYPE_U64)
+    return lh::invalid_argument(fmt::format("unknown dtype {}", static_cast<int>(dtype)));
+  if (op < LH_OP_SUM || op > LH_OP_PROD)
+    return lh::invalid_argument(fmt::format("unknown reduce op {}", static_cast<int>(op)));
+  if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_E3M0)
     return lh::invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
   if (o.schedule < LH_SCHEDULE_AUTO || o.schedule > LH_SCHEDULE_DIRECT)
     return lh::invalid_argument(fmt::format("unknown schedule {}", static_cast<int>(o.schedule)));
@@ -59,8 +62,9 @@ extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
   o->restore_input = 1;
 }
 
-extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
-                                        lh_reduce_op op, const lh_allreduce_options* options, lh_op** out) {
+extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count,
+                                        lh_dtype dtype, lh_reduce_op op,
+                                        const lh_allreduce_options* options, lh_op** out) {
   if (!comm || !out) return null_argument("lh_allreduce_async");
   *out = nullptr;
   auto spec = make_spec(send, recv, count, dtype, op, options);
@@ -71,8 +75,9 @@ extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* r
   return LH_OK;
 }
 
-extern "C" lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
-                                  lh_reduce_op op, const lh_allreduce_options* options, lh_op_info* info) {
+extern "C" lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count,
+                                  lh_dtype dtype, lh_reduce_op op,
+                                  const lh_allreduce_options* options, lh_op_info* info) {
   lh_op* handle = nullptr;
   lh_status s = lh_allreduce_async(comm, send, recv, count, dtype, op, options, &handle);
   if (s != LH_OK) return s;
@@ -117,14 +122,17 @@ extern "C" void lh_op_destroy(lh_op* op) {
 }
 
 extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* const* recvs,
-                                        const size_t* counts, size_t count, lh_dtype dtype, lh_reduce_op op,
-                                        const lh_allreduce_options* options, uint32_t max_attempts) {
-  if (!comm || (count > 0 && (!sends || !recvs || !counts))) return null_argument("lh_allreduce_batch");
+                                        const size_t* counts, size_t count, lh_dtype dtype,
+                                        lh_reduce_op op, const lh_allreduce_options* options,
+                                        uint32_t max_attempts) {
+  if (!comm || (count > 0 && (!sends || !recvs || !counts)))
+    return null_argument("lh_allreduce_batch");
   if (count == 0) return LH_OK;
   auto spec = make_spec(sends[0], recvs[0], counts[0], dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
   if (spec->residual && count != 1)
-    return lh::capi::finish(comm, lh::invalid_argument("an error-feedback residual serves a batch of one"));
+    return lh::capi::finish(
+        comm, lh::invalid_argument("an error-feedback residual serves a batch of one"));
   std::vector<lh::peer::Communicator::BatchItem> items;
   for (size_t i = 0; i < count; ++i) items.push_back({sends[i], recvs[i], counts[i]});
   return lh::capi::finish(comm, comm->impl->allreduce_batch(items, *spec, max_attempts));

@@ -12,8 +12,10 @@
 #include <fmt/format.h>
 
 #include "quant/codec_avx512.hpp"
+#include "quant/e3m0.hpp"
 #include "quant/fp_env.hpp"
 #include "quant/half.hpp"
+#include "quant/sink.hpp"
 
 namespace longhaul::quant {
 
@@ -29,7 +31,7 @@ constexpr float kRound = 12582912.0f;
 constexpr std::uint32_t kQuietNan = 0x7FC00000u;
 
 bool is_blockwise(Codec c) {
-  return c == Codec::kU8 || c == Codec::kU4;
+  return c == Codec::kU8 || c == Codec::kU4 || c == Codec::kE3M0;
 }
 constexpr std::size_t payload_bytes(Codec c, std::size_t n) {
   return c == Codec::kU8 ? n : (n + 1) / 2;
@@ -243,22 +245,7 @@ void encode_blockwise(const float* x, std::size_t count, std::byte* out, Codec c
   }
 }
 
-// ---- decode (store, accumulate, or subtract for error feedback) -------------------------------
-
-enum class Sink { kStore, kAdd, kResidual };
-
-// kResidual: r = r - v, and a non-finite result becomes 0 (see encode_with_error_feedback).
-template <Sink S>
-LH_QUANT_INLINE void put(float& o, float v) {
-  if constexpr (S == Sink::kStore) {
-    o = v;
-  } else if constexpr (S == Sink::kAdd) {
-    o = o + v;
-  } else {
-    const float r = o - v;
-    o = (r - r == 0.0f) ? r : 0.0f;  // r - r is NaN exactly when r is NaN or Inf
-  }
-}
+// ---- decode (store, accumulate, or subtract for error feedback: Sink, sink.hpp) ---------------
 
 // Decodes one block of n elements from `in` into o; returns the bytes read.
 template <Codec C, Sink S>
@@ -313,21 +300,6 @@ void decode_blockwise(const std::byte* in, std::size_t count, float* o, Codec co
 }
 
 #if defined(LONGHAUL_QUANT_AVX512)
-// put<S> for 16 floats, lanes outside `m` untouched.
-template <Sink S>
-LH_QUANT_INLINE void put16(float* o, __m512 v, __mmask16 m) {
-  if constexpr (S == Sink::kStore) {
-    _mm512_mask_storeu_ps(o, m, v);
-  } else if constexpr (S == Sink::kAdd) {
-    _mm512_mask_storeu_ps(o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), v));
-  } else {
-    const __m512 r = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, o), v);
-    const __mmask16 finite =
-        _mm512_cmp_ps_mask(_mm512_sub_ps(r, r), _mm512_setzero_ps(), _CMP_EQ_OQ);
-    _mm512_mask_storeu_ps(o, m, _mm512_maskz_mov_ps(finite, r));
-  }
-}
-
 template <Sink S>
 void decode_f16_avx512(const std::byte* in, std::size_t count, float* o) {
   avx512::for_each_f16x16(in, count,
@@ -377,6 +349,9 @@ void decode_any(const std::byte* in, std::size_t count, float* o, Codec codec, s
     case Codec::kU4:
       decode_blockwise<S>(in, count, o, codec, block);
       return;
+    case Codec::kE3M0:
+      e3m0::decode(in, count, o, block, S, e3m0::Path::kVector);
+      return;
   }
 }
 
@@ -406,6 +381,9 @@ void encode_any(const float* x, std::size_t count, std::byte* out, Codec codec, 
     case Codec::kU8:
     case Codec::kU4:
       encode_blockwise<kVector>(x, count, out, codec, block);
+      return;
+    case Codec::kE3M0:
+      e3m0::encode(x, count, out, block, kVector ? e3m0::Path::kVector : e3m0::Path::kPortable);
       return;
   }
 }
@@ -464,6 +442,9 @@ void feedback_any(const float* x, float* r, std::size_t count, std::byte* out, C
                   std::size_t block) {
   if (codec == Codec::kU8) return feedback_blockwise_c<Codec::kU8>(x, r, count, out, block);
   if (codec == Codec::kU4) return feedback_blockwise_c<Codec::kU4>(x, r, count, out, block);
+  if (codec == Codec::kE3M0) {
+    return e3m0::encode_with_error_feedback(x, r, count, out, block, e3m0::Path::kVector);
+  }
   // Elementwise codecs: the same three steps on L1-sized tiles.
   constexpr std::size_t kTile = 2048;
   const std::size_t esize = codec == Codec::kNone ? sizeof(float) : sizeof(std::uint16_t);
@@ -504,6 +485,8 @@ std::string_view codec_name(Codec codec) {
       return "u8";
     case Codec::kU4:
       return "u4";
+    case Codec::kE3M0:
+      return "e3m0";
   }
   return "invalid";
 }
@@ -516,10 +499,12 @@ Result<std::size_t> encoded_size(std::size_t count, Codec codec, std::size_t blo
     case Codec::kBf16:
       return count * sizeof(std::uint16_t);
     case Codec::kU8:
-    case Codec::kU4: {
+    case Codec::kU4:
+    case Codec::kE3M0: {
       if (block == 0 || block > kMaxBlock) {
         return invalid_argument(fmt::format("block size {} outside [1, {}]", block, kMaxBlock));
       }
+      if (codec == Codec::kE3M0) return e3m0::encoded_size(count, block);
       const std::size_t full = count / block;
       const std::size_t rest = count % block;
       std::size_t bytes = full * (kHeaderBytes + payload_bytes(codec, block));
@@ -590,6 +575,8 @@ Result<BlockHeader> read_block_header(std::span<const std::byte> encoded, std::s
     return invalid_argument(fmt::format("block {} out of range for {} elements", index, count));
   }
   // Every block before `index` is full.
+  if (codec == Codec::kE3M0)
+    return BlockHeader{0.0f, e3m0::block_scale(encoded.data(), block, index)};
   return read_header(encoded.data() + index * (kHeaderBytes + payload_bytes(codec, block)));
 }
 

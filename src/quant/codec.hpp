@@ -8,6 +8,7 @@
 //   kBf16  2 bytes/element: bfloat16, round to nearest even.
 //   kU8    min-max blockwise, 8 bits/element; per block of `block` elements a header.
 //   kU4    min-max blockwise, 4 bits/element, two per byte; per block a header.
+//   kE3M0  4-bit float (sign, 3 exponent bits, no mantissa) with an f32 scale per block; below.
 //
 // Blockwise format (kU8, kU4). The elements are cut into blocks of `block` (the last one may be
 // shorter). Each block is stored as
@@ -38,10 +39,21 @@
 // totally (-0 < +0), so they too are order-independent. Hence the same input bytes give the same
 // encoded bytes on every machine and at every vector width. The format is little-endian.
 //
+// E3M0 (Streaming DiLoCo's 4-bit pseudo-gradients; docs/quantization.md is the normative text).
+// Each block is stored as [f32 A][codes], A = max |x| over the block, codes two per byte as u4.
+// A code is s << 3 | e: e = 0 is +0 (s = 0), e = 1..7 is (-1)^s * A * 2^(e - 7), the levels A/64,
+// A/32, ..., A/2, A. |x| rounds to the nearest level in linear value, a midpoint (A/128 between 0
+// and A/64, 1.5 * A * 2^(e - 8) above) to the larger one; the comparisons are exact integer
+// compares against thresholds rounded up to f32 (e3m0.cpp says why that is exact). Decoding
+// multiplies A by 2^(e - 7) in f32 (exact unless subnormal). A = 0 (zeros of either sign): codes 0,
+// decodes to +0. A NaN or +-Inf in the block: A is stored as the quiet NaN 0x7FC00000, codes 0,
+// and the block decodes to that NaN. Per element |x - x'| <= |x| / 3 where |x| >= A/64, and
+// <= A/128 below (plus half a subnormal ulp when the level is subnormal).
+//
 // Buffers: `out` of encode must be exactly encoded_size(in.size(), codec, block) bytes; `in` of
 // decode exactly encoded_size(out.size(), codec, block). Input and output must not overlap.
 // Errors (LH_ERR_INVALID_ARGUMENT): an unknown codec value, block outside [1, kMaxBlock] (only
-// checked for kU8/kU4, where it matters), a size mismatch. On error nothing is written.
+// checked for kU8/kU4/kE3M0, where it matters), a size mismatch. On error nothing is written.
 #pragma once
 
 #include <cstddef>
@@ -53,14 +65,14 @@
 
 namespace longhaul::quant {
 
-enum class Codec : std::uint8_t { kNone = 0, kFp16 = 1, kBf16 = 2, kU8 = 3, kU4 = 4 };
-inline constexpr int kNumCodecs = 5;
+enum class Codec : std::uint8_t { kNone = 0, kFp16 = 1, kBf16 = 2, kU8 = 3, kU4 = 4, kE3M0 = 5 };
+inline constexpr int kNumCodecs = 6;
 
-// Default elements per block of kU8/kU4, and the largest block accepted.
+// Default elements per block of kU8/kU4/kE3M0, and the largest block accepted.
 inline constexpr std::size_t kDefaultBlock = 128;
 inline constexpr std::size_t kMaxBlock = std::size_t{1} << 30;
 
-std::string_view codec_name(Codec codec);  // "none", "fp16", "bf16", "u8", "u4"
+std::string_view codec_name(Codec codec);  // "none", "fp16", "bf16", "u8", "u4", "e3m0"
 
 // Bytes that encode() writes for `count` f32 elements.
 Result<std::size_t> encoded_size(std::size_t count, Codec codec, std::size_t block = kDefaultBlock);
@@ -91,8 +103,9 @@ Status encode_with_error_feedback(std::span<const float> in, std::span<float> re
                                   std::span<std::byte> out, Codec codec,
                                   std::size_t block = kDefaultBlock);
 
-// The header of block `index` of an encoding of `count` elements with kU8/kU4 (for tests and
-// diagnostics: the per-element error bound is scale / 2).
+// The header of block `index` of an encoding of `count` elements with kU8/kU4/kE3M0 (for tests
+// and diagnostics). kU8/kU4: lo and scale as stored; the per-element error bound is scale / 2.
+// kE3M0: scale is the block's A (the largest level), lo is 0 (not stored).
 struct BlockHeader {
   float lo = 0;
   float scale = 0;

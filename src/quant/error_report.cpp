@@ -32,6 +32,9 @@ Result<QuantErrorReport> quant_error_report(std::span<const float> x, std::size_
   e = relative_l2_error(x, Codec::kU4, block);
   if (!e) return e.status();
   r.u4_blockwise = *e;
+  e = relative_l2_error(x, Codec::kE3M0, block);
+  if (!e) return e.status();
+  r.e3m0_blockwise = *e;
   e = relative_l2_error(x, Codec::kU8, x.size());
   if (!e) return e.status();
   r.u8_chunk = *e;

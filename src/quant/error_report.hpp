@@ -19,10 +19,11 @@ Result<double> relative_l2_error(std::span<const float> x, Codec codec,
 // The blockwise codecs beside the `chunk_minmax` baseline: the same u8 quantizer with a single
 // block spanning the whole chunk (one scale and offset for everything).
 struct QuantErrorReport {
-  double u8_blockwise = 0;  // relative L2 error of kU8 with `block`
-  double u4_blockwise = 0;  // relative L2 error of kU4 with `block`
-  double u8_chunk = 0;      // relative L2 error of kU8 with block = x.size()
-  double ratio = 0;         // u8_blockwise / u8_chunk
+  double u8_blockwise = 0;    // relative L2 error of kU8 with `block`
+  double u4_blockwise = 0;    // relative L2 error of kU4 with `block`
+  double e3m0_blockwise = 0;  // relative L2 error of kE3M0 with `block`
+  double u8_chunk = 0;        // relative L2 error of kU8 with block = x.size()
+  double ratio = 0;           // u8_blockwise / u8_chunk
 };
 Result<QuantErrorReport> quant_error_report(std::span<const float> x,
                                             std::size_t block = kDefaultBlock);

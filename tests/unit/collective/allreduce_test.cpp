@@ -352,7 +352,13 @@ TEST_P(Quantized, BitIdenticalOnEveryMemberAndCloseToTheExactSum) {
   ASSERT_EQ(diff, count) << quant::codec_name(codec) << ": element " << diff << " is " << got[diff]
                          << ", the reference " << want[diff];
   const double err = relative_l2(got, exact);
-  const double bound = codec == Codec::kU4 ? 0.25 : codec == Codec::kU8 ? 0.02 : 0.005;
+  // E3M0 rounds each value to within a third of itself, and the ring re-encodes the partial sum
+  // at every hop: measured 0.24-0.26 direct, 0.24 (n=2) to 0.42 (n=8) ring.
+  const double e3m0_bound = schedule == Schedule::kRing ? 0.45 : 0.28;
+  const double bound = codec == Codec::kE3M0 ? e3m0_bound
+                       : codec == Codec::kU4 ? 0.25
+                       : codec == Codec::kU8 ? 0.02
+                                             : 0.005;
   EXPECT_LT(err, bound) << quant::codec_name(codec) << " relative L2 error " << err;
 }
 
@@ -360,7 +366,8 @@ INSTANTIATE_TEST_SUITE_P(Codecs, Quantized,
                          ::testing::Combine(::testing::Range(size_t{2}, size_t{9}),
                                             ::testing::Values(Schedule::kRing, Schedule::kDirect),
                                             ::testing::Values(Codec::kFp16, Codec::kBf16,
-                                                              Codec::kU8, Codec::kU4)),
+                                                              Codec::kU8, Codec::kU4,
+                                                              Codec::kE3M0)),
                          [](const auto& param_info) {
                            return std::string(schedule_name(std::get<1>(param_info.param))) + "_n" +
                                   std::to_string(std::get<0>(param_info.param)) + "_" +
@@ -476,7 +483,8 @@ TEST_P(ErrorFeedback, ResidualIsWhatTheCodecLeavesForEachMembersContribution) {
 INSTANTIATE_TEST_SUITE_P(Codecs, ErrorFeedback,
                          ::testing::Combine(::testing::Values(Schedule::kRing, Schedule::kDirect),
                                             ::testing::Values(Codec::kFp16, Codec::kBf16,
-                                                              Codec::kU8, Codec::kU4)),
+                                                              Codec::kU8, Codec::kU4,
+                                                              Codec::kE3M0)),
                          [](const auto& param_info) {
                            return std::string(schedule_name(std::get<0>(param_info.param))) + "_" +
                                   std::string(quant::codec_name(std::get<1>(param_info.param)));
@@ -544,7 +552,8 @@ TEST_P(ErrorFeedbackFailure, RestoresTheResidualAsItWasBeforeTheCall) {
 
 INSTANTIATE_TEST_SUITE_P(Codecs, ErrorFeedbackFailure,
                          ::testing::Combine(::testing::Values(Schedule::kRing, Schedule::kDirect),
-                                            ::testing::Values(Codec::kU8, Codec::kU4)),
+                                            ::testing::Values(Codec::kU8, Codec::kU4,
+                                                              Codec::kE3M0)),
                          [](const auto& param_info) {
                            return std::string(schedule_name(std::get<0>(param_info.param))) + "_" +
                                   std::string(quant::codec_name(std::get<1>(param_info.param)));

@@ -22,7 +22,8 @@
 namespace longhaul::quant {
 namespace {
 
-constexpr Codec kAllCodecs[] = {Codec::kNone, Codec::kFp16, Codec::kBf16, Codec::kU8, Codec::kU4};
+constexpr Codec kAllCodecs[] = {Codec::kNone, Codec::kFp16, Codec::kBf16,
+                                Codec::kU8,   Codec::kU4,   Codec::kE3M0};
 
 std::vector<std::byte> must_encode(std::span<const float> x, Codec c, std::size_t block) {
   Result<std::size_t> n = encoded_size(x.size(), c, block);
@@ -341,7 +342,7 @@ TEST(QuantCodec, SizeMismatchIsAnErrorAndWritesNothing) {
 // rounding every time), with feedback the sum of what was sent stays within one step of T * x.
 TEST(QuantCodec, ErrorFeedbackBoundsAccumulatedError) {
   const std::vector<float> x = normal_data(4096 + 5, 31);
-  for (const Codec c : {Codec::kU8, Codec::kU4, Codec::kFp16, Codec::kBf16}) {
+  for (const Codec c : {Codec::kU8, Codec::kU4, Codec::kE3M0, Codec::kFp16, Codec::kBf16}) {
     const int steps = 50;
     std::vector<float> residual(x.size(), 0.0f);
     std::vector<double> sent_fb(x.size(), 0.0);
