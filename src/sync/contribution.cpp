@@ -37,15 +37,21 @@ bool form_delta(std::span<const float> theta_g, std::span<float> delta,
   return false;
 }
 
-std::vector<float> contribution_mask(size_t members, size_t rank, Contribution c) {
-  std::vector<float> mask(members, 0.0f);
+std::vector<float> contribution_mask(size_t members, size_t rank, Contribution c,
+                                     uint32_t round_identity) {
+  std::vector<float> mask(2 * members, 0.0f);
   mask[rank] = static_cast<float>(c);
+  mask[members + rank] = static_cast<float>(round_identity & kRoundIdentityMask);
   return mask;
 }
 
-Tally tally(std::span<const float> summed_masks) {
+Tally tally(std::span<const float> summed_masks, uint32_t round_identity) {
   Tally t;
-  for (size_t r = 0; r < summed_masks.size(); ++r) {
+  const size_t members = summed_masks.size() / 2;
+  const float identity = static_cast<float>(round_identity & kRoundIdentityMask);
+  for (size_t r = 0; r < members; ++r)
+    if (summed_masks[members + r] != identity) t.misaligned = true;
+  for (size_t r = 0; r < members; ++r) {
     switch (static_cast<int>(summed_masks[r])) {
       case static_cast<int>(Contribution::kCounted):
         ++t.counted;

@@ -3,12 +3,14 @@
 // A member forms its pseudo-gradient Δ = θ_g − θ_local for the fragment. It contributes only
 // when Δ covers a whole round of its own training (a joiner's first, partial round would pull the
 // mean towards θ_g) and every value of Δ is finite (one member's NaN must not become everyone's).
-// Otherwise it sends zeros and is not counted. Beside Δ every member all-reduces a mask: one float
-// per ring position, its own position holding its code (a sum of one-hot vectors), so every
-// member learns who was counted and who was excluded, and divides the sum by the same count.
+// Otherwise it sends zeros and is not counted. Beside Δ every member all-reduces a mask: two
+// floats per ring position, its own holding its code and the identity of the round it sent (a sum
+// of one-hot vectors), so every member learns who was counted and who was excluded, divides the
+// sum by the same count, and sees whether every member was in the same round.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -20,21 +22,27 @@ namespace longhaul::sync {
 
 enum class Contribution : int { kNone = 0, kCounted = 1, kNonFinite = 2 };
 
+// A round's identity travels as an f32, exact below 2^24.
+inline constexpr uint32_t kRoundIdentityMask = (1u << 24) - 1;
+
 // Forms delta = theta_g − local in place (`delta` holds the local values on entry). Returns
 // false, and leaves zeros in `delta`, when any value of it is not finite.
 bool form_delta(std::span<const float> theta_g, std::span<float> delta,
                 runtime::WorkerPool& workers);
 
-// The mask this member sends: zeros but its own position.
-std::vector<float> contribution_mask(size_t members, size_t rank, Contribution c);
+// The mask this member sends (2·members floats): zeros but its own code (position `rank`) and
+// the round it sent (position members + rank).
+std::vector<float> contribution_mask(size_t members, size_t rank, Contribution c,
+                                     uint32_t round_identity);
 
 struct Tally {
   size_t counted = 0;
   std::vector<size_t> non_finite;  // ring positions excluded for a non-finite contribution
   std::vector<size_t> none;        // positions that had nothing to contribute yet
+  bool misaligned = false;         // some member sent another round than `round_identity`
 };
 // Reads the summed masks.
-Tally tally(std::span<const float> summed_masks);
+Tally tally(std::span<const float> summed_masks, uint32_t round_identity);
 
 // delta ← delta / counted: the mean over the members that were counted.
 void average(std::span<float> delta, size_t counted, runtime::WorkerPool& workers);

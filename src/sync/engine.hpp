@@ -106,6 +106,7 @@ class SyncEngine {
 
   // Rounds (engine_rounds.cpp).
   bool contributes(uint32_t f) const;
+  uint32_t round_identity(const Round& round) const;
   void form_delta(uint32_t f, bool full_round);
   Status launch(uint32_t f, uint64_t round);
   Status start_ops(Round& round);

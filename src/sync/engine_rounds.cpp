@@ -18,6 +18,11 @@ namespace {
 constexpr size_t kChunk = 1 << 16;  // elements per parallel task of an outer step
 }  // namespace
 
+uint32_t SyncEngine::round_identity(const Round& round) const {
+  return static_cast<uint32_t>((round.number * layout_.fragments() + round.fragment) &
+                               kRoundIdentityMask);
+}
+
 bool SyncEngine::contributes(uint32_t f) const {
   // A whole round of this peer's own training since θ_local was last set from θ_g: what every
   // member has between two rounds (H − τ steps); a joiner's first, shorter one would pull the mean
@@ -38,7 +43,7 @@ void SyncEngine::form_delta(uint32_t f, bool full_round) {
 Status SyncEngine::start_ops(Round& round) {
   const collective::RingView view = comm_.ring_view();
   round.ring = ring_ids();
-  round.masks = contribution_mask(view.size, view.rank, staged_code_);
+  round.masks = contribution_mask(view.size, view.rank, staged_code_, round_identity(round));
   round.launched_at = Clock::now();
   ++round.attempts;
   collective::AllReduceSpec masks;
@@ -131,13 +136,16 @@ Status SyncEngine::finish_round(bool restart) {
   RoundReport report;
   report.fragment = round.fragment;
   report.round = round.number;
-  report.applied = applied;
   report.late = round.late;
   report.attempts = round.attempts;
   for (auto* op : {round.mask_op.get(), round.delta_op.get()})
     if (op) report.event_bytes += op->info().bytes_sent + op->info().bytes_received;
+  const Tally t = applied ? tally(round.masks, round_identity(round)) : Tally{};
+  // A member that was in another round (members that drifted apart when rounds were dropped at
+  // their deadline, then met in a new epoch): the group drops this round everywhere.
+  if (applied && t.misaligned) applied = false;
+  report.applied = applied;
   if (applied) {
-    const Tally t = tally(round.masks);
     report.participants = t.counted;
     for (size_t r : t.non_finite) report.non_finite_peers.push_back(round.ring[r]);
     average(round.delta, t.counted, runtime_.workers());
@@ -180,7 +188,6 @@ void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool 
   const auto momentum = state_.momentum(f);
   // Eager's estimate of the mean takes this peer's share as 1/N of it.
   const float share = 1.0f / static_cast<float>(std::max<size_t>(1, comm_.ring_view().size));
-  const float eager_step = options_.nesterov.lr * (1.0f + options_.nesterov.momentum);
   std::atomic<bool> finite{true};
   layout_.update(
       f,
@@ -201,7 +208,7 @@ void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool 
           local[j] = theta[i];
           if (!restart) continue;
           if (options_.method == Method::kEager) {
-            local[j] = theta[i] - eager_step * ((fresh - own_delta_[i]) * share);
+            local[j] = eager_restart(theta[i], fresh, own_delta_[i], share, options_.nesterov);
             own_delta_[i] = fresh;
           }
           staging_[i] = fresh;

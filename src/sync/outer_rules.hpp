@@ -46,6 +46,14 @@ inline void co2_element(float& theta, float& m, float g, const Co2Params& p) {
 void co2_step(std::span<float> theta, std::span<float> m, std::span<const float> g,
               const Co2Params& p);
 
+// Eager's restart point for a peer's next round: the shared θ_g (already updated with the
+// delayed mean) corrected by the peer's own fresh pseudo-gradient in place of its stale share:
+//   θ_local ← θ_g − lr·(1 + μ)·((Δ_fresh − Δ_previous)·share),   share = 1/N
+inline float eager_restart(float theta_g, float fresh, float previous, float share,
+                           const NesterovParams& p) {
+  return theta_g - (p.lr * (1.0f + p.momentum)) * ((fresh - previous) * share);
+}
+
 // θ_local ← α·θ_local + (1 − α)·θ_g (α = 0: θ_g, copied bit for bit).
 float mix(float local, float global, float alpha);
 

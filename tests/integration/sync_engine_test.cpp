@@ -50,7 +50,7 @@ std::vector<std::string> peer_args(const Cluster& c, const Training& r, uint32_t
 // What a peer printed at the end: its final line and its global parameters, as bits.
 struct Final {
   std::string hash;
-  uint64_t applied = 0, dropped = 0, retries = 0, memory = 0;
+  uint64_t applied = 0, dropped = 0, retries = 0, memory = 0, late = 0;
   std::vector<std::vector<uint32_t>> global;  // by fragment
   int64_t rank = -1;
 };
@@ -66,7 +66,7 @@ std::optional<Final> final_of(Child& peer) {
       std::string k;
       uint64_t step;
       in >> k >> step >> k >> f.hash >> k >> f.applied >> k >> f.dropped >> k >> f.retries >> k >>
-          f.memory;
+          f.memory >> k >> f.late;
     } else if (word == "global") {
       uint32_t fragment;
       in >> fragment;
@@ -245,6 +245,63 @@ uint64_t id_of(Child& peer) {
   auto line =
       peer.wait_line([](const std::string& l) { return l.rfind("ready id ", 0) == 0; }, 60s);
   return line ? std::stoull(line->substr(9)) : 0;
+}
+
+// CO2 and eager overlap each round's all-reduce with the whole next round: three peers end with
+// the same global state, every round applied one round late, within the memory bound.
+TEST_F(SyncEngineTest, CO2AndEagerEndBitIdenticalWithinTheirMemoryBound) {
+  for (const char* method : {"co2", "eager"}) {
+    SCOPED_TRACE(method);
+    peers_.clear();
+    const Training run{3, 120, 20, 1, 0, {"--method", method, "--verify-every", "2"}};
+    std::vector<Child*> peers;
+    for (uint32_t i = 0; i < run.peers; ++i) peers.push_back(&start(run, i));
+    std::vector<Final> finals;
+    for (Child* p : peers) {
+      auto f = final_of(*p);
+      ASSERT_TRUE(f) << why(*p);
+      finals.push_back(*f);
+    }
+    const bool eager = std::string(method) == "eager";
+    for (const auto& f : finals) {
+      EXPECT_EQ(f.hash, finals[0].hash);
+      EXPECT_EQ(f.global, finals[0].global);
+      EXPECT_EQ(f.applied, run.steps / run.sync_every);  // the last one settled by close()
+      EXPECT_EQ(f.memory, 2 * 4 * kDim + 8 * 2 + 1 + 4 * kDim + (eager ? 4 * kDim : 0));
+    }
+  }
+}
+
+// A round not done in time (one member trains much slower) is dropped on every peer that settles
+// it, counted as late where the deadline passed. The group does not wait for the slow member, so
+// the two on-time peers go on together and end identical (the slow one, left behind, trains on);
+// when they meet the slow one again in a new epoch, in different rounds, the rounds' identities
+// differ and the round is dropped everywhere instead of mixing two rounds' averages.
+TEST_F(SyncEngineTest, RoundsPastTheirDeadlineAreDroppedEverywhereAndCounted) {
+  const Training run{3, 60, 10, 1, 0, {"--deadline-ms", "100"}};
+  std::vector<Child*> peers;
+  for (uint32_t i = 0; i < run.peers; ++i)
+    peers.push_back(&start(run, i,
+                           i == 2
+                               ? std::vector<std::string>{"--step-ms", "60", "--slow-after", "25"}
+                               : std::vector<std::string>{}));
+  std::vector<Final> finals;
+  for (Child* p : peers) {
+    auto f = final_of(*p);
+    ASSERT_TRUE(f) << why(*p);
+    finals.push_back(*f);
+  }
+  EXPECT_EQ(finals[0].hash, finals[1].hash);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(finals[i].applied, 2u);  // the rounds before the slowdown
+    EXPECT_EQ(finals[i].dropped, run.steps / run.sync_every - 2);
+    EXPECT_GE(finals[i].late, 1u);  // the others: dropped with a member in another round
+    EXPECT_LE(finals[i].late, finals[i].dropped);
+  }
+  // The first late round is dropped by the slow peer too: nobody applied a round another dropped.
+  const auto slow = rounds_of(*peers[2]);
+  ASSERT_GE(slow.size(), 3u);
+  EXPECT_EQ(slow[2].applied, 0);
 }
 
 // Streaming DiLoCo, τ = 1: a peer SIGKILLed right after a launch, its round still travelling. The

@@ -3,17 +3,20 @@
 //
 //   sync_peer --master HOST:PORT --index I --peers N --steps S [--join] [--dim D] [--ranges R]
 //             [--method diloco|co2|eager] [--sync-every H] [--fragments F] [--delay T]
-//             [--mix A] [--codec none|u8] [--policy retry|drop] [--inner-lr X]
+//             [--mix A] [--codec none|u8|e3m0] [--policy retry|drop] [--inner-lr X]
 //             [--nan-at-step K] [--deadline-ms MS] [--full-mesh] [--step-ms MS]
+//             [--slow-after STEP] [--verify-every K]
 //
 // Without --join it first calls lh_comm_update_topology until the group has N peers (the group
 // starts together); with --join it is admitted wherever the group is. --step-ms makes every inner
-// step take at least that long (a slower trainer). Prints, one per line:
+// step take at least that long (a slower trainer), from step --slow-after on (default 0).
+// Prints, one per line:
 //   ready id <peer id>
 //   started step <t> rank <r> world <n>
 //   step <t>                                     after every engine step
 //   round <fragment> <round> applied <0|1> participants <p> attempts <a> excluded <id,...|->
 //   final step <t> hash <hex> rounds <applied> dropped <dropped> retries <r> memory <bytes>
+//         late <rounds dropped at this peer's deadline>
 //   global <fragment> <hex float bits...>        the global parameters at the end
 // then leaves and exits 0. Errors print "error <what> <status> <message>" and exit 3.
 #include <getopt.h>
@@ -43,6 +46,7 @@ struct Flags {
   float inner_lr = 0.05f;
   int64_t nan_at_step = -1;
   uint32_t step_ms = 0;
+  uint64_t slow_after = 0;
 };
 
 [[noreturn]] void die(const char* what, lh_status s, const char* message) {
@@ -89,7 +93,9 @@ Flags parse(int argc, char** argv) {
     kNan,
     kDeadline,
     kFullMesh,
-    kStepMs
+    kStepMs,
+    kSlowAfter,
+    kVerify
   };
   static const option options[] = {{"master", 1, nullptr, kMaster},
                                    {"index", 1, nullptr, kIndex},
@@ -110,6 +116,8 @@ Flags parse(int argc, char** argv) {
                                    {"deadline-ms", 1, nullptr, kDeadline},
                                    {"full-mesh", 0, nullptr, kFullMesh},
                                    {"step-ms", 1, nullptr, kStepMs},
+                                   {"slow-after", 1, nullptr, kSlowAfter},
+                                   {"verify-every", 1, nullptr, kVerify},
                                    {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "", options, nullptr)) != -1;) {
     const std::string v = optarg ? optarg : "";
@@ -151,7 +159,7 @@ Flags parse(int argc, char** argv) {
         f.engine.mix = std::stof(v);
         break;
       case kCodec:
-        f.engine.codec = v == "u8" ? LH_CODEC_U8 : LH_CODEC_NONE;
+        f.engine.codec = v == "u8" ? LH_CODEC_U8 : v == "e3m0" ? LH_CODEC_E3M0 : LH_CODEC_NONE;
         break;
       case kPolicy:
         f.engine.on_loss = v == "drop" ? LH_LOSS_DROP : LH_LOSS_RETRY;
@@ -167,6 +175,12 @@ Flags parse(int argc, char** argv) {
         break;
       case kFullMesh:
         f.full_mesh = true;
+        break;
+      case kSlowAfter:
+        f.slow_after = std::stoull(v);
+        break;
+      case kVerify:
+        f.engine.verify_every = static_cast<uint32_t>(std::stoul(v));
         break;
       case kStepMs:
         f.step_ms = static_cast<uint32_t>(std::stoul(v));
@@ -222,12 +236,13 @@ void report_end(lh_sync_engine* engine, const Flags& f) {
   lh_sync_engine_get_stats(engine, &s);
   uint64_t hash = 0;
   lh_sync_engine_hash(engine, &hash);
-  std::printf("final step %llu hash %016llx rounds %llu dropped %llu retries %llu memory %llu\n",
-              static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(hash),
-              static_cast<unsigned long long>(s.rounds_applied),
-              static_cast<unsigned long long>(s.rounds_dropped),
-              static_cast<unsigned long long>(s.retries),
-              static_cast<unsigned long long>(s.memory_bytes));
+  std::printf(
+      "final step %llu hash %016llx rounds %llu dropped %llu retries %llu memory %llu late %llu\n",
+      static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(hash),
+      static_cast<unsigned long long>(s.rounds_applied),
+      static_cast<unsigned long long>(s.rounds_dropped), static_cast<unsigned long long>(s.retries),
+      static_cast<unsigned long long>(s.memory_bytes),
+      static_cast<unsigned long long>(s.rounds_late));
   const uint32_t fragments = f.engine.fragments;
   for (uint32_t fr = 0; fr < fragments; ++fr) {
     const size_t size = f.dim / f.ranges * ((f.ranges - fr + fragments - 1) / fragments);
@@ -270,7 +285,8 @@ int main(int argc, char** argv) {
   uint64_t seen = s.rounds_applied + s.rounds_dropped;
   for (uint64_t t = s.steps + 1; t <= f.steps; ++t) {
     task.step(w, t, f.inner_lr);
-    if (f.step_ms) std::this_thread::sleep_for(std::chrono::milliseconds(f.step_ms));
+    if (f.step_ms && t > f.slow_after)
+      std::this_thread::sleep_for(std::chrono::milliseconds(f.step_ms));
     if (static_cast<int64_t>(t) == f.nan_at_step) w[0] = std::numeric_limits<float>::quiet_NaN();
     check("step", lh_sync_engine_step(engine), lh_sync_engine_last_error(engine));
     report_round(engine, &seen);

@@ -22,17 +22,32 @@ TEST(Contribution, TheDeltaIsGlobalMinusLocalAndANonFiniteOneBecomesZeros) {
 }
 
 TEST(Contribution, TheSummedMasksTellWhoCountedWhoWasExcludedAndWhoHadNothing) {
-  std::vector<float> sum(4, 0.0f);
+  std::vector<float> sum(8, 0.0f);
   const Contribution codes[] = {Contribution::kCounted, Contribution::kNonFinite,
                                 Contribution::kCounted, Contribution::kNone};
   for (size_t r = 0; r < 4; ++r) {
-    const auto mask = contribution_mask(4, r, codes[r]);
-    for (size_t i = 0; i < 4; ++i) sum[i] += mask[i];
+    const auto mask = contribution_mask(4, r, codes[r], 77);
+    for (size_t i = 0; i < 8; ++i) sum[i] += mask[i];
   }
-  const Tally t = tally(sum);
+  const Tally t = tally(sum, 77);
   EXPECT_EQ(t.counted, 2u);
   EXPECT_EQ(t.non_finite, std::vector<size_t>{1});
   EXPECT_EQ(t.none, std::vector<size_t>{3});
+  EXPECT_FALSE(t.misaligned);
+}
+
+TEST(Contribution, AMemberInAnotherRoundMakesTheTallyMisaligned) {
+  std::vector<float> sum(6, 0.0f);
+  const uint32_t rounds[] = {12, 12, 10};
+  for (size_t r = 0; r < 3; ++r) {
+    const auto mask = contribution_mask(3, r, Contribution::kCounted, rounds[r]);
+    for (size_t i = 0; i < 6; ++i) sum[i] += mask[i];
+  }
+  EXPECT_TRUE(tally(sum, 12).misaligned);
+  EXPECT_TRUE(tally(sum, 10).misaligned);
+  // Identities are exact up to 2^24 - 1 and wrap above.
+  const auto big = contribution_mask(1, 0, Contribution::kCounted, (1u << 24) + 5);
+  EXPECT_FALSE(tally(big, 5).misaligned);
 }
 
 TEST(Contribution, TheMeanIsOverTheCountedMembersOnly) {

@@ -82,6 +82,22 @@ TEST(OuterRules, Co2IsHeavyBallWithTheGapPenaltyAndElementwiseClipping) {
   EXPECT_EQ(m[0], 5.0f);  // no clip: 0.2·0 + 10/2
 }
 
+TEST(OuterRules, EagerRestartsFromTheSharedUpdateWithItsOwnShareTakenFresh) {
+  const NesterovParams p{0.7f, 0.9f};
+  const auto theta = random(1000, 3, 1.0f), fresh = random(1000, 4, 0.01f),
+             previous = random(1000, 5, 0.01f);
+  const float share = 1.0f / 3.0f;
+  for (size_t i = 0; i < theta.size(); ++i) {
+    const float step = p.lr * (1.0f + p.momentum);              // lr·(1 + μ)
+    const float correction = (fresh[i] - previous[i]) * share;  // (Δ_fresh − Δ_prev)/N
+    const float want = theta[i] - step * correction;
+    const float got = eager_restart(theta[i], fresh[i], previous[i], share, p);
+    ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << i;
+  }
+  // No change of the own share: the restart is θ_g itself.
+  EXPECT_EQ(eager_restart(2.5f, 0.1f, 0.1f, share, p), 2.5f);
+}
+
 TEST(OuterRules, MixIsTheMergeAndAlphaZeroCopiesBitForBit) {
   EXPECT_EQ(mix(std::nanf(""), 3.0f, 0.0f), 3.0f);  // nothing of the local value leaks through
   EXPECT_EQ(mix(1.0f, 3.0f, 0.5f), 2.0f);
