@@ -64,7 +64,8 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     auto comm = lh::peer::Communicator::create(options, *h->runtime);
     if (!comm) return lh::capi::fail(comm.status());
     h->impl = std::move(*comm);
-    h->block_server = std::make_shared<lh::state::BlockServer>(h->runtime->workers());
+    h->block_server =
+        std::make_shared<lh::state::BlockServer>(h->runtime->workers(), h->impl->state_traffic());
     *out = h.release();
     return LH_OK;
   } catch (const std::exception& e) {
