@@ -132,6 +132,18 @@ extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity
   return LH_OK;
 }
 
+extern "C" lh_status lh_comm_get_traffic(lh_comm* c, lh_traffic* traffic) {
+  if (!c || !traffic) return null_argument("lh_comm_get_traffic");
+  const longhaul::peer::TrafficTotals t = c->impl->traffic();
+  traffic->data_sent = t.data_sent;
+  traffic->data_received = t.data_received;
+  traffic->control_sent = t.control_sent;
+  traffic->control_received = t.control_received;
+  traffic->state_sent = t.state_sent;
+  traffic->state_received = t.state_received;
+  return LH_OK;
+}
+
 extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback callback,
                                                 void* user_data) {
   if (!c) return null_argument("lh_comm_set_abort_callback");
