@@ -217,6 +217,32 @@ lh_status lh_comm_get_attribute(lh_comm* comm, lh_attribute attribute, int64_t* 
  * to the ring's size (which may exceed capacity: call again with a larger buffer). Thread-safe. */
 lh_status lh_comm_get_ring(lh_comm* comm, uint64_t* ids, size_t capacity, size_t* count);
 
+/* Bytes this communicator has sent and received, as counted at its sockets: every frame its
+ * links wrote or read, the 32-byte frame header with its payload (with TLS: the plaintext frames
+ * handed to the TLS layer, so record overhead and TLS handshakes are not in it; the connection
+ * handshake that precedes a link is not counted either). Separately by kind of link: */
+typedef struct lh_traffic {
+  /* The data links to the group's members: the collectives' segments and the links' own
+   * messages (hellos, cancels). */
+  uint64_t data_sent;
+  uint64_t data_received;
+  /* The connection to the master: registration, heartbeats, topology rounds, batch decisions, and
+   * a state sync's hash reports and plan. */
+  uint64_t control_sent;
+  uint64_t control_received;
+  /* The state sync's links to and from other peers: blocks this peer served or fetched, and the
+   * requests for them. */
+  uint64_t state_sent;
+  uint64_t state_received;
+} lh_traffic;
+
+/* Fills *traffic with the byte counts since lh_comm_create. Each field only grows: it covers the
+ * communicator's whole life, links that have closed included (a new epoch may replace links).
+ * A frame counts once written or read in full; the six fields are read one after another, not
+ * as one snapshot of a single moment. Thread-safe; costs no network round trip.
+ * LH_ERR_INVALID_ARGUMENT when comm or traffic is NULL. */
+lh_status lh_comm_get_traffic(lh_comm* comm, lh_traffic* traffic);
+
 /* Called (on a library thread; must not block or call back into the communicator) when the master
  * aborts the in-flight operations of this peer's group: because a peer or link was lost (status
  * LH_ERR_PEER_LOST), or because a member is waiting in lh_comm_update_topology to re-form the ring

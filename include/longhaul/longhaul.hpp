@@ -210,6 +210,13 @@ class Communicator {
     return n;
   }
 
+  // Bytes sent and received so far by kind of link (see lh_comm_get_traffic). Thread-safe.
+  lh_traffic traffic() const {
+    lh_traffic t{};
+    check(lh_comm_get_traffic(get(), &t));
+    return t;
+  }
+
   lh_comm* get() const { return handle_.get(); }
 
  private:

@@ -64,7 +64,8 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     auto comm = lh::peer::Communicator::create(options, *h->runtime);
     if (!comm) return lh::capi::fail(comm.status());
     h->impl = std::move(*comm);
-    h->block_server = std::make_shared<lh::state::BlockServer>(h->runtime->workers());
+    h->block_server =
+        std::make_shared<lh::state::BlockServer>(h->runtime->workers(), h->impl->state_traffic());
     *out = h.release();
     return LH_OK;
   } catch (const std::exception& e) {
@@ -128,6 +129,18 @@ extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity
   *count = view.ring.size();
   const size_t n = std::min(capacity, view.ring.size());
   if (n > 0) std::memcpy(ids, view.ring.data(), n * sizeof(uint64_t));
+  return LH_OK;
+}
+
+extern "C" lh_status lh_comm_get_traffic(lh_comm* c, lh_traffic* traffic) {
+  if (!c || !traffic) return null_argument("lh_comm_get_traffic");
+  const longhaul::peer::TrafficTotals t = c->impl->traffic();
+  traffic->data_sent = t.data_sent;
+  traffic->data_received = t.data_received;
+  traffic->control_sent = t.control_sent;
+  traffic->control_received = t.control_received;
+  traffic->state_sent = t.state_sent;
+  traffic->state_received = t.state_received;
   return LH_OK;
 }
 

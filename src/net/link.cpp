@@ -81,6 +81,19 @@ Link::Link(std::vector<std::shared_ptr<Connection>> connections, const Transport
 
 Link::~Link() {
   for (auto& c : connections_) c->close();
+  // No reader or writer runs any more: what raced with count_traffic's move reaches the counter.
+  if (traffic_owner_) uncounted_.move_into(*traffic_owner_);
+}
+
+void Link::count_traffic(std::shared_ptr<TrafficCounter> counter) {
+  if (!counter) return;
+  std::lock_guard lock(mu_);
+  if (traffic_owner_) return;
+  traffic_owner_ = std::move(counter);
+  traffic_.store(traffic_owner_.get(), std::memory_order_release);
+  // A frame whose count loaded the old pointer before the store may still land in uncounted_; the
+  // destructor moves those.
+  uncounted_.move_into(*traffic_owner_);
 }
 
 void Link::start(ControlHandler on_control, FailureHandler on_failure) {
@@ -386,10 +399,14 @@ asio::awaitable<void> Link::writer(size_t index) {
       continue;
     }
     Status s = co_await conn.write_frame(item.header, item.payload);
+    if (s) count_sent(kFrameHeaderBytes + item.payload.size());
     finish_write(item, s);
   }
 }
 
+// Every frame is counted once it has been read in full and before anything it triggers runs (a
+// completion, the control handler), so whoever sees its effect finds it counted. PING, PONG and
+// CANCEL frames carry no payload (decode_header enforces it).
 asio::awaitable<void> Link::reader(size_t index) {
   Connection& conn = *connections_[index];
   for (;;) {
@@ -416,6 +433,7 @@ asio::awaitable<void> Link::reader(size_t index) {
         std::vector<std::byte> message(h.length);
         s = co_await conn.read_payload(message);
         if (!s) break;
+        count_received(kFrameHeaderBytes + h.length);
         ControlHandler handler;
         {
           std::lock_guard lock(mu_);
@@ -425,6 +443,7 @@ asio::awaitable<void> Link::reader(size_t index) {
         break;
       }
       case FrameType::kPing: {
+        count_received(kFrameHeaderBytes);
         {
           std::lock_guard lock(mu_);
           queue_frame(index, FrameHeader{FrameType::kPong, 0, 0, h.op_id, 0, 0}, {}, {});
@@ -433,8 +452,10 @@ asio::awaitable<void> Link::reader(size_t index) {
         break;
       }
       case FrameType::kPong:
+        count_received(kFrameHeaderBytes);
         break;
       case FrameType::kCancel: {
+        count_received(kFrameHeaderBytes);
         Pending pending;
         std::lock_guard lock(mu_);
         cancel_locked(h.op_id, h.offset, aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_)),
@@ -445,6 +466,7 @@ asio::awaitable<void> Link::reader(size_t index) {
         std::vector<std::byte> payload(h.length);
         s = co_await conn.read_payload(payload);
         if (!s) break;
+        count_received(kFrameHeaderBytes + h.length);
         RejectMessage reject;
         s = decode(payload, &reject);
         if (s) s = Status(reject.code, fmt::format("{} closed the link: {}", peer_, reject.reason));
@@ -502,6 +524,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
   if (drain) s = co_await conn.skip_payload(h.length);
   else if (op) s = co_await conn.read_payload(op->dst.subspan(h.offset, h.length));
   else s = co_await conn.read_payload(early);
+  if (s) count_received(kFrameHeaderBytes + h.length);
 
   Pending pending;
   std::lock_guard lock(mu_);

@@ -11,11 +11,15 @@
 // completes with the error, and closing the sockets makes the other side fail too. cancel(op)
 // ends one op early on this side, tells the other side, and discards its late segments.
 //
+// Traffic: count_traffic() gives the link a TrafficCounter; every frame it writes or reads from
+// then on (and those it carried before) is added to it, header and payload.
+//
 // Ownership: buffers passed to send/recv must stay valid and untouched until their completion
 // runs. Completions and the control handler run on the link's I/O threads and must not block.
 // All public methods are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -32,6 +36,7 @@
 #include "common/status.hpp"
 #include "net/connection.hpp"
 #include "net/options.hpp"
+#include "net/traffic.hpp"
 #include "transport/data_link.hpp"
 
 namespace longhaul::net {
@@ -65,6 +70,13 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   void cancel_matching(uint64_t op_id, uint64_t mask, Status why) override;
   // Fails every pending op with `why` and closes the connections.
   void close(Status why = closed_error("link closed locally"));
+  // Counts every frame this link has written to or read from its connections into `counter`
+  // (header and payload, all types, all connections; docs/transport.md, "Traffic counters"),
+  // those it carried before this call included: an inbound link carries its first messages
+  // before the layer above knows what the link is for. Only the first non-null counter counts;
+  // later calls change nothing. A link never given one counts for nobody. Costs one relaxed
+  // fetch_add per frame. Thread-safe; the link keeps `counter` alive.
+  void count_traffic(std::shared_ptr<TrafficCounter> counter);
 
   const std::string& peer() const override { return peer_; }
   size_t connection_count() const { return connections_.size(); }
@@ -90,6 +102,10 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   void wake_writers();
   void wake_writer(size_t index);
   void wake_parked_readers();
+  void count_sent(uint64_t bytes) { traffic_.load(std::memory_order_acquire)->add_sent(bytes); }
+  void count_received(uint64_t bytes) {
+    traffic_.load(std::memory_order_acquire)->add_received(bytes);
+  }
   void queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte> payload,
                    Completion done);  // requires mu_
   // Take the op by value: callers may pass a reference into the map these erase from.
@@ -106,10 +122,15 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   std::vector<std::unique_ptr<asio::steady_timer>>
       writer_wake_;  // one per connection, on its strand
   std::vector<std::unique_ptr<asio::steady_timer>> reader_park_;
+  // Where frames are counted: uncounted_ until count_traffic, then *traffic_owner_. Stored with
+  // release and loaded with acquire, so a reader that sees the new counter sees it constructed.
+  TrafficCounter uncounted_;
+  std::atomic<TrafficCounter*> traffic_{&uncounted_};
 
   mutable std::mutex mu_;
   Status failure_;
   bool started_ = false;
+  std::shared_ptr<TrafficCounter> traffic_owner_;  // set once by count_traffic
   size_t connections_at_end_ = 0;  // connections the remote end closed between frames
   ControlHandler on_control_;
   FailureHandler on_failure_;

@@ -10,7 +10,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
                                                            runtime::Runtime& runtime) {
   std::unique_ptr<Communicator> c(new Communicator());
   c->engine_ = std::make_unique<collective::CollectiveEngine>(runtime.workers());
-  auto session = PeerSession::create(runtime.io(), options);
+  auto session = PeerSession::create(runtime.io(), options, c->control_traffic_, c->data_traffic_);
   if (!session) return session.status();
   c->session_ = std::move(*session);
   Communicator* self = c.get();
@@ -44,6 +44,17 @@ Communicator::~Communicator() {
 void Communicator::set_abort_handler(PeerSession::AbortHandler handler) {
   std::lock_guard lock(handler_mu_);
   user_abort_handler_ = std::move(handler);
+}
+
+TrafficTotals Communicator::traffic() const {
+  TrafficTotals t;
+  t.data_sent = data_traffic_->sent();
+  t.data_received = data_traffic_->received();
+  t.control_sent = control_traffic_->sent();
+  t.control_received = control_traffic_->received();
+  t.state_sent = state_traffic_->sent();
+  t.state_received = state_traffic_->received();
+  return t;
 }
 
 collective::RingView Communicator::ring_view() const {

@@ -1,16 +1,35 @@
 // A peer's communicator: a PeerSession and the collective engine that runs all-reduces over the
 // session's links, both driven by a runtime::Runtime the caller owns. This is the object the C
 // API's lh_comm wraps (lh_comm owns the runtime and the state sync's block server beside it).
+//
+// It also owns the communicator's three traffic counters (net/traffic.hpp), which the services
+// that open or accept its links count into: data (the mesh's links to the group members, which
+// the collectives use), control (the session's link to the master) and state (the state sync's
+// links: the fetcher's outbound ones and the block server's inbound service links; lh_comm gives
+// state_traffic() to its block server, state::sync_state to each fetch).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
 #include "collective/engine.hpp"
+#include "net/traffic.hpp"
 #include "peer/session.hpp"
 #include "runtime/runtime.hpp"
 
 namespace longhaul::peer {
+
+// Bytes the communicator's links have written (sent) and read (received) since it was created,
+// frame headers included, by kind of link (see Communicator). Each field only grows.
+struct TrafficTotals {
+  uint64_t data_sent = 0;
+  uint64_t data_received = 0;
+  uint64_t control_sent = 0;
+  uint64_t control_received = 0;
+  uint64_t state_sent = 0;
+  uint64_t state_received = 0;
+};
 
 class Communicator {
  public:
@@ -50,6 +69,13 @@ class Communicator {
   Status allreduce_batch(const std::vector<BatchItem>& items, collective::AllReduceSpec spec,
                          uint32_t max_attempts);
 
+  // A snapshot of the traffic counters: cumulative over the communicator's life, links that have
+  // closed included. The six fields are read one after another, not as one atomic cut.
+  // Thread-safe; never blocks.
+  TrafficTotals traffic() const;
+  // The counter the state sync's links count into (state::BlockServer, state::FetchOptions).
+  const std::shared_ptr<net::TrafficCounter>& state_traffic() const { return state_traffic_; }
+
   // The master's aborts fail every collective in flight first, then reach `handler` (which may
   // be empty). Runs on a library thread; must not block.
   void set_abort_handler(PeerSession::AbortHandler handler);
@@ -59,6 +85,13 @@ class Communicator {
   // Starts every item's all-reduce and waits for all of them; the first failure.
   Status run_batch_attempt(const std::vector<BatchItem>& items,
                            const collective::AllReduceSpec& spec);
+  // Created with the communicator and never replaced: links hold them as long as they live.
+  const std::shared_ptr<net::TrafficCounter> data_traffic_ =
+      std::make_shared<net::TrafficCounter>();
+  const std::shared_ptr<net::TrafficCounter> control_traffic_ =
+      std::make_shared<net::TrafficCounter>();
+  const std::shared_ptr<net::TrafficCounter> state_traffic_ =
+      std::make_shared<net::TrafficCounter>();
   std::unique_ptr<collective::CollectiveEngine> engine_;
   std::shared_ptr<PeerSession> session_;
   std::mutex handler_mu_;

@@ -8,7 +8,8 @@
 namespace longhaul::peer {
 
 Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand,
-                                           const CommunicatorOptions& options) {
+                                           const CommunicatorOptions& options,
+                                           std::shared_ptr<net::TrafficCounter> data_traffic) {
   std::string host;
   uint16_t port = 0;
   LH_RETURN_IF_ERROR(
@@ -21,15 +22,18 @@ Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand,
   transport.role = net::Role::kPeer;
   auto listener = net::Listener::create(io, host, port, transport);
   if (!listener) return listener.status();
-  return std::shared_ptr<Mesh>(new Mesh(io, std::move(strand), options, std::move(*listener)));
+  return std::shared_ptr<Mesh>(
+      new Mesh(io, std::move(strand), options, std::move(*listener), std::move(data_traffic)));
 }
 
 Mesh::Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options,
-           std::shared_ptr<net::Listener> listener)
+           std::shared_ptr<net::Listener> listener,
+           std::shared_ptr<net::TrafficCounter> data_traffic)
     : io_(io),
       strand_(std::move(strand)),
       options_(options),
       listener_(std::move(listener)),
+      data_traffic_(std::move(data_traffic)),
       deadline_(strand_) {}
 
 void Mesh::start(ReadyHandler on_ready, LostHandler on_lost) {
@@ -81,9 +85,10 @@ void Mesh::on_inbound(std::shared_ptr<net::Link> link) {
     if (ec || !self) return;
     auto it = self->anonymous_.find(raw);
     if (it == self->anonymous_.end()) return;
-    log::warn("peer", "closing data link from {}: no PEER_HELLO in time", it->second->peer());
-    it->second->close(timeout_error("no PEER_HELLO in time"));
-    self->anonymous_.erase(it);
+    const auto silent = it->second;  // forget_anonymous erases the map's copy
+    log::warn("peer", "closing data link from {}: no PEER_HELLO in time", silent->peer());
+    silent->close(timeout_error("no PEER_HELLO in time"));
+    self->forget_anonymous(silent);
   });
 }
 
@@ -168,6 +173,7 @@ void Mesh::on_connected(uint64_t epoch, PeerId to, Result<std::shared_ptr<net::L
     return;
   }
   links_[to] = *result;
+  (*result)->count_traffic(data_traffic_);
   start_link(*result);
   send_hello(to);
 }
@@ -220,7 +226,7 @@ Status Mesh::on(const std::shared_ptr<net::Link>& link, const wire::PeerHelloMsg
   const uint64_t current =
       proposal_ ? proposal_->topology.epoch : (committed_ ? committed_->epoch : 0);
   if (hello.epoch < current) return Status::ok();  // for a superseded proposal; a newer one follows
-  anonymous_.erase(link.get());
+  forget_anonymous(link);
   if (!proposal_ || hello.epoch > current) {
     hold_early_hello(hello, link);
     return Status::ok();
@@ -242,6 +248,11 @@ void Mesh::hold_early_hello(const wire::PeerHelloMsg& hello,
   if (slot.second && slot.second != link)
     slot.second->close(closed_error("replaced by a newer link"));
   slot = {hello.epoch, link};
+}
+
+void Mesh::forget_anonymous(const std::shared_ptr<net::Link>& link) {
+  link->count_traffic(data_traffic_);
+  anonymous_.erase(link.get());
 }
 
 // Legal only on the link this peer opened to that neighbour for its current proposal; an ack for
@@ -274,7 +285,7 @@ std::optional<PeerId> Mesh::neighbour_of(const net::Link* link) const {
 }
 
 void Mesh::on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why) {
-  anonymous_.erase(link.get());
+  if (anonymous_.contains(link.get())) forget_anonymous(link);
   if (service_links_.erase(link.get())) {
     if (on_service_) on_service_(link, why.is_ok() ? closed_error("link closed") : why);
     return;
@@ -369,7 +380,10 @@ void Mesh::close() {
   deadline_.cancel();
   listener_->close();
   for (auto& [id, link] : links_) link->close(closed_error("communicator closed"));
-  for (auto& [raw, link] : anonymous_) link->close(closed_error("communicator closed"));
+  for (auto& [raw, link] : anonymous_) {
+    link->close(closed_error("communicator closed"));
+    link->count_traffic(data_traffic_);
+  }
   for (auto& [id, e] : early_hellos_) e.second->close(closed_error("communicator closed"));
   for (auto& [raw, link] : service_links_) link->close(closed_error("communicator closed"));
   service_links_.clear();

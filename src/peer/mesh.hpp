@@ -13,6 +13,11 @@
 // handed to the service handler (set_service_handler): the state sync reaches arbitrary peers of
 // the group through the same listener and advertised address as the ring links.
 //
+// Traffic: every data link, outbound or inbound, counts its frames into the counter given at
+// create. An inbound link is counted once it introduced itself with PEER_HELLO, or when it is
+// dropped without becoming a service link (its frames until then included); a service link's
+// traffic is the service's to count (Link::count_traffic in its handler).
+//
 // Threading: every method except ring_links() must run on the strand given at construction (the
 // peer session's); handlers are invoked on it. ring_links() is thread-safe.
 #pragma once
@@ -28,6 +33,7 @@
 #include <asio/strand.hpp>
 
 #include "net/endpoint.hpp"
+#include "net/traffic.hpp"
 #include "peer/options.hpp"
 #include "peer/topology.hpp"
 
@@ -46,9 +52,11 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   using ServiceHandler = std::function<void(const std::shared_ptr<net::Link>& link,
                                             Result<wire::ControlMessage> message)>;
 
-  // Binds the listener (options.listen_address) but accepts nothing until start().
+  // Binds the listener (options.listen_address) but accepts nothing until start(). The data links
+  // count into `data_traffic` (null: not counted).
   static Result<std::shared_ptr<Mesh>> create(net::IoRuntime& io, Strand strand,
-                                              const CommunicatorOptions& options);
+                                              const CommunicatorOptions& options,
+                                              std::shared_ptr<net::TrafficCounter> data_traffic);
   void start(ReadyHandler on_ready, LostHandler on_lost);
   // Routes service links to `handler` (empty: service links are refused as before).
   void set_service_handler(ServiceHandler handler);
@@ -73,7 +81,7 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
     bool answered = false;
   };
   Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options,
-       std::shared_ptr<net::Listener> listener);
+       std::shared_ptr<net::Listener> listener, std::shared_ptr<net::TrafficCounter> data_traffic);
 
   void on_inbound(std::shared_ptr<net::Link> link);
   void start_link(const std::shared_ptr<net::Link>& link);
@@ -89,6 +97,8 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   // The protocol error for a message of `type` that this link may not carry.
   static Status unexpected(wire::ControlType type);
   void hold_early_hello(const wire::PeerHelloMsg& hello, const std::shared_ptr<net::Link>& link);
+  // The inbound link is no longer anonymous, and not a service link: it counts as a data link.
+  void forget_anonymous(const std::shared_ptr<net::Link>& link);
   void on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why);
   void accept_hello(PeerId from, const std::shared_ptr<net::Link>& link);
   void send_hello(PeerId to);
@@ -101,6 +111,7 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   Strand strand_;
   const CommunicatorOptions options_;
   std::shared_ptr<net::Listener> listener_;
+  const std::shared_ptr<net::TrafficCounter> data_traffic_;
   asio::steady_timer deadline_;
   ReadyHandler on_ready_;
   LostHandler on_lost_;

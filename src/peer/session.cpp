@@ -30,8 +30,10 @@ Status parse_advertised(const std::string& text, std::string* host, uint16_t* po
 
 }  // namespace
 
-Result<std::shared_ptr<PeerSession>> PeerSession::create(net::IoRuntime& io,
-                                                         const CommunicatorOptions& options) {
+Result<std::shared_ptr<PeerSession>> PeerSession::create(
+    net::IoRuntime& io, const CommunicatorOptions& options,
+    std::shared_ptr<net::TrafficCounter> control_traffic,
+    std::shared_ptr<net::TrafficCounter> data_traffic) {
   std::string master_host;
   uint16_t master_port = 0;
   LH_RETURN_IF_ERROR(net::parse_host_port(options.master_address, &master_host, &master_port)
@@ -47,20 +49,23 @@ Result<std::shared_ptr<PeerSession>> PeerSession::create(net::IoRuntime& io,
   if (options.connect_timeout.count() <= 0 || options.link_timeout.count() <= 0)
     return invalid_argument("connect and link timeouts must be positive");
   Strand strand = asio::make_strand(io.context());
-  auto mesh = Mesh::create(io, strand, options);
+  auto mesh = Mesh::create(io, strand, options, std::move(data_traffic));
   if (!mesh) return mesh.status();
-  return std::shared_ptr<PeerSession>(new PeerSession(
-      io, options, std::move(strand), std::move(*mesh), std::move(master_host), master_port));
+  return std::shared_ptr<PeerSession>(new PeerSession(io, options, std::move(strand),
+                                                      std::move(*mesh), std::move(master_host),
+                                                      master_port, std::move(control_traffic)));
 }
 
 PeerSession::PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
-                         std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port)
+                         std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port,
+                         std::shared_ptr<net::TrafficCounter> control_traffic)
     : io_(io),
       options_(options),
       strand_(std::move(strand)),
       mesh_(std::move(mesh)),
       master_host_(std::move(master_host)),
       master_port_(master_port),
+      control_traffic_(std::move(control_traffic)),
       heartbeat_timer_(strand_) {}
 
 PeerSession::~PeerSession() = default;
@@ -271,6 +276,7 @@ void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
     return;
   }
   master_ = std::move(*result);
+  master_->count_traffic(control_traffic_);
   std::weak_ptr<PeerSession> weak = weak_from_this();
   master_->start(
       [weak](std::vector<std::byte> bytes) {

@@ -24,6 +24,7 @@
 #include <asio/strand.hpp>
 
 #include "net/endpoint.hpp"
+#include "net/traffic.hpp"
 #include "peer/mesh.hpp"
 #include "peer/options.hpp"
 #include "peer/topology.hpp"
@@ -55,9 +56,13 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // session fails (not when it is closed or left locally). Must not block.
   using AbortHandler = std::function<void(uint64_t epoch, const Status& why)>;
 
-  // Validates the options and binds the data listener. `io` must outlive the session.
-  static Result<std::shared_ptr<PeerSession>> create(net::IoRuntime& io,
-                                                     const CommunicatorOptions& options);
+  // Validates the options and binds the data listener. `io` must outlive the session. The link to
+  // the master counts its frames into `control_traffic`, the mesh's data links into
+  // `data_traffic` (Mesh::create); null counts nothing.
+  static Result<std::shared_ptr<PeerSession>> create(
+      net::IoRuntime& io, const CommunicatorOptions& options,
+      std::shared_ptr<net::TrafficCounter> control_traffic = nullptr,
+      std::shared_ptr<net::TrafficCounter> data_traffic = nullptr);
   ~PeerSession();
 
   void set_abort_handler(AbortHandler handler);
@@ -123,7 +128,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   using Clock = std::chrono::steady_clock;
 
   PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
-              std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port);
+              std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port,
+              std::shared_ptr<net::TrafficCounter> control_traffic);
 
   // Posts `start` to the strand and waits for the call it begins to complete.
   Status run_call(std::function<void()> start, std::optional<std::chrono::milliseconds> timeout,
@@ -167,6 +173,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   std::shared_ptr<Mesh> mesh_;
   std::string master_host_;
   uint16_t master_port_;
+  const std::shared_ptr<net::TrafficCounter> control_traffic_;
   asio::steady_timer heartbeat_timer_;
 
   // Strand state.

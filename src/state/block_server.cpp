@@ -10,7 +10,8 @@
 
 namespace longhaul::state {
 
-BlockServer::BlockServer(runtime::WorkerPool& workers) : workers_(workers) {}
+BlockServer::BlockServer(runtime::WorkerPool& workers, std::shared_ptr<net::TrafficCounter> traffic)
+    : workers_(workers), traffic_(std::move(traffic)) {}
 
 BlockServer::~BlockServer() {
   // Every compression and send has ended by now (each holds a reference); this closes the links
@@ -42,6 +43,9 @@ uint64_t BlockServer::end() {
 
 void BlockServer::on_service_message(const std::shared_ptr<net::Link>& link,
                                      Result<wire::ControlMessage> message) {
+  // The mesh leaves a service link's traffic to the service; the first call counts the fetch that
+  // made it one (and anything before it), later calls change nothing.
+  link->count_traffic(traffic_);
   if (!message) {
     std::lock_guard lock(mu_);
     links_.erase(link.get());

@@ -11,6 +11,9 @@
 // outlive the server's serving, and the server must be destroyed before the pool (lh_comm
 // destroys it before the runtime). Owned by a shared_ptr: sends and compressions in flight hold
 // it too. Thread-safe.
+//
+// Every service link it is handed counts its frames, from its first one, into the traffic counter
+// given at construction (the communicator's state traffic; null counts nothing).
 #pragma once
 
 #include <atomic>
@@ -20,6 +23,7 @@
 #include <mutex>
 
 #include "net/link.hpp"
+#include "net/traffic.hpp"
 #include "runtime/worker_pool.hpp"
 #include "state/registry.hpp"
 #include "wire/control_messages.hpp"
@@ -28,7 +32,8 @@ namespace longhaul::state {
 
 class BlockServer : public std::enable_shared_from_this<BlockServer> {
  public:
-  explicit BlockServer(runtime::WorkerPool& workers);
+  explicit BlockServer(runtime::WorkerPool& workers,
+                       std::shared_ptr<net::TrafficCounter> traffic = nullptr);
   ~BlockServer();
 
   // Mesh::ServiceHandler.
@@ -46,6 +51,7 @@ class BlockServer : public std::enable_shared_from_this<BlockServer> {
   void sent(uint64_t bytes, const Status& s);
 
   runtime::WorkerPool& workers_;  // compresses
+  const std::shared_ptr<net::TrafficCounter> traffic_;
   std::mutex mu_;
   std::condition_variable idle_;
   const Registry* registry_ = nullptr;  // serving while set

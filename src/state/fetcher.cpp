@@ -169,7 +169,8 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
         log::debug("state", "linked to source peer {} in {:.1f} ms", src.id,
                    std::chrono::duration<double, std::milli>(src.last_progress - started_).count());
         std::weak_ptr<Fetch> weak = weak_from_this();
-        actions.push_back([weak, s, link = src.link] {
+        actions.push_back([weak, s, link = src.link, traffic = options_.traffic] {
+          link->count_traffic(traffic);
           link->start(
               [weak, s](std::vector<std::byte> bytes) {
                 if (auto self = weak.lock()) self->on_control(s, bytes);

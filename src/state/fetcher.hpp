@@ -17,11 +17,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "common/status.hpp"
 #include "net/options.hpp"
+#include "net/traffic.hpp"
 #include "runtime/runtime.hpp"
 #include "state/registry.hpp"
 #include "state/zstd_choice.hpp"
@@ -40,6 +42,9 @@ struct FetchOptions {
   std::chrono::milliseconds stall_timeout{30000};
   // sync_state takes it from LONGHAUL_STATE_ZSTD (auto, never, always) when set (docs/state.md).
   ZstdPolicy zstd = ZstdPolicy::kAuto;
+  // Every link to a source counts its frames here (sync_state: the communicator's state traffic).
+  // Null counts nothing.
+  std::shared_ptr<net::TrafficCounter> traffic;
 };
 
 struct FetchStats {

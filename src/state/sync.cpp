@@ -181,6 +181,7 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
   options.connections_per_link = session.options().connections_per_link;
   options.stall_timeout = stall_timeout(session.options().state_stall_timeout);
   options.zstd = zstd_policy();
+  options.traffic = comm.state_traffic();
   FetchStats stats;
   Status fetched = fetch_blocks(runtime, options, registry, *plan, lost.get(), &stats);
   result->rx_bytes = stats.rx_bytes;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -300,6 +301,103 @@ TEST(Link, WorksOverIpv6Loopback) {
   pair->client->send(1, src, sent.callback());
   ASSERT_TRUE(received.wait().is_ok());
   EXPECT_TRUE(dst == src);
+}
+
+// Polls until `value()` reaches `expected` or 10 s pass; returns the last value. Frames that
+// complete nothing (a control message nobody handles, a CANCEL) are counted on the reader's time.
+template <class Read>
+uint64_t await_count(Read value, uint64_t expected) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  uint64_t v = value();
+  while (v < expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    v = value();
+  }
+  return v;
+}
+
+class LinkTraffic : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LinkTraffic, CountsEveryFrameHeaderAndPayloadOnEveryConnectionBothWays) {
+  IoRuntime io(2);
+  const TransportOptions options = GetParam() ? testing::tls_options() : TransportOptions{};
+  auto pair = connect_pair(io, 3, options, options);
+  ASSERT_TRUE(pair);
+  auto client = std::make_shared<TrafficCounter>();
+  auto server = std::make_shared<TrafficCounter>();
+  pair->client->count_traffic(client);
+  pair->server->count_traffic(server);
+
+  // Up: 3 MiB + 5 bytes in four 1 MiB segments over the three connections, and an empty op (one
+  // DATA frame with no payload). Down: 1000 bytes in one segment and a 100-byte control message.
+  const auto big = pattern((3 << 20) + 5, 1);
+  const auto small = pattern(1000, 2);
+  std::vector<std::byte> big_dst(big.size()), small_dst(small.size());
+  Done big_sent, big_received, empty_sent, empty_received, small_sent, small_received, control_sent;
+  pair->server->recv(1, big_dst, big_received.callback());
+  pair->server->recv(2, {}, empty_received.callback());
+  pair->client->recv(3, small_dst, small_received.callback());
+  pair->client->send(1, big, big_sent.callback());
+  pair->client->send(2, {}, empty_sent.callback());
+  pair->server->send(3, small, small_sent.callback());
+  pair->server->send_control(std::vector<std::byte>(100, std::byte{7}), control_sent.callback());
+  for (Done* d : {&big_sent, &big_received, &empty_sent, &empty_received, &small_sent,
+                  &small_received, &control_sent})
+    ASSERT_TRUE(d->wait().is_ok());
+
+  const uint64_t up = 4 * kFrameHeaderBytes + big.size() + kFrameHeaderBytes;
+  const uint64_t down = kFrameHeaderBytes + small.size() + kFrameHeaderBytes + 100;
+  // A completion runs after its frames were counted.
+  EXPECT_EQ(client->sent(), up);
+  EXPECT_EQ(server->received(), up);
+  EXPECT_EQ(server->sent(), down);
+  EXPECT_EQ(await_count([&] { return client->received(); }, down), down);
+
+  // A CANCEL is a header alone, in both counts.
+  pair->client->cancel(9, aborted_error("counting a cancel"));
+  EXPECT_EQ(await_count([&] { return client->sent(); }, up + kFrameHeaderBytes),
+            up + kFrameHeaderBytes);
+  EXPECT_EQ(await_count([&] { return server->received(); }, up + kFrameHeaderBytes),
+            up + kFrameHeaderBytes);
+  EXPECT_EQ(server->sent(), down);
+  EXPECT_EQ(client->received(), down);
+}
+
+INSTANTIATE_TEST_SUITE_P(PlainAndTls, LinkTraffic, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param_info) {
+                           return param_info.param ? "tls" : "plain";
+                         });
+
+// An inbound link carries its first messages before the layer above knows which counter it
+// belongs to: they are counted once it is given one. A second counter changes nothing.
+TEST(LinkTraffic, FramesBeforeTheCounterAreCountedAndOnlyTheFirstCounterCounts) {
+  IoRuntime io(2);
+  auto pair = connect_pair(io, 1, {}, {});
+  ASSERT_TRUE(pair);
+  const auto src = pattern(4096, 3);
+  std::vector<std::byte> dst(src.size());
+  Done sent, received;
+  pair->server->recv(1, dst, received.callback());
+  pair->client->send(1, src, sent.callback());
+  ASSERT_TRUE(sent.wait().is_ok());
+  ASSERT_TRUE(received.wait().is_ok());
+
+  auto first = std::make_shared<TrafficCounter>();
+  auto second = std::make_shared<TrafficCounter>();
+  pair->server->count_traffic(first);
+  pair->server->count_traffic(second);
+  const uint64_t frame = kFrameHeaderBytes + src.size();
+  EXPECT_EQ(first->received(), frame);
+  EXPECT_EQ(first->sent(), 0u);
+
+  Done again_sent, again_received;
+  pair->client->recv(2, dst, again_received.callback());
+  pair->server->send(2, src, again_sent.callback());
+  ASSERT_TRUE(again_sent.wait().is_ok());
+  ASSERT_TRUE(again_received.wait().is_ok());
+  EXPECT_EQ(first->sent(), frame);
+  EXPECT_EQ(second->sent(), 0u);
+  EXPECT_EQ(second->received(), 0u);
 }
 
 TEST(Endpoint, ParsesHostPort) {
