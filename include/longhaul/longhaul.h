@@ -600,8 +600,14 @@ typedef struct lh_sync_stats {
   uint64_t retries;            /* rounds run again after a peer was lost */
   uint64_t non_finite_excluded;/* contributions (any peer's) excluded as non-finite */
   uint64_t blocked_ns;         /* time spent inside the engine's calls (the trainer waited) */
-  uint64_t peak_event_bytes;   /* the most payload bytes this peer sent and received for one round */
+  /* the most bytes this peer's data links sent and received (at the sockets, frame headers
+   * included) between one round's launch and its end */
+  uint64_t peak_event_bytes;
   uint64_t memory_bytes;       /* the engine's own buffers (docs/training.md has the bound) */
+  /* the communicator's traffic since the engine started, at the sockets (lh_traffic): data (the
+   * rounds' all-reduces), control (the master: settling rounds, admission, state-sync plans) and
+   * state (the shared-state syncs' block transfers) */
+  lh_traffic traffic;
   /* the last settled round */
   uint32_t last_fragment;
   uint64_t last_round;

@@ -30,7 +30,7 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
     return lh::invalid_argument(fmt::format("unknown outer method {}", static_cast<int>(o.method)));
   if (o.on_loss < LH_LOSS_RETRY || o.on_loss > LH_LOSS_DROP)
     return lh::invalid_argument(fmt::format("unknown loss policy {}", static_cast<int>(o.on_loss)));
-  if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_U4)
+  if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_E3M0)
     return lh::invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
   lh::sync::EngineOptions e;
   for (size_t i = 0; i < o.range_count; ++i) {
@@ -128,6 +128,8 @@ extern "C" lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_s
   stats->blocked_ns = static_cast<uint64_t>(s.blocked.count());
   stats->peak_event_bytes = s.peak_event_bytes;
   stats->memory_bytes = s.memory_bytes;
+  stats->traffic = {s.traffic.data_sent,        s.traffic.data_received, s.traffic.control_sent,
+                    s.traffic.control_received, s.traffic.state_sent,    s.traffic.state_received};
   if (s.last_round) {
     stats->last_fragment = s.last_round->fragment;
     stats->last_round = s.last_round->round;

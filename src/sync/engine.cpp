@@ -39,7 +39,8 @@ SyncEngine::SyncEngine(peer::Communicator& comm, runtime::Runtime& runtime,
       schedule_(schedule),
       state_(layout_, config_tag(options_, layout_)),
       staging_(layout_.largest_fragment(), 0.0f),
-      last_reset_(layout_.fragments(), 0) {
+      last_reset_(layout_.fragments(), 0),
+      traffic_at_start_(comm_.traffic()) {
   if (options_.method == Method::kEager) own_delta_.assign(layout_.fragment_size(0), 0.0f);
   // Until the group's θ_g is known, this peer's own parameters are its vote for it.
   for (size_t f = 0; f < layout_.fragments(); ++f)
@@ -118,8 +119,16 @@ void SyncEngine::record(const RoundReport& report) {
 }
 
 EngineStats SyncEngine::stats() const {
+  const peer::TrafficTotals now = comm_.traffic();
   std::lock_guard lock(stats_mu_);
-  return stats_;
+  EngineStats s = stats_;
+  s.traffic.data_sent = now.data_sent - traffic_at_start_.data_sent;
+  s.traffic.data_received = now.data_received - traffic_at_start_.data_received;
+  s.traffic.control_sent = now.control_sent - traffic_at_start_.control_sent;
+  s.traffic.control_received = now.control_received - traffic_at_start_.control_received;
+  s.traffic.state_sent = now.state_sent - traffic_at_start_.state_sent;
+  s.traffic.state_received = now.state_received - traffic_at_start_.state_received;
+  return s;
 }
 
 uint64_t SyncEngine::state_hash() {

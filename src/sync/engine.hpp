@@ -59,8 +59,12 @@ struct EngineStats {
   uint64_t rounds_applied = 0, rounds_dropped = 0, rounds_late = 0, retries = 0;
   uint64_t non_finite_excluded = 0;     // contributions excluded (any peer's), summed over rounds
   std::chrono::nanoseconds blocked{0};  // time the trainer waited inside the engine's calls
-  uint64_t peak_event_bytes = 0;        // the most data bytes of one round on this peer
+  uint64_t peak_event_bytes = 0;        // the most event_bytes of one round on this peer
   uint64_t memory_bytes = 0;            // the engine's own buffers
+  // The communicator's traffic since the engine started, at the sockets: data (the rounds'
+  // all-reduces), control (the master: settling, admission, state-sync planning), state (the
+  // shared-state syncs' block transfers).
+  peer::TrafficTotals traffic;
   std::optional<RoundReport> last_round;
 };
 
@@ -134,6 +138,7 @@ class SyncEngine {
   Contribution staged_code_ = Contribution::kNone;  // what the staged Δ contributes
   bool closed_ = false;
 
+  peer::TrafficTotals traffic_at_start_;
   mutable std::mutex stats_mu_;
   EngineStats stats_;
 };

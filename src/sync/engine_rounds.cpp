@@ -45,7 +45,7 @@ Status SyncEngine::start_ops(Round& round) {
   round.ring = ring_ids();
   round.masks = contribution_mask(view.size, view.rank, staged_code_, round_identity(round));
   round.launched_at = Clock::now();
-  ++round.attempts;
+  if (round.attempts++ == 0) round.traffic_at_launch = comm_.traffic();
   collective::AllReduceSpec masks;
   masks.input = masks.output = round.masks.data();
   masks.count = round.masks.size();
@@ -138,8 +138,9 @@ Status SyncEngine::finish_round(bool restart) {
   report.round = round.number;
   report.late = round.late;
   report.attempts = round.attempts;
-  for (auto* op : {round.mask_op.get(), round.delta_op.get()})
-    if (op) report.event_bytes += op->info().bytes_sent + op->info().bytes_received;
+  const peer::TrafficTotals now = comm_.traffic();
+  report.event_bytes = (now.data_sent - round.traffic_at_launch.data_sent) +
+                       (now.data_received - round.traffic_at_launch.data_received);
   const Tally t = applied ? tally(round.masks, round_identity(round)) : Tally{};
   // A member that was in another round (members that drifted apart when rounds were dropped at
   // their deadline, then met in a new epoch): the group drops this round everywhere.

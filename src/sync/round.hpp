@@ -10,6 +10,7 @@
 
 #include "collective/allreduce.hpp"
 #include "common/status.hpp"
+#include "peer/communicator.hpp"
 
 namespace longhaul::sync {
 
@@ -24,6 +25,7 @@ struct Round {
   std::chrono::steady_clock::time_point launched_at;
   uint32_t attempts = 0;
   bool late = false;
+  peer::TrafficTotals traffic_at_launch;  // the communicator's counters at the first launch
 };
 
 }  // namespace longhaul::sync

@@ -50,7 +50,9 @@ std::vector<std::string> peer_args(const Cluster& c, const Training& r, uint32_t
 // What a peer printed at the end: its final line and its global parameters, as bits.
 struct Final {
   std::string hash;
-  uint64_t applied = 0, dropped = 0, retries = 0, memory = 0, late = 0;
+  uint64_t applied = 0, dropped = 0, retries = 0, memory = 0, late = 0, peak = 0;
+  uint64_t data_sent = 0, data_received = 0, control_sent = 0, control_received = 0;
+  uint64_t state_sent = 0, state_received = 0;
   std::vector<std::vector<uint32_t>> global;  // by fragment
   int64_t rank = -1;
 };
@@ -66,7 +68,8 @@ std::optional<Final> final_of(Child& peer) {
       std::string k;
       uint64_t step;
       in >> k >> step >> k >> f.hash >> k >> f.applied >> k >> f.dropped >> k >> f.retries >> k >>
-          f.memory >> k >> f.late;
+          f.memory >> k >> f.late >> k >> f.peak >> k >> f.data_sent >> f.data_received >> k >>
+          f.control_sent >> f.control_received >> k >> f.state_sent >> f.state_received;
     } else if (word == "global") {
       uint32_t fragment;
       in >> fragment;
@@ -192,6 +195,12 @@ void expect_equal_to_simulation(const Training& run, std::vector<Child*> peers) 
     // and the configuration tag, one staging buffer of the largest fragment.
     const uint64_t largest = kDim / kRanges * ((kRanges + run.fragments - 1) / run.fragments);
     EXPECT_EQ(f.memory, 2 * 4 * kDim + 8 * (1 + run.fragments) + 1 + 4 * largest);
+    // Counted at the sockets: every round moves the fragment's pseudo-gradient at least once
+    // each way, and settling talks to the master.
+    EXPECT_GE(f.peak, 2 * 4 * (kDim / kRanges) * ((kRanges + run.fragments - 1) / run.fragments));
+    EXPECT_GE(f.data_sent, rounds * 4 * (kDim / kRanges));
+    EXPECT_GT(f.control_sent, 0u);
+    EXPECT_GT(f.control_received, 0u);
   }
   std::vector<uint32_t> index_by_rank(peers.size());
   for (uint32_t i = 0; i < peers.size(); ++i) index_by_rank[finals[i].rank] = i;
@@ -356,6 +365,9 @@ TEST_F(SyncEngineTest, AJoinerReceivesTheGlobalStateAndItsNextContributionCounts
     finals.push_back(*f);
   }
   for (const auto& f : finals) EXPECT_EQ(f.hash, finals[0].hash);
+  // The joiner downloaded the global parameters and momentum (2 × 64 floats at least) through
+  // the state sync's links.
+  EXPECT_GE(finals[3].state_received, 2 * 4 * kDim);
   // The round launched where the joiner was admitted counts the three others (the joiner takes
   // part with nothing to give); from its first whole round on, all four.
   bool saw_admission_round = false, saw_next = false;

@@ -16,7 +16,8 @@
 //   step <t>                                     after every engine step
 //   round <fragment> <round> applied <0|1> participants <p> attempts <a> excluded <id,...|->
 //   final step <t> hash <hex> rounds <applied> dropped <dropped> retries <r> memory <bytes>
-//         late <rounds dropped at this peer's deadline>
+//         late <rounds dropped at this peer's deadline> peak <bytes of the largest round>
+//         data <sent> <received> control <sent> <received> state <sent> <received>
 //   global <fragment> <hex float bits...>        the global parameters at the end
 // then leaves and exits 0. Errors print "error <what> <status> <message>" and exit 3.
 #include <getopt.h>
@@ -237,12 +238,20 @@ void report_end(lh_sync_engine* engine, const Flags& f) {
   uint64_t hash = 0;
   lh_sync_engine_hash(engine, &hash);
   std::printf(
-      "final step %llu hash %016llx rounds %llu dropped %llu retries %llu memory %llu late %llu\n",
+      "final step %llu hash %016llx rounds %llu dropped %llu retries %llu memory %llu late %llu "
+      "peak %llu data %llu %llu control %llu %llu state %llu %llu\n",
       static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(hash),
       static_cast<unsigned long long>(s.rounds_applied),
       static_cast<unsigned long long>(s.rounds_dropped), static_cast<unsigned long long>(s.retries),
       static_cast<unsigned long long>(s.memory_bytes),
-      static_cast<unsigned long long>(s.rounds_late));
+      static_cast<unsigned long long>(s.rounds_late),
+      static_cast<unsigned long long>(s.peak_event_bytes),
+      static_cast<unsigned long long>(s.traffic.data_sent),
+      static_cast<unsigned long long>(s.traffic.data_received),
+      static_cast<unsigned long long>(s.traffic.control_sent),
+      static_cast<unsigned long long>(s.traffic.control_received),
+      static_cast<unsigned long long>(s.traffic.state_sent),
+      static_cast<unsigned long long>(s.traffic.state_received));
   const uint32_t fragments = f.engine.fragments;
   for (uint32_t fr = 0; fr < fragments; ++fr) {
     const size_t size = f.dim / f.ranges * ((f.ranges - fr + fragments - 1) / fragments);
