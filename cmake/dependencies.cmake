@@ -2,6 +2,10 @@
 find_package(Threads REQUIRED)
 find_package(OpenSSL 3.0 REQUIRED)
 find_package(fmt REQUIRED)
+# The tools' command lines and JSON output (Debian's libcli11-dev and nlohmann-json3-dev, both
+# header-only): linked only by the targets that parse flags or write JSON.
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json 3.11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)

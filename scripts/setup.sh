@@ -6,6 +6,7 @@ set -euo pipefail
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libasio-dev libssl-dev libzstd-dev libxxhash-dev libfmt-dev libuv1-dev
+  libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   clang libclang-rt-14-dev libomp-14-dev clang-format
   iperf3 iproute2 openssl procps

@@ -12,7 +12,6 @@
 // With --alternate-restore the timed ops take turns: even ones keep the restore copy of the
 // in-place input (the default), odd ones waive it. Each pair runs seconds apart at most, so the
 // JSON's per-mode times show the copy's cost free of this shared machine's drift between runs.
-#include <getopt.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -21,12 +20,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <longhaul/longhaul.h>
+#include <nlohmann/json.hpp>
+
+#include "tool_cli.hpp"
 
 namespace {
 
@@ -94,102 +97,88 @@ const char* schedule_name(lh_schedule s) {
   return s == LH_SCHEDULE_RING ? "ring" : s == LH_SCHEDULE_DIRECT ? "direct" : "auto";
 }
 
-}  // namespace
+// Every flag into *a; the exit status when the program must stop now (--help, a bad flag).
+std::optional<int> parse_args(int argc, char** argv, Args* a) {
+  CLI::App app{"One member of the all-reduce benchmark (bench/run allreduce).\n",
+               "longhaul-allreduce-worker"};
+  longhaul::cli::configure(app, "");
+  using longhaul::cli::add_number;
+  using longhaul::cli::one_of;
+  app.add_option("--master", a->master, "the master to join")->type_name("HOST:PORT")->required();
+  add_number(app, "--world", a->world, 1, INT32_MAX, "members to wait for");
+  add_number(app, "--bytes", a->bytes, 4, SIZE_MAX, "bytes of f32 per all-reduce");
+  add_number(app, "--iterations", a->iterations, 1, INT32_MAX, "timed all-reduces");
+  add_number(app, "--warmup", a->warmup, 0, INT32_MAX, "untimed all-reduces before them");
+  app.add_option("--codec", a->codec, "none, fp16, bf16, u8 or u4")
+      ->type_name("C")
+      ->check(one_of({"none", "fp16", "bf16", "u8", "u4"}));
+  app.add_option("--schedule", a->schedule, "auto, ring or direct")
+      ->type_name("S")
+      ->check(one_of({"auto", "ring", "direct"}));
+  add_number(app, "--connections", a->connections, 0, 1024, "TCP connections per link");
+  app.add_option("--listen", a->listen, "data listener")->type_name("HOST:0");
+  add_number(app, "--io-threads", a->io_threads, 0, 1024, "0: the library's default");
+  add_number(app, "--segment-bytes", a->segment_bytes, 0, UINT32_MAX, "0: the library's default");
+  add_number(app, "--block", a->block, 0, UINT32_MAX, "quantization block, elements; 0: default");
+  app.add_option("--op", a->op, "sum or avg")->type_name("OP")->check(one_of({"sum", "avg"}));
+  app.add_flag("--error", a->error,
+               "one all-reduce of gradient-like data; prints its relative L2 error");
+  app.add_flag_callback(
+      "--no-restore", [a] { a->restore_input = false; },
+      "waive the restore of the in-place input on failure (no backup copy)");
+  app.add_flag("--alternate-restore", a->alternate_restore,
+               "timed ops alternate: restore copy kept (even), waived (odd)");
+  return longhaul::cli::parse(app, argc, argv);
+}
 
-int main(int argc, char** argv) {
-  Args a;
-  static const option options[] = {{"master", required_argument, nullptr, 'm'},
-                                   {"world", required_argument, nullptr, 'w'},
-                                   {"bytes", required_argument, nullptr, 'b'},
-                                   {"iterations", required_argument, nullptr, 'i'},
-                                   {"warmup", required_argument, nullptr, 'u'},
-                                   {"codec", required_argument, nullptr, 'c'},
-                                   {"schedule", required_argument, nullptr, 's'},
-                                   {"connections", required_argument, nullptr, 'k'},
-                                   {"listen", required_argument, nullptr, 'l'},
-                                   {"io-threads", required_argument, nullptr, 't'},
-                                   {"segment-bytes", required_argument, nullptr, 'g'},
-                                   {"op", required_argument, nullptr, 'o'},
-                                   {"block", required_argument, nullptr, 'q'},
-                                   {"error", no_argument, nullptr, 'e'},
-                                   {"no-restore", no_argument, nullptr, 'n'},
-                                   {"alternate-restore", no_argument, nullptr, 'r'},
-                                   {"help", no_argument, nullptr, 'h'},
-                                   {nullptr, 0, nullptr, 0}};
-  int opt;
-  while ((opt = getopt_long(argc, argv, "h", options, nullptr)) != -1) {
-    switch (opt) {
-      case 'm':
-        a.master = optarg;
-        break;
-      case 'w':
-        a.world = std::atol(optarg);
-        break;
-      case 'b':
-        a.bytes = std::strtoull(optarg, nullptr, 10);
-        break;
-      case 'i':
-        a.iterations = std::atol(optarg);
-        break;
-      case 'u':
-        a.warmup = std::atol(optarg);
-        break;
-      case 'c':
-        a.codec = optarg;
-        break;
-      case 's':
-        a.schedule = optarg;
-        break;
-      case 'k':
-        a.connections = std::atol(optarg);
-        break;
-      case 'l':
-        a.listen = optarg;
-        break;
-      case 't':
-        a.io_threads = std::atol(optarg);
-        break;
-      case 'g':
-        a.segment_bytes = std::atol(optarg);
-        break;
-      case 'o':
-        a.op = optarg;
-        break;
-      case 'q':
-        a.block = std::atol(optarg);
-        break;
-      case 'e':
-        a.error = true;
-        break;
-      case 'n':
-        a.restore_input = false;
-        break;
-      case 'r':
-        a.alternate_restore = true;
-        break;
-      case 'h':
-        std::puts(
-            "longhaul-allreduce-worker --master HOST:PORT --world N [--bytes B] [--iterations I] "
-            "[--warmup W]\n"
-            "  [--codec none|fp16|bf16|u8|u4] [--schedule auto|ring|direct] [--connections K] "
-            "[--listen HOST:0]\n"
-            "  [--io-threads T] [--segment-bytes B] [--block ELEMENTS]   (0: the library's "
-            "defaults) [--op sum|avg]\n"
-            "  [--no-restore]   waive the restore of the in-place input on failure (no backup "
-            "copy)\n"
-            "  [--alternate-restore]   timed ops alternate: restore copy kept (even), waived "
-            "(odd)\n"
-            "  [--error]   one all-reduce of gradient-like data; prints its relative L2 error");
-        return 0;
-      default:
-        return 2;
-    }
+// x rounded to microseconds, as the JSON line always printed times.
+double micro(double x) {
+  return std::round(x * 1e6) / 1e6;
+}
+
+// The one JSON line (bench/e2e/allreduce reads these names).
+std::string result_json(const Args& a, int64_t rank, const lh_op_info& info,
+                        const std::vector<double>& times, const std::vector<double>& cpus,
+                        double cpu_timed_s, const lh_allreduce_options& ro,
+                        const std::vector<float>& data) {
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  // Every other entry from `parity` on: pair i is (restore[i], norestore[i]).
+  const auto every_other = [](const std::vector<double>& v, size_t parity) {
+    std::vector<double> out;
+    for (size_t i = parity; i < v.size(); i += 2) out.push_back(micro(v[i]));
+    return out;
+  };
+  std::vector<double> rounded_times;
+  for (double t : times) rounded_times.push_back(micro(t));
+  nlohmann::ordered_json j = {
+      {"rank", rank},
+      {"world", a.world},
+      {"bytes", a.bytes},
+      {"op", a.op},
+      {"codec", a.codec},
+      {"schedule", schedule_name(info.schedule)},
+      {"times_s", rounded_times},
+      {"median_s", micro(sorted[sorted.size() / 2])},
+      {"cpu_s_per_op", micro(cpu_timed_s / static_cast<double>(times.size()))},
+      {"bytes_sent", info.bytes_sent},
+      {"bytes_received", info.bytes_received},
+  };
+  if (a.alternate_restore) {
+    j["restore_times_s"] = every_other(times, 0);
+    j["norestore_times_s"] = every_other(times, 1);
+    j["restore_cpu_s"] = every_other(cpus, 0);
+    j["norestore_cpu_s"] = every_other(cpus, 1);
   }
-  if (a.master.empty() || a.world < 1 || a.iterations < 1 || a.bytes < 4)
-    die("arguments", "see --help");
-  if (a.op != "sum" && a.op != "avg") die("--op", "must be sum or avg");
-  const lh_reduce_op reduce_op = a.op == "sum" ? LH_OP_SUM : LH_OP_AVG;
+  if (a.error) {
+    j["block"] = ro.block;
+    j["rel_l2"] = relative_l2_vs_exact_sum(data, a.world);
+  }
+  return j.dump();
+}
 
+// Joins the master and waits until the group has --world members.
+lh_comm* join_group(const Args& a) {
   lh_comm_options co;
   lh_comm_options_init(&co);
   co.master_address = a.master.c_str();
@@ -210,6 +199,17 @@ int main(int argc, char** argv) {
     if (std::chrono::steady_clock::now() > deadline) die("waiting for the group", "timed out");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return comm;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (auto exit_status = parse_args(argc, argv, &a)) return *exit_status;
+  const lh_reduce_op reduce_op = a.op == "sum" ? LH_OP_SUM : LH_OP_AVG;
+
+  lh_comm* comm = join_group(a);
   int64_t rank = 0;
   lh_comm_get_attribute(comm, LH_ATTR_RANK, &rank);
 
@@ -275,36 +275,7 @@ int main(int argc, char** argv) {
       cpu_timed_s += cpu;
     }
   }
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  std::printf(
-      "{\"rank\":%lld,\"world\":%ld,\"bytes\":%zu,\"op\":\"%s\",\"codec\":\"%s\",\"schedule\":\"%"
-      "s\",\"times_s\":"
-      "[",
-      static_cast<long long>(rank), a.world, a.bytes, a.op.c_str(), a.codec.c_str(),
-      schedule_name(info.schedule));
-  for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? "," : "", times[i]);
-  std::printf(
-      "],\"median_s\":%.6f,\"cpu_s_per_op\":%.6f,\"bytes_sent\":%llu,\"bytes_received\":%llu",
-      sorted[sorted.size() / 2], cpu_timed_s / static_cast<double>(times.size()),
-      static_cast<unsigned long long>(info.bytes_sent),
-      static_cast<unsigned long long>(info.bytes_received));
-  if (a.alternate_restore) {
-    // Each mode's op times and CPU seconds, in order: pair i is (restore[i], norestore[i]).
-    auto list = [](const char* key, const std::vector<double>& v, size_t parity) {
-      std::printf(",\"%s\":[", key);
-      for (size_t i = parity, first = 1; i < v.size(); i += 2, first = 0)
-        std::printf("%s%.6f", first ? "" : ",", v[i]);
-      std::printf("]");
-    };
-    list("restore_times_s", times, 0);
-    list("norestore_times_s", times, 1);
-    list("restore_cpu_s", cpus, 0);
-    list("norestore_cpu_s", cpus, 1);
-  }
-  if (a.error)
-    std::printf(",\"block\":%u,\"rel_l2\":%.9g", ro.block, relative_l2_vs_exact_sum(data, a.world));
-  std::printf("}\n");
+  std::printf("%s\n", result_json(a, rank, info, times, cpus, cpu_timed_s, ro, data).c_str());
   std::fflush(stdout);
   lh_comm_leave(comm, "benchmark done");
   lh_comm_destroy(comm);

@@ -6,15 +6,19 @@
 //   longhaul_state_micro [--mib N] [--repeats R]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/worker_pool.hpp"
 #include "state/block_codec.hpp"
 #include "state/block_hash.hpp"
+#include "tool_cli.hpp"
 
 namespace {
 
@@ -37,10 +41,13 @@ double best_gbps(size_t bytes, int repeats, F&& f) {
 int main(int argc, char** argv) {
   size_t mib = 256;
   int repeats = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--mib") mib = std::stoul(argv[i + 1]);
-    if (std::string(argv[i]) == "--repeats") repeats = std::stoi(argv[i + 1]);
-  }
+  CLI::App app{"Hashing and copying bandwidth on one core, for bench/e2e/state.\n",
+               "longhaul_state_micro"};
+  longhaul::cli::configure(app, "");
+  longhaul::cli::add_number(app, "--mib", mib, 1, 1u << 20, "buffer size, MiB");
+  longhaul::cli::add_number(app, "--repeats", repeats, 1, 1000,
+                            "runs of each measurement (best taken)");
+  if (auto exit_status = longhaul::cli::parse(app, argc, argv)) return *exit_status;
   namespace st = longhaul::state;
   const size_t bytes = mib << 20;
   std::vector<std::byte> src(bytes), dst(bytes);
@@ -71,10 +78,16 @@ int main(int argc, char** argv) {
     sink = n;
   });
   (void)sink;
-  std::printf(
-      "{\"bytes\": %zu, \"memcpy_gbps\": %.3f, \"hash_gbps\": %.3f, \"hash_vs_memcpy\": %.3f, "
-      "\"hash_parallel_gbps\": %.3f, \"threads\": %zu, \"estimate_gbps\": %.3f}\n",
-      bytes, memcpy_gbps, hash_gbps, hash_gbps / memcpy_gbps, parallel_gbps, workers.parallelism(),
-      estimate_gbps);
+  const auto milli = [](double x) { return std::round(x * 1000) / 1000; };
+  const nlohmann::ordered_json result = {
+      {"bytes", bytes},
+      {"memcpy_gbps", milli(memcpy_gbps)},
+      {"hash_gbps", milli(hash_gbps)},
+      {"hash_vs_memcpy", milli(hash_gbps / memcpy_gbps)},
+      {"hash_parallel_gbps", milli(parallel_gbps)},
+      {"threads", workers.parallelism()},
+      {"estimate_gbps", milli(estimate_gbps)},
+  };
+  std::printf("%s\n", result.dump().c_str());
   return 0;
 }

@@ -1,229 +1,239 @@
 #include "wire/control_messages.hpp"
 
 #include <algorithm>
+#include <concepts>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "wire/codec.hpp"
+#include "wire/field_visitors.hpp"
 
 namespace longhaul::wire {
+
+// ---- The schema -------------------------------------------------------------------------------
+// Each message's fields in wire order, with the limits checked as each is read (field_visitors.hpp
+// says what each operation means). The rules that relate fields to each other come after, in
+// validate(). The templates live in longhaul::wire, not an anonymous namespace, so that the
+// visitors' list() finds an element's fields() by argument-dependent lookup.
+
+// M is T, or const T when the encoder walks the list.
+template <class M, class... T>
+concept OneOf = (std::same_as<std::remove_const_t<M>, T> || ...);
+
+template <class V, OneOf<uint64_t> M>  // an element of a list of peer ids or block hashes
+void fields(V& v, M& id) {
+  v.u64(id);
+}
+template <class V, OneOf<HeartbeatMsg, ByeMsg> M>
+void fields(V&, M&) {}
+
+template <class V, OneOf<RegisterMsg> M>
+void fields(V& v, M& m) {
+  v.u32(m.group);
+  v.string(m.advertised_host, kMaxHostBytes);
+  v.u16(m.advertised_port);
+}
+template <class V, OneOf<WelcomeMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.peer_id);
+  v.u32(m.heartbeat_interval_ms);
+  v.u32(m.heartbeat_misses);
+}
+template <class V, OneOf<UpdateTopologyMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.boolean(m.admit_joiners);
+}
+template <class V, OneOf<TopologyUnchangedMsg, StateCompleteMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+}
+template <class V, OneOf<MemberInfo> M>
+void fields(V& v, M& m) {
+  v.u64(m.peer_id);
+  v.u32(m.group);
+  v.string(m.host, kMaxHostBytes);
+  v.u16(m.port);
+}
+template <class V, OneOf<RingInfo> M>
+void fields(V& v, M& m) {
+  v.u32(m.group);
+  v.list(m.order, kMaxMembers);
+}
+template <class V, OneOf<TopologyMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.list(m.members, kMaxMembers);
+  v.list(m.rings, kMaxMembers);
+}
+template <class V, OneOf<LinksReadyMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.list(m.unreachable, kMaxMembers);
+}
+template <class V, OneOf<EpochCommitMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.u64(m.op_sequence);
+  v.boolean(m.peers_pending);
+}
+template <class V, OneOf<AbortMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.u32(m.group);
+  v.status(m.code, StatusField::kFailure);
+  v.string(m.reason, kMaxReasonBytes);
+}
+template <class V, OneOf<PendingChangedMsg> M>
+void fields(V& v, M& m) {
+  v.boolean(m.pending);
+}
+template <class V, OneOf<ReportPeerLostMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.u64(m.peer_id);
+  v.string(m.reason, kMaxReasonBytes);
+}
+template <class V, OneOf<LeaveMsg> M>
+void fields(V& v, M& m) {
+  v.string(m.reason, kMaxReasonBytes);
+}
+template <class V, OneOf<RemovedMsg> M>
+void fields(V& v, M& m) {
+  v.status(m.code, StatusField::kFailure);
+  v.string(m.reason, kMaxReasonBytes);
+}
+template <class V, OneOf<PeerHelloMsg, PeerHelloAckMsg, StateSourceLostMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.u64(m.peer_id);
+}
+
+// Shared state.
+template <class V, OneOf<TensorReport> M>
+void fields(V& v, M& t) {
+  v.string(t.name, kMaxTensorNameBytes, 1);  // never empty
+  v.u8(t.dtype);
+  v.u64(t.count);
+  v.list(t.block_hashes);
+  // One bit per block: never more bytes than the blocks need (validate() wants exactly that).
+  v.bytes(t.compressible, static_cast<uint32_t>((t.block_hashes.size() + 7) / 8));
+}
+template <class V, OneOf<StateReportMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.u32(m.block_bytes);
+  v.u64(m.revision);
+  v.enumeration(m.strategy, SyncStrategy::kSendOnly);
+  v.list(m.tensors, kMaxTensors);
+}
+template <class V, OneOf<StateSource> M>
+void fields(V& v, M& s) {
+  v.u64(s.peer_id);
+  v.string(s.host, kMaxHostBytes);
+  v.u16(s.port);
+}
+template <class V, OneOf<BlockToFetch> M>
+void fields(V& v, M& b) {
+  v.u32(b.index);
+  v.u64(b.hash);
+  v.boolean(b.compressible);
+}
+template <class V, OneOf<TensorFetch> M>
+void fields(V& v, M& f) {
+  v.u32(f.tensor);
+  v.list(f.sources, kMaxMembers);
+  v.list(f.blocks);
+}
+template <class V, OneOf<StatePlanMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.status(m.code, StatusField::kAny);
+  v.string(m.reason, kMaxReasonBytes);
+  v.u64(m.revision);
+  v.list(m.sources, kMaxMembers);
+  v.list(m.fetches, kMaxTensors);
+}
+template <class V, OneOf<StateDoneMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.status(m.code, StatusField::kAny);
+  v.string(m.reason, kMaxReasonBytes);
+}
+template <class V, OneOf<StateFetchMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.request);
+  v.u32(m.tensor);
+  v.u32(m.first_block);
+  v.u32(m.block_count);
+  v.boolean(m.compressed);
+}
+template <class V, OneOf<CompressedBlock> M>
+void fields(V& v, M& b) {
+  v.boolean(b.zstd);
+  v.bytes(b.bytes, kMaxStateBlockBytes);
+}
+template <class V, OneOf<StateBlocksZMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.request);
+  v.list(m.blocks, kMaxBlocksPerCompressedFetch);
+  v.u64(m.compress_ns);
+}
+template <class V, OneOf<StateFetchFailedMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.request);
+  v.status(m.code, StatusField::kFailure);
+  v.string(m.reason, kMaxReasonBytes);
+}
+
+// Batch all-reduce.
+template <class V, OneOf<BatchReportMsg, BatchDecisionMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.u64(m.attempt);
+  v.boolean(m.ok);
+}
+
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
 constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kStateSourceLost);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
-void put(Writer& w, const RegisterMsg& m) {
-  w.u32(m.group);
-  w.string(m.advertised_host);
-  w.u16(m.advertised_port);
-}
-void put(Writer& w, const WelcomeMsg& m) {
-  w.u64(m.peer_id);
-  w.u32(m.heartbeat_interval_ms);
-  w.u32(m.heartbeat_misses);
-}
-void put(Writer&, const HeartbeatMsg&) {}
-void put(Writer& w, const UpdateTopologyMsg& m) {
-  w.u64(m.epoch);
-  w.boolean(m.admit_joiners);
-}
-void put(Writer& w, const TopologyUnchangedMsg& m) {
-  w.u64(m.epoch);
-}
-void put(Writer& w, const TopologyMsg& m) {
-  w.u64(m.epoch);
-  w.u32(static_cast<uint32_t>(m.members.size()));
-  for (const auto& member : m.members) {
-    w.u64(member.peer_id);
-    w.u32(member.group);
-    w.string(member.host);
-    w.u16(member.port);
-  }
-  w.u32(static_cast<uint32_t>(m.rings.size()));
-  for (const auto& ring : m.rings) {
-    w.u32(ring.group);
-    w.u32(static_cast<uint32_t>(ring.order.size()));
-    for (uint64_t id : ring.order) w.u64(id);
-  }
-}
-void put(Writer& w, const LinksReadyMsg& m) {
-  w.u64(m.epoch);
-  w.u32(static_cast<uint32_t>(m.unreachable.size()));
-  for (uint64_t id : m.unreachable) w.u64(id);
-}
-void put(Writer& w, const EpochCommitMsg& m) {
-  w.u64(m.epoch);
-  w.u64(m.op_sequence);
-  w.boolean(m.peers_pending);
-}
-void put(Writer& w, const AbortMsg& m) {
-  w.u64(m.epoch);
-  w.u32(m.group);
-  w.u32(static_cast<uint32_t>(m.code));
-  w.string(m.reason);
-}
-void put(Writer& w, const PendingChangedMsg& m) {
-  w.boolean(m.pending);
-}
-void put(Writer& w, const ReportPeerLostMsg& m) {
-  w.u64(m.epoch);
-  w.u64(m.peer_id);
-  w.string(m.reason);
-}
-void put(Writer& w, const LeaveMsg& m) {
-  w.string(m.reason);
-}
-void put(Writer&, const ByeMsg&) {}
-void put(Writer& w, const RemovedMsg& m) {
-  w.u32(static_cast<uint32_t>(m.code));
-  w.string(m.reason);
-}
-void put(Writer& w, const PeerHelloMsg& m) {
-  w.u64(m.epoch);
-  w.u64(m.peer_id);
-}
-void put(Writer& w, const PeerHelloAckMsg& m) {
-  w.u64(m.epoch);
-  w.u64(m.peer_id);
-}
+// ---- The rules between fields, checked once a message is read whole ---------------------------
 
-void put(Writer& w, const StateReportMsg& m) {
-  w.u64(m.epoch);
-  w.u32(m.block_bytes);
-  w.u64(m.revision);
-  w.u8(static_cast<uint8_t>(m.strategy));
-  w.u32(static_cast<uint32_t>(m.tensors.size()));
-  for (const auto& t : m.tensors) {
-    w.string(t.name);
-    w.u8(t.dtype);
-    w.u64(t.count);
-    w.u32(static_cast<uint32_t>(t.block_hashes.size()));
-    for (uint64_t h : t.block_hashes) w.u64(h);
-    w.bytes(std::as_bytes(std::span(t.compressible)));
-  }
-}
-void put(Writer& w, const StatePlanMsg& m) {
-  w.u64(m.epoch);
-  w.u32(static_cast<uint32_t>(m.code));
-  w.string(m.reason);
-  w.u64(m.revision);
-  w.u32(static_cast<uint32_t>(m.sources.size()));
-  for (const auto& s : m.sources) {
-    w.u64(s.peer_id);
-    w.string(s.host);
-    w.u16(s.port);
-  }
-  w.u32(static_cast<uint32_t>(m.fetches.size()));
-  for (const auto& f : m.fetches) {
-    w.u32(f.tensor);
-    w.u32(static_cast<uint32_t>(f.sources.size()));
-    for (uint64_t id : f.sources) w.u64(id);
-    w.u32(static_cast<uint32_t>(f.blocks.size()));
-    for (const auto& b : f.blocks) {
-      w.u32(b.index);
-      w.u64(b.hash);
-      w.boolean(b.compressible);
-    }
-  }
-}
-void put(Writer& w, const StateDoneMsg& m) {
-  w.u64(m.epoch);
-  w.u32(static_cast<uint32_t>(m.code));
-  w.string(m.reason);
-}
-void put(Writer& w, const StateCompleteMsg& m) {
-  w.u64(m.epoch);
-}
-void put(Writer& w, const StateFetchMsg& m) {
-  w.u64(m.request);
-  w.u32(m.tensor);
-  w.u32(m.first_block);
-  w.u32(m.block_count);
-  w.boolean(m.compressed);
-}
-void put(Writer& w, const StateBlocksZMsg& m) {
-  w.u64(m.request);
-  w.u32(static_cast<uint32_t>(m.blocks.size()));
-  for (const auto& b : m.blocks) {
-    w.boolean(b.zstd);
-    w.bytes(b.bytes);
-  }
-  w.u64(m.compress_ns);
-}
-void put(Writer& w, const StateFetchFailedMsg& m) {
-  w.u64(m.request);
-  w.u32(static_cast<uint32_t>(m.code));
-  w.string(m.reason);
-}
-
-Status get_status(Reader& r, bool allow_ok, lh_status* out) {
-  uint32_t code = 0;
-  LH_RETURN_IF_ERROR(r.u32(&code));
-  if ((code == LH_OK && !allow_ok) || code > LH_ERR_INTERNAL)
-    return protocol_error(fmt::format("invalid status code {}", code));
-  *out = static_cast<lh_status>(code);
+template <class M>
+Status validate(const M&) {
   return Status::ok();
 }
 
-Status get(Reader& r, RegisterMsg* m) {
-  LH_RETURN_IF_ERROR(r.u32(&m->group));
-  LH_RETURN_IF_ERROR(r.string(&m->advertised_host, kMaxHostBytes));
-  return r.u16(&m->advertised_port);
-}
-Status get(Reader& r, WelcomeMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->peer_id));
-  LH_RETURN_IF_ERROR(r.u32(&m->heartbeat_interval_ms));
-  LH_RETURN_IF_ERROR(r.u32(&m->heartbeat_misses));
-  if (m->peer_id == 0) return protocol_error("peer id 0 is reserved");
-  if (m->heartbeat_interval_ms == 0 || m->heartbeat_misses == 0)
+Status validate(const WelcomeMsg& m) {
+  if (m.peer_id == 0) return protocol_error("peer id 0 is reserved");
+  if (m.heartbeat_interval_ms == 0 || m.heartbeat_misses == 0)
     return protocol_error("heartbeat interval and misses must be positive");
   return Status::ok();
 }
-Status get(Reader&, HeartbeatMsg*) {
-  return Status::ok();
-}
-Status get(Reader& r, UpdateTopologyMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  return r.boolean(&m->admit_joiners);
-}
-Status get(Reader& r, TopologyUnchangedMsg* m) {
-  return r.u64(&m->epoch);
-}
-Status get(Reader& r, TopologyMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  uint32_t n = 0;
-  LH_RETURN_IF_ERROR(r.count(&n, 8 + 4 + 4 + 2, kMaxMembers));
-  m->members.resize(n);
+
+// Each member once, and in exactly one ring: its own group's.
+Status validate(const TopologyMsg& m) {
   std::set<uint64_t> ids;
-  for (auto& member : m->members) {
-    LH_RETURN_IF_ERROR(r.u64(&member.peer_id));
-    LH_RETURN_IF_ERROR(r.u32(&member.group));
-    LH_RETURN_IF_ERROR(r.string(&member.host, kMaxHostBytes));
-    LH_RETURN_IF_ERROR(r.u16(&member.port));
+  for (const auto& member : m.members) {
     if (member.peer_id == 0) return protocol_error("member with peer id 0");
     if (!ids.insert(member.peer_id).second)
       return protocol_error(fmt::format("peer {} listed twice", member.peer_id));
   }
-  uint32_t rings = 0;
-  LH_RETURN_IF_ERROR(r.count(&rings, 4 + 4, kMaxMembers));
-  m->rings.resize(rings);
   std::set<uint64_t> placed;
   std::set<uint32_t> groups;
-  for (auto& ring : m->rings) {
-    LH_RETURN_IF_ERROR(r.u32(&ring.group));
+  for (const auto& ring : m.rings) {
     if (!groups.insert(ring.group).second)
       return protocol_error(fmt::format("two rings for group {}", ring.group));
-    uint32_t len = 0;
-    LH_RETURN_IF_ERROR(r.count(&len, 8, kMaxMembers));
-    if (len == 0) return protocol_error(fmt::format("empty ring for group {}", ring.group));
-    ring.order.resize(len);
-    for (auto& id : ring.order) {
-      LH_RETURN_IF_ERROR(r.u64(&id));
-      auto it = std::find_if(m->members.begin(), m->members.end(),
+    if (ring.order.empty())
+      return protocol_error(fmt::format("empty ring for group {}", ring.group));
+    for (uint64_t id : ring.order) {
+      auto it = std::find_if(m.members.begin(), m.members.end(),
                              [id](const MemberInfo& x) { return x.peer_id == id; });
-      if (it == m->members.end())
+      if (it == m.members.end())
         return protocol_error(fmt::format("ring names unknown peer {}", id));
       if (it->group != ring.group)
         return protocol_error(fmt::format("peer {} of group {} placed in the ring of group {}", id,
@@ -231,220 +241,85 @@ Status get(Reader& r, TopologyMsg* m) {
       if (!placed.insert(id).second) return protocol_error(fmt::format("peer {} placed twice", id));
     }
   }
-  if (placed.size() != m->members.size())
+  if (placed.size() != m.members.size())
     return protocol_error("a member is missing from its group's ring");
   return Status::ok();
 }
-Status get(Reader& r, LinksReadyMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  uint32_t n = 0;
-  LH_RETURN_IF_ERROR(r.count(&n, 8, kMaxMembers));
-  m->unreachable.resize(n);
-  for (auto& id : m->unreachable) LH_RETURN_IF_ERROR(r.u64(&id));
-  return Status::ok();
-}
-Status get(Reader& r, EpochCommitMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  LH_RETURN_IF_ERROR(r.u64(&m->op_sequence));
-  return r.boolean(&m->peers_pending);
-}
-Status get(Reader& r, AbortMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  LH_RETURN_IF_ERROR(r.u32(&m->group));
-  LH_RETURN_IF_ERROR(get_status(r, false, &m->code));
-  return r.string(&m->reason, kMaxReasonBytes);
-}
-Status get(Reader& r, PendingChangedMsg* m) {
-  return r.boolean(&m->pending);
-}
-Status get(Reader& r, ReportPeerLostMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  LH_RETURN_IF_ERROR(r.u64(&m->peer_id));
-  return r.string(&m->reason, kMaxReasonBytes);
-}
-Status get(Reader& r, LeaveMsg* m) {
-  return r.string(&m->reason, kMaxReasonBytes);
-}
-Status get(Reader&, ByeMsg*) {
-  return Status::ok();
-}
-Status get(Reader& r, RemovedMsg* m) {
-  uint32_t code = 0;
-  LH_RETURN_IF_ERROR(r.u32(&code));
-  if (code == LH_OK || code > LH_ERR_INTERNAL)
-    return protocol_error(fmt::format("invalid status code {}", code));
-  m->code = static_cast<lh_status>(code);
-  return r.string(&m->reason, kMaxReasonBytes);
-}
-Status get(Reader& r, PeerHelloMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  return r.u64(&m->peer_id);
-}
-Status get(Reader& r, PeerHelloAckMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  return r.u64(&m->peer_id);
-}
 
-// A status code on the wire: any lh_status, or only failures when `allow_ok` is false.
-Status get(Reader& r, StateReportMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  LH_RETURN_IF_ERROR(r.u32(&m->block_bytes));
-  LH_RETURN_IF_ERROR(r.u64(&m->revision));
-  uint8_t strategy = 0;
-  LH_RETURN_IF_ERROR(r.u8(&strategy));
-  if (strategy > static_cast<uint8_t>(SyncStrategy::kSendOnly))
-    return protocol_error(fmt::format("unknown sync strategy {}", strategy));
-  m->strategy = static_cast<SyncStrategy>(strategy);
-  uint32_t n = 0;
-  LH_RETURN_IF_ERROR(r.count(&n, 4 + 1 + 1 + 8 + 4 + 4, kMaxTensors));
-  m->tensors.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    auto& t = m->tensors[i];
-    LH_RETURN_IF_ERROR(r.string(&t.name, kMaxTensorNameBytes));
-    if (t.name.empty()) return protocol_error("empty tensor name");
-    if (i > 0 && !(m->tensors[i - 1].name < t.name))
+// Tensors in ascending name order, each named once, of a known dtype, with one bitmap bit per
+// block.
+Status validate(const StateReportMsg& m) {
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const auto& t = m.tensors[i];
+    if (i > 0 && !(m.tensors[i - 1].name < t.name))
       return protocol_error(fmt::format("tensor '{}' out of order or listed twice", t.name));
-    LH_RETURN_IF_ERROR(r.u8(&t.dtype));
     if (t.dtype > 9)
       return protocol_error(fmt::format("tensor '{}': unknown dtype {}", t.name, t.dtype));
-    LH_RETURN_IF_ERROR(r.u64(&t.count));
-    uint32_t blocks = 0;
-    LH_RETURN_IF_ERROR(r.count(&blocks, 8));
-    t.block_hashes.resize(blocks);
-    for (auto& h : t.block_hashes) LH_RETURN_IF_ERROR(r.u64(&h));
-    std::vector<std::byte> bitmap;
-    LH_RETURN_IF_ERROR(r.bytes(&bitmap, (blocks + 7) / 8));
-    if (bitmap.size() != (blocks + 7) / 8)
+    if (t.compressible.size() != (t.block_hashes.size() + 7) / 8)
       return protocol_error(
           fmt::format("tensor '{}': compressibility bitmap of {} bytes for {} blocks", t.name,
-                      bitmap.size(), blocks));
-    t.compressible.resize(bitmap.size());
-    for (size_t b = 0; b < bitmap.size(); ++b)
-      t.compressible[b] = std::to_integer<uint8_t>(bitmap[b]);
+                      t.compressible.size(), t.block_hashes.size()));
   }
   return Status::ok();
 }
-Status get(Reader& r, StatePlanMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  LH_RETURN_IF_ERROR(get_status(r, true, &m->code));
-  LH_RETURN_IF_ERROR(r.string(&m->reason, kMaxReasonBytes));
-  LH_RETURN_IF_ERROR(r.u64(&m->revision));
-  uint32_t n = 0;
-  LH_RETURN_IF_ERROR(r.count(&n, 8 + 4 + 2, kMaxMembers));
-  m->sources.resize(n);
+
+// A tensor's fetch names listed sources and ascending blocks, at least one of each.
+Status validate_fetch(const TensorFetch& f, const std::set<uint64_t>& listed) {
+  if (f.sources.empty())
+    return protocol_error(fmt::format("fetch of tensor {} without a source", f.tensor));
+  for (uint64_t id : f.sources)
+    if (!listed.contains(id))
+      return protocol_error(fmt::format("fetch names unlisted source {}", id));
+  if (f.blocks.empty())
+    return protocol_error(fmt::format("fetch of tensor {} without blocks", f.tensor));
+  for (size_t b = 1; b < f.blocks.size(); ++b)
+    if (f.blocks[b].index <= f.blocks[b - 1].index)
+      return protocol_error(fmt::format("blocks of tensor {} out of order", f.tensor));
+  return Status::ok();
+}
+
+// Sources once each, reachable (no peer id or port 0); fetches in ascending tensor order; a failed
+// plan fetches nothing.
+Status validate(const StatePlanMsg& m) {
   std::set<uint64_t> ids;
-  for (auto& s : m->sources) {
-    LH_RETURN_IF_ERROR(r.u64(&s.peer_id));
-    LH_RETURN_IF_ERROR(r.string(&s.host, kMaxHostBytes));
-    LH_RETURN_IF_ERROR(r.u16(&s.port));
+  for (const auto& s : m.sources) {
     if (s.peer_id == 0 || s.port == 0) return protocol_error("source with peer id or port 0");
     if (!ids.insert(s.peer_id).second)
       return protocol_error(fmt::format("source {} listed twice", s.peer_id));
   }
-  LH_RETURN_IF_ERROR(r.count(&n, 4 + 4 + 4, kMaxTensors));
-  m->fetches.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    auto& f = m->fetches[i];
-    LH_RETURN_IF_ERROR(r.u32(&f.tensor));
-    if (i > 0 && f.tensor <= m->fetches[i - 1].tensor)
+  for (size_t i = 0; i < m.fetches.size(); ++i) {
+    const auto& f = m.fetches[i];
+    if (i > 0 && f.tensor <= m.fetches[i - 1].tensor)
       return protocol_error(
           fmt::format("fetch of tensor {} out of order or listed twice", f.tensor));
-    uint32_t k = 0;
-    LH_RETURN_IF_ERROR(r.count(&k, 8, kMaxMembers));
-    if (k == 0) return protocol_error(fmt::format("fetch of tensor {} without a source", f.tensor));
-    f.sources.resize(k);
-    for (auto& id : f.sources) {
-      LH_RETURN_IF_ERROR(r.u64(&id));
-      if (!ids.contains(id))
-        return protocol_error(fmt::format("fetch names unlisted source {}", id));
-    }
-    LH_RETURN_IF_ERROR(r.count(&k, 4 + 8 + 1));
-    if (k == 0) return protocol_error(fmt::format("fetch of tensor {} without blocks", f.tensor));
-    f.blocks.resize(k);
-    for (size_t b = 0; b < k; ++b) {
-      LH_RETURN_IF_ERROR(r.u32(&f.blocks[b].index));
-      LH_RETURN_IF_ERROR(r.u64(&f.blocks[b].hash));
-      LH_RETURN_IF_ERROR(r.boolean(&f.blocks[b].compressible));
-      if (b > 0 && f.blocks[b].index <= f.blocks[b - 1].index)
-        return protocol_error(fmt::format("blocks of tensor {} out of order", f.tensor));
-    }
+    LH_RETURN_IF_ERROR(validate_fetch(f, ids));
   }
-  if (m->code != LH_OK && !m->fetches.empty()) return protocol_error("a failed plan with fetches");
+  if (m.code != LH_OK && !m.fetches.empty()) return protocol_error("a failed plan with fetches");
   return Status::ok();
 }
-Status get(Reader& r, StateDoneMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  LH_RETURN_IF_ERROR(get_status(r, true, &m->code));
-  return r.string(&m->reason, kMaxReasonBytes);
-}
-Status get(Reader& r, StateCompleteMsg* m) {
-  return r.u64(&m->epoch);
-}
-Status get(Reader& r, StateFetchMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->request));
-  LH_RETURN_IF_ERROR(r.u32(&m->tensor));
-  LH_RETURN_IF_ERROR(r.u32(&m->first_block));
-  LH_RETURN_IF_ERROR(r.u32(&m->block_count));
-  LH_RETURN_IF_ERROR(r.boolean(&m->compressed));
-  if (m->block_count == 0) return protocol_error("fetch of 0 blocks");
-  if (m->compressed && m->block_count > kMaxBlocksPerCompressedFetch)
-    return protocol_error(fmt::format("compressed fetch of {} blocks (at most {})", m->block_count,
+
+Status validate(const StateFetchMsg& m) {
+  if (m.block_count == 0) return protocol_error("fetch of 0 blocks");
+  if (m.compressed && m.block_count > kMaxBlocksPerCompressedFetch)
+    return protocol_error(fmt::format("compressed fetch of {} blocks (at most {})", m.block_count,
                                       kMaxBlocksPerCompressedFetch));
-  if (uint64_t{m->first_block} + m->block_count > UINT32_MAX)
+  if (uint64_t{m.first_block} + m.block_count > UINT32_MAX)
     return protocol_error("block range overflows");
   return Status::ok();
 }
-Status get(Reader& r, StateBlocksZMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->request));
-  uint32_t n = 0;
-  LH_RETURN_IF_ERROR(r.count(&n, 1 + 4, kMaxBlocksPerCompressedFetch));
-  m->blocks.resize(n);
-  for (auto& b : m->blocks) {
-    LH_RETURN_IF_ERROR(r.boolean(&b.zstd));
-    LH_RETURN_IF_ERROR(r.bytes(&b.bytes, kMaxStateBlockBytes));
-  }
-  return r.u64(&m->compress_ns);
-}
-Status get(Reader& r, StateFetchFailedMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->request));
-  LH_RETURN_IF_ERROR(get_status(r, false, &m->code));
-  return r.string(&m->reason, kMaxReasonBytes);
-}
-void put(Writer& w, const BatchReportMsg& m) {
-  w.u64(m.epoch);
-  w.u64(m.attempt);
-  w.boolean(m.ok);
-}
-void put(Writer& w, const BatchDecisionMsg& m) {
-  w.u64(m.epoch);
-  w.u64(m.attempt);
-  w.boolean(m.ok);
-}
+
 // Only admitted peers run batches (epoch 0 is "not admitted") and attempts count from 1.
-Status get_batch_outcome(Reader& r, uint64_t* epoch, uint64_t* attempt, bool* ok) {
-  LH_RETURN_IF_ERROR(r.u64(epoch));
-  LH_RETURN_IF_ERROR(r.u64(attempt));
-  LH_RETURN_IF_ERROR(r.boolean(ok));
-  if (*epoch == 0) return protocol_error("batch outcome for epoch 0");
-  if (*attempt == 0) return protocol_error("batch attempt 0 (attempts count from 1)");
+template <OneOf<BatchReportMsg, BatchDecisionMsg> M>
+Status validate(const M& m) {
+  if (m.epoch == 0) return protocol_error("batch outcome for epoch 0");
+  if (m.attempt == 0) return protocol_error("batch attempt 0 (attempts count from 1)");
   return Status::ok();
 }
-Status get(Reader& r, BatchReportMsg* m) {
-  return get_batch_outcome(r, &m->epoch, &m->attempt, &m->ok);
-}
-Status get(Reader& r, BatchDecisionMsg* m) {
-  return get_batch_outcome(r, &m->epoch, &m->attempt, &m->ok);
-}
-void put(Writer& w, const StateSourceLostMsg& m) {
-  w.u64(m.epoch);
-  w.u64(m.peer_id);
-}
-Status get(Reader& r, StateSourceLostMsg* m) {
-  LH_RETURN_IF_ERROR(r.u64(&m->epoch));
-  LH_RETURN_IF_ERROR(r.u64(&m->peer_id));
-  // Only admitted peers sync state (epoch 0 is "not admitted"), and peer ids count from 1.
-  if (m->epoch == 0) return protocol_error("STATE_SOURCE_LOST for epoch 0");
-  if (m->peer_id == 0) return protocol_error("STATE_SOURCE_LOST for peer 0");
+
+// Only admitted peers sync state (epoch 0 is "not admitted"), and peer ids count from 1.
+Status validate(const StateSourceLostMsg& m) {
+  if (m.epoch == 0) return protocol_error("STATE_SOURCE_LOST for epoch 0");
+  if (m.peer_id == 0) return protocol_error("STATE_SOURCE_LOST for peer 0");
   return Status::ok();
 }
 
@@ -453,7 +328,10 @@ Status decode_alternative(Reader& r, size_t index, ControlMessage* out) {
   if constexpr (I < std::variant_size_v<ControlMessage>) {
     if (index == I) {
       std::variant_alternative_t<I, ControlMessage> m;
-      LH_RETURN_IF_ERROR(get(r, &m));
+      FieldReader v(r);
+      fields(v, m);
+      LH_RETURN_IF_ERROR(v.result());
+      LH_RETURN_IF_ERROR(validate(m));
       *out = std::move(m);
       return Status::ok();
     }
@@ -530,7 +408,8 @@ ControlType control_type(const ControlMessage& m) {
 std::vector<std::byte> encode_control(const ControlMessage& m) {
   Writer w;
   w.u8(static_cast<uint8_t>(control_type(m)));
-  std::visit([&w](const auto& msg) { put(w, msg); }, m);
+  FieldWriter v(w);
+  std::visit([&v](const auto& msg) { fields(v, msg); }, m);
   return w.take();
 }
 

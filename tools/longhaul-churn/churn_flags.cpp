@@ -1,18 +1,21 @@
 #include "churn_flags.hpp"
 
-#include <cstdlib>
 #include <string_view>
 
-#include "common/flag_value.hpp"
+#include <fmt/format.h>
+
 #include "common/parse_number.hpp"
+#include "tool_cli.hpp"
 
 namespace longhaul_churn {
+namespace {
 
 using longhaul::parse_double;
 using longhaul::parse_u64;
+namespace cli = longhaul::cli;
 
-std::string usage() {
-  return R"(longhaul-churn: runs a longhaul-master and N longhaul-peer daemons on this machine and
+constexpr const char* kDescription =
+    R"(longhaul-churn: runs a longhaul-master and N longhaul-peer daemons on this machine and
 inflicts churn on them for a while, watching that nothing breaks.
 
 Every --kill-interval-ms on average it picks a running peer at random and SIGKILLs it (an abrupt
@@ -34,159 +37,159 @@ the SIGKILL to the first step a survivor completes in a later epoch: p50/p99/max
 Exit status: 0 clean, 1 violations (the report names the peers, revisions and steps), 2 bad usage,
 3 a setup failure. On exit (normal, error, Ctrl-C) every child it started is killed by pid and
 reaped.
-
-Usage: longhaul-churn [options]
-
-Run:
-  --peers N              peers kept running (default 8)
-  --duration T           how long to inflict churn: seconds, or with s/m/h (default 60)
-  --seed N               seeds every random choice (default 1): same seed, same schedule
-Churn:
-  --kill-interval-ms N   mean time between disruptive events (default 2000; 0: no churn)
-  --mix K:T:S            weights of SIGKILL : SIGTERM : SIGSTOP events (default 6:2:2)
-  --stop-ms MIN-MAX      how long a SIGSTOPped peer stays stopped (default 200-1500)
-  --rejoin-delay-ms N    a replacement starts this long after a peer went (default 300)
-  --min-alive N          never disrupt a peer if fewer than N would keep stepping (default 3)
-Watching:
-  --hang-ms N            no completed step for this long is a hang (default 15000)
-  --join-ms N            a new peer must join within this (default 30000)
-  --grace-ms N           after the churn, survivors must step within this (default 5000)
-  --max-recovery-ms N    a recovery p99 above N ms, or a kill never recovered from, is a
-                         violation too (default 0: only reported)
-WAN emulation (longhaul-wanem):
-  --wanem FRACTION       route this fraction (0..1) of the peers' links through the emulator
-                         (default 0: none); the master link of those peers too
-  --latency-ms X         one-way latency of the routes (default 10)
-  --jitter-ms X          jitter of the routes (default 2)
-  --rate-mbit X          rate cap per route (default 0: none)
-Peers and master:
-  --codec C              all-reduce codec of every peer: none, fp16, bf16, u8, u4 (default u8)
-  --peer-arg ARG         extra argument for every longhaul-peer, repeatable, e.g.
-                         --peer-arg=--tensor-size=1048576 (default workload: tensors of
-                         65536 and 1025 floats, 2 operations each in flight, 20 ms per step)
-  --heartbeat-interval-ms N, --heartbeat-misses N   the master's failure detection (1000, 3)
-  --bin-dir DIR          where longhaul-master, longhaul-peer and longhaul-wanem are (default:
-                         beside this program, or in the build tree's tools/ directories)
-Output:
-  --log-dir DIR          keep every process's stdout and stderr here (default: a temporary
-                         directory, removed after a clean run, kept and named on violations)
-  --keep-logs            keep the temporary log directory even after a clean run
-  --status               print the status line even when stderr is not a terminal
-  --json                 the last stdout line is one JSON object with the summary
-  --help                 show this text
-
-Example (a one-minute soak, half of the peers behind a 20 ms WAN):
-  longhaul-churn --peers 8 --duration 60 --wanem 0.5 --latency-ms 20 --json
 )";
+
+constexpr const char* kFooter =
+    R"(Example (a one-minute soak, half of the peers behind a 20 ms WAN):
+  longhaul-churn --peers 8 --duration 60 --wanem 0.5 --latency-ms 20 --json)";
+
+// "60", "90s", "30m" or "2h", in seconds.
+bool parse_duration(std::string_view text, double* seconds) {
+  double scale = 1;
+  if (!text.empty() && (text.back() == 's' || text.back() == 'm' || text.back() == 'h')) {
+    scale = text.back() == 's' ? 1 : text.back() == 'm' ? 60 : 3600;
+    text.remove_suffix(1);
+  }
+  if (!parse_double(text, 0, 1e7, seconds)) return false;
+  *seconds *= scale;
+  return true;
 }
 
-namespace {}  // namespace
-
-bool parse_flags(int argc, char** argv, Flags* f, std::string* error) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      f->help = true;
-      return true;
-    }
-    if (arg == "--json" || arg == "--status" || arg == "--keep-logs") {
-      (arg == "--json" ? f->json : arg == "--status" ? f->status : f->keep_logs) = true;
-      continue;
-    }
-    std::string value;
-    if (!longhaul::take_flag_value(argc, argv, &i, &arg, &value)) {
-      *error = std::string(arg) + " needs a value (see --help)";
-      return false;
-    }
-    const auto bad = [&](const std::string& what) {
-      *error = std::string(arg) + " needs " + what + ", got '" + value + "'";
-      return false;
-    };
-    uint64_t n = 0;
-    const auto u32 = [&](uint64_t min, uint64_t max, uint32_t* out) {
-      if (!parse_u64(value, min, max, &n))
-        return bad("a whole number in " + std::to_string(min) + ".." + std::to_string(max));
-      *out = static_cast<uint32_t>(n);
-      return true;
-    };
-    if (arg == "--peers") {
-      if (!u32(1, 1000, &f->peers)) return false;
-    } else if (arg == "--duration") {
-      double scale = 1;
-      std::string number = value;
-      if (!number.empty() &&
-          (number.back() == 's' || number.back() == 'm' || number.back() == 'h')) {
-        scale = number.back() == 's' ? 1 : number.back() == 'm' ? 60 : 3600;
-        number.pop_back();
-      }
-      if (!parse_double(number, 0, 1e7, &f->duration_s))
-        return bad("a duration like 60, 90s, 30m or 2h");
-      f->duration_s *= scale;
-    } else if (arg == "--seed") {
-      if (!parse_u64(value, 0, UINT64_MAX, &f->seed)) return bad("a whole number");
-    } else if (arg == "--kill-interval-ms") {
-      if (!u32(0, 86'400'000, &f->kill_interval_ms)) return false;
-    } else if (arg == "--mix") {
-      const size_t a = value.find(':'), b = value.find(':', a == std::string::npos ? a : a + 1);
-      uint64_t k = 0, t = 0, s = 0;
-      if (a == std::string::npos || b == std::string::npos ||
-          !parse_u64(std::string_view(value).substr(0, a), 0, 1000, &k) ||
-          !parse_u64(std::string_view(value).substr(a + 1, b - a - 1), 0, 1000, &t) ||
-          !parse_u64(std::string_view(value).substr(b + 1), 0, 1000, &s) || k + t + s == 0)
-        return bad("three weights K:T:S, not all zero, e.g. 6:2:2");
-      f->weight_kill = static_cast<uint32_t>(k);
-      f->weight_term = static_cast<uint32_t>(t);
-      f->weight_stop = static_cast<uint32_t>(s);
-    } else if (arg == "--stop-ms") {
-      const size_t dash = value.find('-');
-      uint64_t lo = 0, hi = 0;
-      if (dash == std::string::npos ||
-          !parse_u64(std::string_view(value).substr(0, dash), 1, 3'600'000, &lo) ||
-          !parse_u64(std::string_view(value).substr(dash + 1), lo, 3'600'000, &hi))
-        return bad("MIN-MAX milliseconds, e.g. 200-1500");
-      f->stop_min_ms = static_cast<uint32_t>(lo);
-      f->stop_max_ms = static_cast<uint32_t>(hi);
-    } else if (arg == "--rejoin-delay-ms") {
-      if (!u32(0, 3'600'000, &f->rejoin_delay_ms)) return false;
-    } else if (arg == "--min-alive") {
-      if (!u32(1, 1000, &f->min_alive)) return false;
-    } else if (arg == "--hang-ms") {
-      if (!u32(100, 86'400'000, &f->hang_ms)) return false;
-    } else if (arg == "--join-ms") {
-      if (!u32(100, 86'400'000, &f->join_ms)) return false;
-    } else if (arg == "--grace-ms") {
-      if (!u32(100, 86'400'000, &f->grace_ms)) return false;
-    } else if (arg == "--max-recovery-ms") {
-      if (!u32(1, 86'400'000, &f->max_recovery_ms)) return false;
-    } else if (arg == "--wanem") {
-      if (!parse_double(value, 0, 1, &f->wanem_fraction)) return bad("a fraction in 0..1");
-    } else if (arg == "--latency-ms") {
-      if (!parse_double(value, 0, 60000, &f->latency_ms)) return bad("milliseconds");
-    } else if (arg == "--jitter-ms") {
-      if (!parse_double(value, 0, 60000, &f->jitter_ms)) return bad("milliseconds");
-    } else if (arg == "--rate-mbit") {
-      if (!parse_double(value, 0, 1e6, &f->rate_mbit)) return bad("Mbit/s");
-    } else if (arg == "--codec") {
-      if (value != "none" && value != "fp16" && value != "bf16" && value != "u8" && value != "u4")
-        return bad("none, fp16, bf16, u8 or u4");
-      f->codec = value;
-    } else if (arg == "--peer-arg") {
-      f->peer_args.push_back(value);
-    } else if (arg == "--heartbeat-interval-ms") {
-      if (!u32(10, 3'600'000, &f->heartbeat_interval_ms)) return false;
-    } else if (arg == "--heartbeat-misses") {
-      if (!u32(1, 1000, &f->heartbeat_misses)) return false;
-    } else if (arg == "--bin-dir") {
-      f->bin_dir = value;
-    } else if (arg == "--log-dir") {
-      f->log_dir = value;
-    } else {
-      *error = "unknown option '" + std::string(arg) + "' (see --help)";
-      return false;
-    }
-  }
-  if (f->min_alive > f->peers) f->min_alive = f->peers;
+// K:T:S, three weights in 0..1000, not all zero.
+bool parse_mix(std::string_view text, Flags* f) {
+  const size_t a = text.find(':'), b = text.find(':', a == std::string_view::npos ? a : a + 1);
+  uint64_t k = 0, t = 0, s = 0;
+  if (a == std::string_view::npos || b == std::string_view::npos ||
+      !parse_u64(text.substr(0, a), 0, 1000, &k) ||
+      !parse_u64(text.substr(a + 1, b - a - 1), 0, 1000, &t) ||
+      !parse_u64(text.substr(b + 1), 0, 1000, &s) || k + t + s == 0)
+    return false;
+  f->weight_kill = static_cast<uint32_t>(k);
+  f->weight_term = static_cast<uint32_t>(t);
+  f->weight_stop = static_cast<uint32_t>(s);
   return true;
+}
+
+// MIN-MAX milliseconds, 1 <= MIN <= MAX <= one hour.
+bool parse_stop_ms(std::string_view text, Flags* f) {
+  const size_t dash = text.find('-');
+  uint64_t lo = 0, hi = 0;
+  if (dash == std::string_view::npos || !parse_u64(text.substr(0, dash), 1, 3'600'000, &lo) ||
+      !parse_u64(text.substr(dash + 1), lo, 3'600'000, &hi))
+    return false;
+  f->stop_min_ms = static_cast<uint32_t>(lo);
+  f->stop_max_ms = static_cast<uint32_t>(hi);
+  return true;
+}
+
+constexpr uint64_t kDayMs = 86'400'000, kHourMs = 3'600'000;
+
+void add_run_and_churn(CLI::App& app, Flags& f) {
+  cli::add_number(app, "--peers", f.peers, 1, 1000, "peers kept running")->group("Run");
+  cli::add_parsed(
+      app, "--duration", f.duration_s, parse_duration, "a duration like 60, 90s, 30m or 2h",
+      "how long to inflict churn: seconds, or with s/m/h", fmt::format("{}", f.duration_s))
+      ->type_name("T")
+      ->group("Run");
+  cli::add_number(app, "--seed", f.seed, 0, UINT64_MAX,
+                  "seeds every random choice: same seed, same schedule")
+      ->group("Run");
+  cli::add_number(app, "--kill-interval-ms", f.kill_interval_ms, 0, kDayMs,
+                  "mean time between disruptive events, 0: no churn")
+      ->group("Churn");
+  cli::add_parsed(app, "--mix", f, parse_mix, "three weights K:T:S, not all zero, e.g. 6:2:2",
+                  "weights of SIGKILL : SIGTERM : SIGSTOP events",
+                  fmt::format("{}:{}:{}", f.weight_kill, f.weight_term, f.weight_stop))
+      ->type_name("K:T:S")
+      ->group("Churn");
+  cli::add_parsed(app, "--stop-ms", f, parse_stop_ms, "MIN-MAX milliseconds, e.g. 200-1500",
+                  "how long a SIGSTOPped peer stays stopped",
+                  fmt::format("{}-{}", f.stop_min_ms, f.stop_max_ms))
+      ->type_name("MIN-MAX")
+      ->group("Churn");
+  cli::add_number(app, "--rejoin-delay-ms", f.rejoin_delay_ms, 0, kHourMs,
+                  "a replacement starts this long after a peer went")
+      ->group("Churn");
+  cli::add_number(app, "--min-alive", f.min_alive, 1, 1000,
+                  "never disrupt a peer if fewer than N would keep stepping")
+      ->group("Churn");
+}
+
+void add_watching_and_wan(CLI::App& app, Flags& f) {
+  cli::add_number(app, "--hang-ms", f.hang_ms, 100, kDayMs,
+                  "no completed step for this long is a hang")
+      ->group("Watching");
+  cli::add_number(app, "--join-ms", f.join_ms, 100, kDayMs, "a new peer must join within this")
+      ->group("Watching");
+  cli::add_number(app, "--grace-ms", f.grace_ms, 100, kDayMs,
+                  "after the churn, survivors must step within this")
+      ->group("Watching");
+  cli::add_number(app, "--max-recovery-ms", f.max_recovery_ms, 1, kDayMs,
+                  "a recovery p99 above N ms, or a kill never recovered from, is a "
+                  "violation too; 0: only reported")
+      ->group("Watching");
+  cli::add_number(app, "--wanem", f.wanem_fraction, 0, 1,
+                  "route this fraction (0..1) of the peers' links through the emulator, "
+                  "the master link of those peers too")
+      ->type_name("FRACTION")
+      ->group("WAN emulation (longhaul-wanem)");
+  cli::add_number(app, "--latency-ms", f.latency_ms, 0, 60000, "one-way latency of the routes, ms")
+      ->group("WAN emulation (longhaul-wanem)");
+  cli::add_number(app, "--jitter-ms", f.jitter_ms, 0, 60000, "jitter of the routes, ms")
+      ->group("WAN emulation (longhaul-wanem)");
+  cli::add_number(app, "--rate-mbit", f.rate_mbit, 0, 1e6, "rate cap per route, Mbit/s; 0: none")
+      ->group("WAN emulation (longhaul-wanem)");
+}
+
+void add_peers_and_output(CLI::App& app, Flags& f) {
+  app.add_option("--codec", f.codec, "all-reduce codec of every peer: none, fp16, bf16, u8, u4")
+      ->type_name("C")
+      ->check(cli::one_of({"none", "fp16", "bf16", "u8", "u4"}))
+      ->group("Peers and master");
+  app.add_option("--peer-arg", f.peer_args,
+                 "extra argument for every longhaul-peer, repeatable, e.g. "
+                 "--peer-arg=--tensor-size=1048576 (default workload: tensors of "
+                 "65536 and 1025 floats, 2 operations each in flight, 20 ms per step)")
+      ->type_name("ARG")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->default_str("")
+      ->group("Peers and master");
+  cli::add_number(app, "--heartbeat-interval-ms", f.heartbeat_interval_ms, 10, kHourMs,
+                  "the master's heartbeat interval")
+      ->group("Peers and master");
+  cli::add_number(app, "--heartbeat-misses", f.heartbeat_misses, 1, 1000,
+                  "heartbeats a peer may miss before it is declared dead")
+      ->group("Peers and master");
+  app.add_option("--bin-dir", f.bin_dir,
+                 "where longhaul-master, longhaul-peer and longhaul-wanem are (default: "
+                 "beside this program, or in the build tree's tools/ directories)")
+      ->type_name("DIR")
+      ->group("Peers and master");
+  app.add_option("--log-dir", f.log_dir,
+                 "keep every process's stdout and stderr here (default: a temporary "
+                 "directory, removed after a clean run, kept and named on violations)")
+      ->type_name("DIR")
+      ->group("Output");
+  app.add_flag("--keep-logs", f.keep_logs,
+               "keep the temporary log directory even after a clean run")
+      ->group("Output");
+  app.add_flag("--status", f.status, "print the status line even when stderr is not a terminal")
+      ->group("Output");
+  app.add_flag("--json", f.json, "the last stdout line is one JSON object with the summary")
+      ->group("Output");
+}
+
+}  // namespace
+
+std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
+  CLI::App app{kDescription, "longhaul-churn"};
+  cli::configure(app, kFooter);
+  add_run_and_churn(app, *f);
+  add_watching_and_wan(app, *f);
+  add_peers_and_output(app, *f);
+  if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
+  if (f->min_alive > f->peers) f->min_alive = f->peers;
+  return std::nullopt;
 }
 
 }  // namespace longhaul_churn

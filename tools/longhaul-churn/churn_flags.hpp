@@ -1,7 +1,8 @@
-// Command line of longhaul-churn: every flag, its default, and the parser.
+// Command line of longhaul-churn: every flag and its default (the help text is built from these).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,11 +39,10 @@ struct Flags {
   bool keep_logs = false;
   bool json = false;
   bool status = false;  // the live status line even when stderr is not a terminal
-  bool help = false;
 };
 
-std::string usage();
-// Parses argv into *flags; on a bad flag returns false and sets *error to what to fix.
-bool parse_flags(int argc, char** argv, Flags* flags, std::string* error);
+// Parses argv into *flags. Returns the exit status when the program must stop now: 0 after
+// --help, 2 after a bad flag (one line on stderr says which and why).
+std::optional<int> parse_flags(int argc, char** argv, Flags* flags);
 
 }  // namespace longhaul_churn

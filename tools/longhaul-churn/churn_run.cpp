@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "churn_summary.hpp"
+
 namespace longhaul_churn {
 
 namespace {
@@ -512,33 +514,7 @@ void ChurnRun::report() {
   for (const auto& text : v) std::printf("  VIOLATION %s\n", text.c_str());
   if (exit_status_ != 0 || !flags_.log_dir.empty() || flags_.keep_logs)
     std::printf("  logs          %s\n", log_dir_.c_str());
-  if (flags_.json) {
-    std::printf(
-        "{\"result\":\"%s\",\"duration_s\":%.1f,\"peers\":%u,\"seed\":%llu,\"wanem_fraction\":%g,"
-        "\"steps\":%llu,"
-        "\"peer_steps\":%llu,\"hash_comparisons\":%llu,\"kills\":%llu,\"terms\":%llu,\"stops\":%"
-        "llu,"
-        "\"spawned\":%llu,\"joins\":%llu,\"evicted_after_stop\":%llu,\"aborted_ops\":%llu,\"sync_"
-        "retries\":%llu,"
-        "\"recoveries\":%zu,\"recovery_p50_ms\":%.1f,\"recovery_p99_ms\":%.1f,\"recovery_max_ms\":%"
-        ".1f,"
-        "\"unrecovered\":%llu,\"violations\":%zu}\n",
-        exit_status_ == 0   ? "pass"
-        : exit_status_ == 1 ? "fail"
-                            : "error",
-        flags_.duration_s, flags_.peers, static_cast<unsigned long long>(flags_.seed),
-        flags_.wanem_fraction, static_cast<unsigned long long>(s.group_steps),
-        static_cast<unsigned long long>(s.peer_steps),
-        static_cast<unsigned long long>(s.hashes_compared),
-        static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
-        static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.spawned),
-        static_cast<unsigned long long>(s.joins),
-        static_cast<unsigned long long>(s.evicted_after_stop),
-        static_cast<unsigned long long>(s.aborted_ops),
-        static_cast<unsigned long long>(s.sync_retries), s.recoveries_ms.size(), s.recovery_p50_ms,
-        s.recovery_p99_ms, s.recovery_max_ms, static_cast<unsigned long long>(s.unrecovered),
-        v.size());
-  }
+  if (flags_.json) std::printf("%s\n", summary_json(flags_, exit_status_, s, v.size()).c_str());
   std::fflush(stdout);
 }
 

@@ -43,15 +43,7 @@ std::string find_binary(const std::string& bin_dir, const std::string& name) {
 
 int main(int argc, char** argv) {
   longhaul_churn::Flags flags;
-  std::string error;
-  if (!longhaul_churn::parse_flags(argc, argv, &flags, &error)) {
-    std::fprintf(stderr, "longhaul-churn: %s\n", error.c_str());
-    return 2;
-  }
-  if (flags.help) {
-    std::fputs(longhaul_churn::usage().c_str(), stdout);
-    return 0;
-  }
+  if (auto exit_status = longhaul_churn::parse_flags(argc, argv, &flags)) return *exit_status;
   ::signal(SIGPIPE, SIG_IGN);
   longhaul_churn::Binaries bins{find_binary(flags.bin_dir, "longhaul-master"),
                                 find_binary(flags.bin_dir, "longhaul-peer"),

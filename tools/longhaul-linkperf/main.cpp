@@ -1,10 +1,11 @@
 // longhaul-linkperf: measures a longhaul link between two processes, like iperf3 for longhaul.
-#include <getopt.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -12,19 +13,27 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
 #include "linkperf_protocol.hpp"
 #include "net/endpoint.hpp"
+#include "tool_cli.hpp"
 
 namespace longhaul::linkperf {
 namespace {
 
-constexpr char kUsage[] = R"(longhaul-linkperf: measure a longhaul link (K TCP connections, optional TLS) between two processes.
+namespace cli = longhaul::cli;
+
+constexpr const char* kDescription =
+    R"(longhaul-linkperf: measure a longhaul link (K TCP connections, optional TLS) between two processes.
 
 Run a server on one machine and a client on another (or both on one):
   longhaul-linkperf server --listen 127.0.0.1:0 --port-file /tmp/port
@@ -32,28 +41,12 @@ Run a server on one machine and a client on another (or both on one):
 
 The client sends --bytes per iteration (or receives them with --reverse) and reports the
 throughput once the server has every byte. Both sides must agree on --secret-file and TLS.
-
-Options:
-  --listen HOST:PORT     server: address to listen on (port 0 picks a free port)   [127.0.0.1:0]
-  --port-file FILE       server: write the bound port to FILE once listening
-  --connect HOST:PORT    client: server to measure against
-  -k, --connections N    client: TCP connections in the link, 1..64                 [4]
-  --bytes SIZE           client: payload per iteration (suffixes KiB, MiB, GiB)     [256MiB]
-  --iterations N         client: number of timed transfers                          [5]
-  --reverse              client: the server sends, the client receives
-  --loop                 client: repeat transfers until the link fails, then report the error
-  --segment SIZE         segment size for striping                                  [1MiB]
-  --threads N            I/O threads                                                [2]
-  --secret-file FILE     cluster secret (first line of FILE); both sides must match
-  --tls                  client: use TLS 1.3
-  --tls-cert FILE --tls-key FILE   server: enable TLS 1.3 with this certificate and key
-  --json                 client: print the result as one JSON object
-  --log-level LEVEL      debug, info, warn, error                                   [warn]
-  -h, --help             this text
 )";
 
 struct Config {
-  std::string mode;
+  std::string mode;  // server or client
+  std::string secret_file;
+  std::string log_level = "warn";
   std::string listen = "127.0.0.1:0";
   std::string connect;
   std::string port_file;
@@ -67,26 +60,36 @@ struct Config {
   net::TransportOptions transport;
 };
 
-bool parse_size(const std::string& text, uint64_t* out) {
-  size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &pos);
-  } catch (...) {
-    return false;
-  }
-  const std::string suffix = text.substr(pos);
+// A size in bytes: a whole number, optionally followed by K/KiB, M/MiB or G/GiB.
+bool parse_size(std::string_view text, uint64_t* out) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc()) return false;
+  const std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
   uint64_t mult = 1;
-  if (suffix == "KiB" || suffix == "K") mult = 1ull << 10;
-  else if (suffix == "MiB" || suffix == "M") mult = 1ull << 20;
-  else if (suffix == "GiB" || suffix == "G") mult = 1ull << 30;
-  else if (!suffix.empty()) return false;
+  if (suffix == "KiB" || suffix == "K")
+    mult = 1ull << 10;
+  else if (suffix == "MiB" || suffix == "M")
+    mult = 1ull << 20;
+  else if (suffix == "GiB" || suffix == "G")
+    mult = 1ull << 30;
+  else if (!suffix.empty())
+    return false;
   *out = v * mult;
   return true;
 }
 
+// How --help shows a default size: 256MiB rather than 268435456.
+std::string size_text(uint64_t bytes) {
+  for (const auto& [unit, shift] :
+       {std::pair{"GiB", 30}, std::pair{"MiB", 20}, std::pair{"KiB", 10}})
+    if (bytes != 0 && bytes % (uint64_t{1} << shift) == 0)
+      return fmt::format("{}{}", bytes >> shift, unit);
+  return std::to_string(bytes);
+}
+
 int usage_error(const std::string& why) {
-  std::fprintf(stderr, "longhaul-linkperf: %s\nRun 'longhaul-linkperf --help' for usage.\n", why.c_str());
+  std::fprintf(stderr, "longhaul-linkperf: %s (see --help)\n", why.c_str());
   return 2;
 }
 
@@ -139,10 +142,13 @@ void serve(const std::shared_ptr<net::Link>& link, const std::shared_ptr<BufferP
         auto reply = [weak, pool, buffer, request](Status s) {
           pool->put(buffer);
           if (auto l2 = weak.lock())
-            l2->send_control(encode(Message{request.command, request.op_id, static_cast<uint64_t>(s.code())}));
+            l2->send_control(
+                encode(Message{request.command, request.op_id, static_cast<uint64_t>(s.code())}));
         };
-        if (request.command == Command::kReceive) l->recv(request.op_id, *buffer, reply);
-        else l->send(request.op_id, *buffer, reply);
+        if (request.command == Command::kReceive)
+          l->recv(request.op_id, *buffer, reply);
+        else
+          l->send(request.op_id, *buffer, reply);
       },
       [](const Status& why) { log::info("linkperf", "link ended: {}", why.to_string()); });
 }
@@ -172,7 +178,8 @@ int run_server(const Config& c) {
     std::ofstream(tmp) << listener.value()->port() << "\n";
     std::rename(tmp.c_str(), c.port_file.c_str());  // atomic: readers never see a partial file
   }
-  std::fprintf(stderr, "longhaul-linkperf: listening on %s:%u\n", host.c_str(), listener.value()->port());
+  std::fprintf(stderr, "longhaul-linkperf: listening on %s:%u\n", host.c_str(),
+               listener.value()->port());
   signal(SIGINT, [](int) { g_stop = 1; });
   signal(SIGTERM, [](int) { g_stop = 1; });
   while (!g_stop) pause();
@@ -180,6 +187,41 @@ int run_server(const Config& c) {
   std::lock_guard lock(mu);
   for (auto& l : links) l->close();
   return 0;
+}
+
+// The --json line: bench/e2e/link and bench/e2e/state read these names.
+std::string result_json(const Config& c, size_t iterations, double median, double best,
+                        double elapsed, const Status& failure) {
+  const auto milli = [](double x) { return std::round(x * 1000) / 1000; };
+  const nlohmann::ordered_json j = {
+      {"connections", c.connections},
+      {"tls", c.transport.tls.enabled},
+      {"bytes", c.bytes},
+      {"iterations", iterations},
+      {"gbps_median", milli(median)},
+      {"gbps_best", milli(best)},
+      {"seconds", milli(elapsed)},
+      {"error", failure.is_ok() ? "" : lh_status_string(failure.code())},
+  };
+  return j.dump();
+}
+
+// The client's result on stdout: one JSON line with --json, else one line of text.
+void print_result(const Config& c, const std::vector<double>& gbps, double elapsed,
+                  const Status& failure) {
+  std::vector<double> sorted = gbps;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  const double best = sorted.empty() ? 0 : sorted.back();
+  if (c.json) {
+    std::printf("%s\n", result_json(c, gbps.size(), median, best, elapsed, failure).c_str());
+  } else {
+    std::printf(
+        "%zu transfers of %llu bytes over %u connections%s: median %.2f Gbit/s, best %.2f Gbit/s\n",
+        gbps.size(), static_cast<unsigned long long>(c.bytes), c.connections,
+        c.transport.tls.enabled ? " (TLS)" : "", median, best);
+    if (!failure.is_ok()) std::printf("ended by: %s\n", failure.to_string().c_str());
+  }
 }
 
 int run_client(const Config& c) {
@@ -196,13 +238,15 @@ int run_client(const Config& c) {
   std::mutex mu;
   std::condition_variable cv;
   std::map<uint64_t, lh_status> replies;
-  link->start([&](std::vector<std::byte> bytes) {
-    Message reply;
-    if (!decode(bytes, &reply)) return;
-    std::lock_guard lock(mu);
-    replies[reply.op_id] = static_cast<lh_status>(reply.value);
-    cv.notify_all();
-  }, [&](const Status&) { cv.notify_all(); });
+  link->start(
+      [&](std::vector<std::byte> bytes) {
+        Message reply;
+        if (!decode(bytes, &reply)) return;
+        std::lock_guard lock(mu);
+        replies[reply.op_id] = static_cast<lh_status>(reply.value);
+        cv.notify_all();
+      },
+      [&](const Status&) { cv.notify_all(); });
 
   auto buffer = pattern(c.bytes);
   std::vector<double> gbps;
@@ -225,121 +269,110 @@ int run_client(const Config& c) {
       cv.wait(lock, [&] { return replies.contains(op) || !link->failure().is_ok(); });
       if (replies.contains(op) && replies[op] != LH_OK)
         s = Status(replies[op], fmt::format("the server reports op {} failed", op));
-      else if (!replies.contains(op)) s = link->failure();
+      else if (!replies.contains(op))
+        s = link->failure();
     }
     if (!s) {
       failure = s;
       break;
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     gbps.push_back(static_cast<double>(c.bytes) * 8 / seconds / 1e9);
-    if (!c.json && !c.loop) std::printf("iteration %llu: %.2f Gbit/s\n", static_cast<unsigned long long>(op), gbps.back());
+    if (!c.json && !c.loop)
+      std::printf("iteration %llu: %.2f Gbit/s\n", static_cast<unsigned long long>(op),
+                  gbps.back());
   }
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   link->close();
   if (!failure.is_ok() && !c.loop) {
     std::fprintf(stderr, "longhaul-linkperf: %s\n", failure.to_string().c_str());
     return 1;
   }
-  std::vector<double> sorted = gbps;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-  const double best = sorted.empty() ? 0 : sorted.back();
-  if (c.json) {
-    std::printf("{\"connections\":%u,\"tls\":%s,\"bytes\":%llu,\"iterations\":%zu,\"gbps_median\":%.3f,"
-                "\"gbps_best\":%.3f,\"seconds\":%.3f,\"error\":\"%s\"}\n",
-                c.connections, c.transport.tls.enabled ? "true" : "false", static_cast<unsigned long long>(c.bytes),
-                gbps.size(), median, best, elapsed, failure.is_ok() ? "" : lh_status_string(failure.code()));
-  } else {
-    std::printf("%zu transfers of %llu bytes over %u connections%s: median %.2f Gbit/s, best %.2f Gbit/s\n",
-                gbps.size(), static_cast<unsigned long long>(c.bytes), c.connections,
-                c.transport.tls.enabled ? " (TLS)" : "", median, best);
-    if (!failure.is_ok()) std::printf("ended by: %s\n", failure.to_string().c_str());
-  }
+  print_result(c, gbps, elapsed, failure);
   return failure.is_ok() ? 0 : 1;
 }
 
+void add_flags(CLI::App& app, Config& c) {
+  app.add_option("mode", c.mode, "server or client")
+      ->required()
+      ->check(cli::one_of({"server", "client"}));
+  app.add_option("--listen", c.listen, "server: address to listen on (port 0 picks a free port)")
+      ->type_name("HOST:PORT");
+  app.add_option("--port-file", c.port_file, "server: write the bound port to FILE once listening")
+      ->type_name("FILE");
+  app.add_option("--connect", c.connect, "client: server to measure against")
+      ->type_name("HOST:PORT");
+  cli::add_number(app, "-k,--connections", c.connections, 1, 64,
+                  "client: TCP connections in the link, 1..64");
+  cli::add_parsed(app, "--bytes", c.bytes, parse_size, "a size such as 256MiB",
+                  "client: payload per iteration (suffixes KiB, MiB, GiB)", size_text(c.bytes))
+      ->type_name("SIZE");
+  cli::add_number(app, "--iterations", c.iterations, 1, INT32_MAX,
+                  "client: number of timed transfers");
+  app.add_flag("--reverse", c.reverse, "client: the server sends, the client receives");
+  app.add_flag("--loop", c.loop,
+               "client: repeat transfers until the link fails, then report the error");
+  cli::add_parsed(
+      app, "--segment", c.transport.segment_bytes,
+      [](std::string_view text, uint32_t* out) {
+        uint64_t size = 0;
+        if (!parse_size(text, &size) || size == 0 || size > (16u << 20)) return false;
+        *out = static_cast<uint32_t>(size);
+        return true;
+      },
+      "a size in 1..16MiB", "segment size for striping", size_text(c.transport.segment_bytes))
+      ->type_name("SIZE");
+  cli::add_number(app, "--threads", c.threads, 1, 1024, "I/O threads");
+  app.add_option("--secret-file", c.secret_file,
+                 "cluster secret (first line of FILE); both sides must match")
+      ->type_name("FILE");
+  app.add_flag("--tls", c.transport.tls.enabled, "client: use TLS 1.3");
+  app.add_option("--tls-cert", c.transport.tls.cert_file,
+                 "server: enable TLS 1.3 with this certificate")
+      ->type_name("FILE");
+  app.add_option("--tls-key", c.transport.tls.key_file, "server: the certificate's key")
+      ->type_name("FILE");
+  app.add_flag("--json", c.json, "client: print the result as one JSON object");
+  app.add_option("--log-level", c.log_level, "debug, info, warn, error or off")
+      ->type_name("LEVEL")
+      ->check(cli::one_of({"debug", "info", "warn", "error", "off"}));
+}
+
+// The flags into *c; the exit status when the program must stop now (--help, a bad flag).
+std::optional<int> parse_config(int argc, char** argv, Config* c) {
+  CLI::App app{kDescription, "longhaul-linkperf"};
+  cli::configure(app, "", "longhaul-linkperf server|client [options]");
+  add_flags(app, *c);
+  if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
+  if (!c->transport.tls.cert_file.empty() || !c->transport.tls.key_file.empty())
+    c->transport.tls.enabled = true;
+  if (!c->secret_file.empty()) {
+    std::ifstream f(c->secret_file);
+    if (!f) return cli::usage_error(app, "cannot read --secret-file " + c->secret_file);
+    std::getline(f, c->transport.secret);
+    if (c->transport.secret.empty())
+      return cli::usage_error(app, "--secret-file " + c->secret_file + " is empty");
+  }
+  log::Level level;
+  log::parse_level(c->log_level, &level);  // one_of() admitted only known levels
+  log::set_level(level);
+  if (c->mode == "client" && c->connect.empty())
+    return cli::usage_error(app, "client needs --connect HOST:PORT");
+  return std::nullopt;
+}
+
 int main_impl(int argc, char** argv) {
-  if (argc < 2) return usage_error("missing mode: server or client");
   Config c;
-  c.mode = argv[1];
-  if (c.mode == "-h" || c.mode == "--help") {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (c.mode != "server" && c.mode != "client") return usage_error("mode must be 'server' or 'client'");
-  enum { kListen = 256, kPortFile, kConnect, kBytes, kIterations, kReverse, kLoop, kSegment, kThreads, kSecretFile,
-         kTls, kTlsCert, kTlsKey, kJson, kLogLevel };
-  static const option long_options[] = {
-      {"listen", required_argument, nullptr, kListen},       {"port-file", required_argument, nullptr, kPortFile},
-      {"connect", required_argument, nullptr, kConnect},     {"connections", required_argument, nullptr, 'k'},
-      {"bytes", required_argument, nullptr, kBytes},         {"iterations", required_argument, nullptr, kIterations},
-      {"reverse", no_argument, nullptr, kReverse},           {"loop", no_argument, nullptr, kLoop},
-      {"segment", required_argument, nullptr, kSegment},     {"threads", required_argument, nullptr, kThreads},
-      {"secret-file", required_argument, nullptr, kSecretFile}, {"tls", no_argument, nullptr, kTls},
-      {"tls-cert", required_argument, nullptr, kTlsCert},    {"tls-key", required_argument, nullptr, kTlsKey},
-      {"json", no_argument, nullptr, kJson},                 {"log-level", required_argument, nullptr, kLogLevel},
-      {"help", no_argument, nullptr, 'h'},                   {nullptr, 0, nullptr, 0}};
-  optind = 2;
-  int opt;
-  while ((opt = getopt_long(argc, argv, "k:h", long_options, nullptr)) != -1) {
-    const std::string arg = optarg ? optarg : "";
-    uint64_t size = 0;
-    switch (opt) {
-      case kListen: c.listen = arg; break;
-      case kPortFile: c.port_file = arg; break;
-      case kConnect: c.connect = arg; break;
-      case 'k': {
-        int k = std::atoi(arg.c_str());
-        if (k < 1 || k > 64) return usage_error("--connections must be 1..64");
-        c.connections = static_cast<uint16_t>(k);
-        break;
-      }
-      case kBytes:
-        if (!parse_size(arg, &c.bytes)) return usage_error("--bytes takes a size such as 256MiB");
-        break;
-      case kIterations:
-        c.iterations = std::atoi(arg.c_str());
-        if (c.iterations < 1) return usage_error("--iterations must be at least 1");
-        break;
-      case kReverse: c.reverse = true; break;
-      case kLoop: c.loop = true; break;
-      case kSegment:
-        if (!parse_size(arg, &size) || size == 0 || size > (16u << 20)) return usage_error("--segment must be 1..16MiB");
-        c.transport.segment_bytes = static_cast<uint32_t>(size);
-        break;
-      case kThreads:
-        c.threads = static_cast<unsigned>(std::max(1, std::atoi(arg.c_str())));
-        break;
-      case kSecretFile: {
-        std::ifstream f(arg);
-        if (!f) return usage_error("cannot read --secret-file " + arg);
-        std::getline(f, c.transport.secret);
-        if (c.transport.secret.empty()) return usage_error("--secret-file " + arg + " is empty");
-        break;
-      }
-      case kTls: c.transport.tls.enabled = true; break;
-      case kTlsCert: c.transport.tls.enabled = true; c.transport.tls.cert_file = arg; break;
-      case kTlsKey: c.transport.tls.enabled = true; c.transport.tls.key_file = arg; break;
-      case kJson: c.json = true; break;
-      case kLogLevel: {
-        log::Level level;
-        if (!log::parse_level(arg, &level)) return usage_error("--log-level must be debug, info, warn or error");
-        log::set_level(level);
-        break;
-      }
-      case 'h': std::fputs(kUsage, stdout); return 0;
-      default: return usage_error("unknown option");
-    }
-  }
-  if (optind < argc) return usage_error(std::string("unexpected argument ") + argv[optind]);
+  if (auto exit_status = parse_config(argc, argv, &c)) return *exit_status;
   signal(SIGPIPE, SIG_IGN);
-  if (c.mode == "server") return run_server(c);
-  if (c.connect.empty()) return usage_error("client needs --connect HOST:PORT");
-  return run_client(c);
+  return c.mode == "server" ? run_server(c) : run_client(c);
 }
 
 }  // namespace
 }  // namespace longhaul::linkperf
 
-int main(int argc, char** argv) { return longhaul::linkperf::main_impl(argc, argv); }
+int main(int argc, char** argv) {
+  return longhaul::linkperf::main_impl(argc, argv);
+}

@@ -187,15 +187,7 @@ lh_comm* connect(const Flags& f) {
 
 int main(int argc, char** argv) {
   Flags flags;
-  std::string error;
-  if (!longhaul_peer::parse_flags(argc, argv, &flags, &error)) {
-    std::fprintf(stderr, "longhaul-peer: %s\n", error.c_str());
-    return 2;
-  }
-  if (flags.help) {
-    std::fputs(longhaul_peer::usage().c_str(), stdout);
-    return 0;
-  }
+  if (auto exit_status = longhaul_peer::parse_flags(argc, argv, &flags)) return *exit_status;
   if (lh_status s = lh_set_log_level(flags.log_level.c_str()); s != LH_OK) {
     std::fprintf(stderr, "longhaul-peer: --log-level: %s\n", lh_last_error());
     return 2;

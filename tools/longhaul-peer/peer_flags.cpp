@@ -1,15 +1,18 @@
 #include "peer_flags.hpp"
 
-#include <string_view>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
-#include "common/flag_value.hpp"
-#include "common/parse_number.hpp"
 #include "common/secret_file.hpp"
+#include "tool_cli.hpp"
 
 namespace longhaul_peer {
+namespace {
 
-std::string usage() {
-  return R"(longhaul-peer: a peer daemon that joins a longhaul run and trains a synthetic workload.
+namespace cli = longhaul::cli;
+
+constexpr const char* kDescription =
+    R"(longhaul-peer: a peer daemon that joins a longhaul run and trains a synthetic workload.
 
 It connects to a longhaul-master, is admitted into the run, and loops until stopped (SIGTERM or
 Ctrl-C: it finishes the step it is in and leaves gracefully; a second signal exits at once).
@@ -25,47 +28,10 @@ Each step is shaped like a DiLoCo outer step:
 A failed collective (a peer was lost, the master aborted the epoch) is retried after
 update_topology; any other library error ends the daemon with exit status 1 and the message.
 Every peer that completed the same revision holds bit-identical state: compare the hashes.
+)";
 
-Usage: longhaul-peer --master HOST:PORT [options]
-
-Run:
-  --master HOST:PORT     the longhaul-master to join (required)
-  --group N              peer group (default 0); peers reduce with their own group only
-  --steps N              stop after N completed steps (default 0: run until stopped)
-  --step-delay-ms N      sleep between steps, standing in for local compute (default 0)
-  --connect-timeout-ms N give up joining after N ms (default 60000)
-
-Network:
-  --listen HOST:PORT     where neighbours connect for data (default 0.0.0.0:0, a free port)
-  --advertise ADDR       what other peers connect to: HOST:PORT (a port forward) or HOST
-                         (default: the address the master sees, with the listening port)
-  --connections N        TCP connections per data link, 1..64 (default 1)
-  --full-mesh            link to every peer of the group (needed by --schedule direct)
-
-Security:
-  --secret-file PATH     the cluster secret (must match the master's --secret-file)
-  --secret STRING        the secret itself (visible to other local users in ps; prefer the file)
-  --tls-cert PATH        PEM certificate and key: every connection uses TLS 1.3
-  --tls-key PATH
-  --tls-ca PATH          verify the master's and the neighbours' certificates against this CA
-
-Workload:
-  --tensor-size N[,N...] f32 elements of each state tensor; repeatable (default 262144,65536,4097)
-                         every peer of a group must use the same sizes
-  --codec C              none, fp16, bf16, u8 or u4 (default none)
-  --schedule S           auto, ring or direct (default auto)
-  --inflight N           all-reduce operations per tensor per step, 1..64 (default 2)
-  --seed N               seed of the pseudo-updates (default 1; the same on every peer)
-  --retry step|batch     step (default): a failed all-reduce fails the step, which starts again
-                         after update_topology; batch: the step's all-reduces run through
-                         lh_allreduce_batch, which retries on the new ring itself
-  --batch-attempts N     attempts of lh_allreduce_batch (default 3)
-
-Other:
-  --log-level LEVEL      the library's log level on stderr: debug, info, warn (default), error, off
-  --help                 show this text
-
-Output (stdout, one line per event, key=value, flushed at once):
+constexpr const char* kFooter =
+    R"(Output (stdout, one line per event, key=value, flushed at once):
   LISTEN port=P                         the data listener's port (before joining)
   JOINED id=I epoch=E world=W
   STEP step=S rev=R hash=H world=W epoch=E id=I ar_ms=.. sync_ms=.. rx=.. tx=.. fetched=.. aborts=A
@@ -82,146 +48,131 @@ Output (stdout, one line per event, key=value, flushed at once):
 Example:
   longhaul-master --listen 127.0.0.1:48484 &
   longhaul-peer --master 127.0.0.1:48484 --codec u8 &
-  longhaul-peer --master 127.0.0.1:48484 --codec u8
-)";
+  longhaul-peer --master 127.0.0.1:48484 --codec u8)";
+
+void add_run_and_network(CLI::App& app, Flags& f) {
+  app.add_option("--master", f.master, "the longhaul-master to join")
+      ->type_name("HOST:PORT")
+      ->required()
+      ->group("Run");
+  cli::add_number(app, "--group", f.group, 0, UINT32_MAX,
+                  "peer group; peers reduce with their own group only")
+      ->group("Run");
+  cli::add_number(app, "--steps", f.steps, 0, UINT64_MAX,
+                  "stop after N completed steps; 0: run until stopped")
+      ->group("Run");
+  cli::add_number(app, "--step-delay-ms", f.step_delay_ms, 0, 3'600'000,
+                  "sleep between steps, standing in for local compute")
+      ->group("Run");
+  cli::add_number(app, "--connect-timeout-ms", f.connect_timeout_ms, 1, 86'400'000,
+                  "give up joining after N ms")
+      ->group("Run");
+  app.add_option("--listen", f.listen, "where neighbours connect for data (port 0: a free port)")
+      ->type_name("HOST:PORT")
+      ->group("Network");
+  app.add_option("--advertise", f.advertise,
+                 "what other peers connect to: HOST:PORT (a port forward) or HOST "
+                 "(default: the address the master sees, with the listening port)")
+      ->type_name("ADDR")
+      ->group("Network");
+  cli::add_number(app, "--connections", f.connections, 1, 64,
+                  "TCP connections per data link, 1..64")
+      ->group("Network");
+  app.add_flag("--full-mesh", f.full_mesh,
+               "link to every peer of the group (needed by --schedule direct)")
+      ->group("Network");
 }
 
-namespace {}  // namespace
+void add_security(CLI::App& app, Flags& f) {
+  app.add_option("--secret-file", f.secret_file,
+                 "the cluster secret (must match the master's --secret-file)")
+      ->type_name("PATH")
+      ->group("Security");
+  app.add_option("--secret", f.secret,
+                 "the secret itself (visible to other local users in ps; prefer the file)")
+      ->type_name("STRING")
+      ->group("Security");
+  app.add_option("--tls-cert", f.tls_cert, "PEM certificate and key: every connection uses TLS 1.3")
+      ->type_name("PATH")
+      ->group("Security");
+  app.add_option("--tls-key", f.tls_key, "the certificate's private key (PEM)")
+      ->type_name("PATH")
+      ->group("Security");
+  app.add_option("--tls-ca", f.tls_ca,
+                 "verify the master's and the neighbours' certificates against this CA")
+      ->type_name("PATH")
+      ->group("Security");
+}
 
-bool parse_flags(int argc, char** argv, Flags* f, std::string* error) {
-  bool sizes_given = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      f->help = true;
-      return true;
-    }
-    if (arg == "--full-mesh") {
-      f->full_mesh = true;
-      continue;
-    }
-    std::string value;
-    if (!longhaul::take_flag_value(argc, argv, &i, &arg, &value)) {
-      *error = std::string(arg) + " needs a value (see --help)";
-      return false;
-    }
-    const auto number = [&](uint64_t min, uint64_t max, uint64_t* out) {
-      if (longhaul::parse_u64(value, min, max, out)) return true;
-      *error = std::string(arg) + " needs a whole number in " + std::to_string(min) + ".." +
-               std::to_string(max) + ", got '" + value + "'";
-      return false;
-    };
-    uint64_t n = 0;
-    if (arg == "--master") {
-      f->master = value;
-    } else if (arg == "--secret") {
-      f->secret = value;
-    } else if (arg == "--secret-file") {
-      auto secret = longhaul::read_secret_file(value);
-      if (!secret) {
-        *error = secret.status().message();
-        return false;
-      }
-      f->secret = std::move(*secret);
-    } else if (arg == "--tls-cert") {
-      f->tls_cert = value;
-    } else if (arg == "--tls-key") {
-      f->tls_key = value;
-    } else if (arg == "--tls-ca") {
-      f->tls_ca = value;
-    } else if (arg == "--listen") {
-      f->listen = value;
-    } else if (arg == "--advertise") {
-      f->advertise = value;
-    } else if (arg == "--log-level") {
-      f->log_level = value;
-    } else if (arg == "--group") {
-      if (!number(0, UINT32_MAX, &n)) return false;
-      f->group = static_cast<uint32_t>(n);
-    } else if (arg == "--connections") {
-      if (!number(1, 64, &n)) return false;
-      f->connections = static_cast<uint32_t>(n);
-    } else if (arg == "--inflight") {
-      if (!number(1, 64, &n)) return false;
-      f->inflight = static_cast<uint32_t>(n);
-    } else if (arg == "--retry") {
-      if (value != "step" && value != "batch") {
-        *error = "--retry must be step or batch, got '" + value + "'";
-        return false;
-      }
-      f->retry = value;
-    } else if (arg == "--batch-attempts") {
-      if (!number(1, 1000, &n)) return false;
-      f->batch_attempts = static_cast<uint32_t>(n);
-    } else if (arg == "--steps") {
-      if (!number(0, UINT64_MAX, &n)) return false;
-      f->steps = n;
-    } else if (arg == "--step-delay-ms") {
-      if (!number(0, 3'600'000, &n)) return false;
-      f->step_delay_ms = static_cast<uint32_t>(n);
-    } else if (arg == "--connect-timeout-ms") {
-      if (!number(1, 86'400'000, &n)) return false;
-      f->connect_timeout_ms = static_cast<uint32_t>(n);
-    } else if (arg == "--seed") {
-      if (!number(0, UINT64_MAX, &n)) return false;
-      f->seed = n;
-    } else if (arg == "--tensor-size") {
-      if (!sizes_given) f->tensor_sizes.clear();
-      sizes_given = true;
-      std::string_view rest = value;
-      while (!rest.empty()) {
-        const size_t comma = rest.find(',');
-        value = std::string(rest.substr(0, comma));
-        if (!number(1, uint64_t{1} << 32, &n)) return false;
-        f->tensor_sizes.push_back(static_cast<size_t>(n));
-        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-      }
-    } else if (arg == "--codec") {
-      if (value == "none")
-        f->codec = LH_CODEC_NONE;
-      else if (value == "fp16")
-        f->codec = LH_CODEC_FP16;
-      else if (value == "bf16")
-        f->codec = LH_CODEC_BF16;
-      else if (value == "u8")
-        f->codec = LH_CODEC_U8;
-      else if (value == "u4")
-        f->codec = LH_CODEC_U4;
-      else {
-        *error = "--codec must be none, fp16, bf16, u8 or u4, got '" + value + "'";
-        return false;
-      }
-    } else if (arg == "--schedule") {
-      if (value == "auto")
-        f->schedule = LH_SCHEDULE_AUTO;
-      else if (value == "ring")
-        f->schedule = LH_SCHEDULE_RING;
-      else if (value == "direct")
-        f->schedule = LH_SCHEDULE_DIRECT;
-      else {
-        *error = "--schedule must be auto, ring or direct, got '" + value + "'";
-        return false;
-      }
-    } else {
-      *error = "unknown option '" + std::string(arg) + "' (see --help)";
-      return false;
-    }
-  }
-  if (f->help) return true;
-  if (f->master.empty()) {
-    *error = "--master HOST:PORT is required (see --help)";
-    return false;
-  }
-  if (f->tls_cert.empty() != f->tls_key.empty()) {
-    *error = "--tls-cert and --tls-key must be given together";
-    return false;
-  }
-  if (!f->tls_ca.empty() && f->tls_cert.empty()) {
-    *error = "--tls-ca needs --tls-cert and --tls-key (a peer serves its neighbours' links)";
-    return false;
+void add_workload(CLI::App& app, Flags& f) {
+  app.add_option("--tensor-size", f.tensor_sizes,
+                 "f32 elements of each state tensor; repeatable; every peer of a "
+                 "group must use the same sizes")
+      ->type_name("N[,N...]")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->transform(cli::whole_number(1, uint64_t{1} << 32))
+      ->default_str(fmt::format("{}", fmt::join(f.tensor_sizes, ",")))
+      ->group("Workload");
+  cli::add_choice(app, "--codec", f.codec,
+                  {{"none", LH_CODEC_NONE},
+                   {"fp16", LH_CODEC_FP16},
+                   {"bf16", LH_CODEC_BF16},
+                   {"u8", LH_CODEC_U8},
+                   {"u4", LH_CODEC_U4}},
+                  "none, fp16, bf16, u8 or u4")
+      ->type_name("C")
+      ->group("Workload");
+  cli::add_choice(
+      app, "--schedule", f.schedule,
+      {{"auto", LH_SCHEDULE_AUTO}, {"ring", LH_SCHEDULE_RING}, {"direct", LH_SCHEDULE_DIRECT}},
+      "auto, ring or direct")
+      ->type_name("S")
+      ->group("Workload");
+  cli::add_number(app, "--inflight", f.inflight, 1, 64,
+                  "all-reduce operations per tensor per step, 1..64")
+      ->group("Workload");
+  cli::add_number(app, "--seed", f.seed, 0, UINT64_MAX,
+                  "seed of the pseudo-updates (the same on every peer)")
+      ->group("Workload");
+  app.add_option("--retry", f.retry,
+                 "step: a failed all-reduce fails the step, which starts again "
+                 "after update_topology; batch: the step's all-reduces run through "
+                 "lh_allreduce_batch, which retries on the new ring itself")
+      ->type_name("step|batch")
+      ->check(cli::one_of({"step", "batch"}))
+      ->group("Workload");
+  cli::add_number(app, "--batch-attempts", f.batch_attempts, 1, 1000,
+                  "attempts of lh_allreduce_batch")
+      ->group("Workload");
+  app.add_option("--log-level", f.log_level,
+                 "the library's log level on stderr: debug, info, warn, error, off")
+      ->type_name("LEVEL")
+      ->check(cli::one_of({"debug", "info", "warn", "error", "off"}))
+      ->group("Other");
+}
+
+}  // namespace
+
+std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
+  CLI::App app{kDescription, "longhaul-peer"};
+  cli::configure(app, kFooter, "longhaul-peer --master HOST:PORT [options]");
+  add_run_and_network(app, *f);
+  add_security(app, *f);
+  add_workload(app, *f);
+  if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
+  if (f->tls_cert.empty() != f->tls_key.empty())
+    return cli::usage_error(app, "--tls-cert and --tls-key must be given together");
+  if (!f->tls_ca.empty() && f->tls_cert.empty())
+    return cli::usage_error(
+        app, "--tls-ca needs --tls-cert and --tls-key (a peer serves its neighbours' links)");
+  if (!f->secret_file.empty()) {
+    auto secret = longhaul::read_secret_file(f->secret_file);
+    if (!secret) return cli::usage_error(app, secret.status().message());
+    f->secret = std::move(*secret);
   }
   if (f->schedule == LH_SCHEDULE_DIRECT) f->full_mesh = true;
-  return true;
+  return std::nullopt;
 }
 
 }  // namespace longhaul_peer

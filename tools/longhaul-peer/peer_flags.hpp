@@ -1,7 +1,8 @@
-// Command line of longhaul-peer: every flag, its default, and the parser.
+// Command line of longhaul-peer: every flag and its default (the help text is built from these).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@ namespace longhaul_peer {
 struct Flags {
   std::string master;  // host:port, required
   std::string secret;
+  std::string secret_file;  // read into `secret` once the flags are parsed
   std::string tls_cert, tls_key, tls_ca;
   uint32_t group = 0;
   uint32_t connections = 1;
@@ -31,13 +33,10 @@ struct Flags {
   uint64_t seed = 1;
   uint32_t connect_timeout_ms = 60000;
   std::string log_level = "warn";
-  bool help = false;
 };
 
-// The text --help prints.
-std::string usage();
-
-// Parses argv into *flags; on a bad flag returns false and sets *error to what to fix.
-bool parse_flags(int argc, char** argv, Flags* flags, std::string* error);
+// Parses argv into *flags. Returns the exit status when the program must stop now: 0 after
+// --help, 2 after a bad flag (one line on stderr says which and why).
+std::optional<int> parse_flags(int argc, char** argv, Flags* flags);
 
 }  // namespace longhaul_peer

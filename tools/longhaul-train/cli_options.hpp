@@ -1,7 +1,8 @@
-// Command line of longhaul-train: every flag, its default, and the parser.
+// Command line of longhaul-train: every flag and its default (the help text is built from these).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,10 @@ struct Options {
   bool profile = false;  // per-layer time breakdown at the end
   bool json = false;     // one JSON summary as the last line of stdout
   int bench_warmup = 0;  // steps excluded from the tokens/s figure
-  bool help = false;
 };
 
-std::string usage();
-// Parses argv; the Status says which flag was wrong and why.
-Result<Options> parse(int argc, char** argv);
+// Parses argv into *options. Returns the exit status when the program must stop now: 0 after
+// --help, 2 after a bad flag or a model that cannot be built (one line on stderr says why).
+std::optional<int> parse(int argc, char** argv, Options* options);
 
 }  // namespace longhaul::train::cli

@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli_options.hpp"
 #include "common/log.hpp"
@@ -61,18 +64,58 @@ std::string breakdown_table(const lt::Profile& prof, std::int64_t steps) {
   return out;
 }
 
-std::string breakdown_json(const lt::Profile& prof, std::int64_t steps) {
-  std::string out = "{";
+// x rounded to `decimals` places, as the --json figures always were.
+double rounded(double x, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(x * scale) / scale;
+}
+
+// Milliseconds per step of each phase that took any time: "<phase>_fwd", "<phase>_bwd".
+nlohmann::ordered_json breakdown_json(const lt::Profile& prof, std::int64_t steps) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (int i = 0; i < static_cast<int>(lt::Phase::kCount); ++i) {
     const auto p = static_cast<lt::Phase>(i);
     for (bool backward : {false, true}) {
       const double s = prof.seconds(p, backward);
       if (s == 0.0) continue;
-      out += fmt::format("{}\"{}_{}\": {:.3f}", out.size() > 1 ? ", " : "", lt::phase_name(p),
-                         backward ? "bwd" : "fwd", 1e3 * s / static_cast<double>(steps));
+      out[fmt::format("{}_{}", lt::phase_name(p), backward ? "bwd" : "fwd")] =
+          rounded(1e3 * s / static_cast<double>(steps), 3);
     }
   }
-  return out + "}";
+  return out;
+}
+
+// What a run measured, for its --json line.
+struct RunSummary {
+  double tokens_per_s = 0;
+  std::int64_t measured_steps = 0;
+  float last_loss = 0;
+  std::optional<float> last_val;
+  double unigram = 0;
+};
+
+// The --json line: bench/e2e/train and the tests read these names.
+std::string summary_json(const cli::Options& o, const lt::Trainer& trainer, const RunSummary& r,
+                         const lt::Profile& profile) {
+  const lt::GptConfig& mc = o.train.model;
+  nlohmann::ordered_json j = {
+      {"tokens_per_s", rounded(r.tokens_per_s, 1)},
+      {"steps", trainer.step_count()},
+      {"measured_steps", r.measured_steps},
+      {"batch", o.train.batch},
+      {"context", mc.context},
+      {"layers", mc.layers},
+      {"channels", mc.channels},
+      {"heads", mc.heads},
+      {"params", lt::parameter_count(mc)},
+      {"threads", lt::thread_count()},
+      {"final_train_loss", rounded(r.last_loss, 5)},
+      {"final_val_loss", r.last_val ? nlohmann::ordered_json(rounded(*r.last_val, 5)) : nullptr},
+      {"unigram_entropy", rounded(r.unigram, 5)},
+      {"breakdown_ms_per_step",
+       breakdown_json(profile, r.measured_steps > 0 ? r.measured_steps : 1)},
+  };
+  return j.dump();
 }
 
 int run(const cli::Options& o) {
@@ -224,16 +267,8 @@ int run(const cli::Options& o) {
     }
   }
   if (o.json) {
-    std::printf(
-        "{\"tokens_per_s\": %.1f, \"steps\": %lld, \"measured_steps\": %lld, \"batch\": %d, "
-        "\"context\": %d, \"layers\": %d, \"channels\": %d, \"heads\": %d, \"params\": %zu, "
-        "\"threads\": %d, \"final_train_loss\": %.5f, \"final_val_loss\": %s, "
-        "\"unigram_entropy\": %.5f, \"breakdown_ms_per_step\": %s}\n",
-        lh_tps, static_cast<long long>(trainer.step_count()),
-        static_cast<long long>(measured_steps), o.train.batch, mc.context, mc.layers, mc.channels,
-        mc.heads, lt::parameter_count(mc), lt::thread_count(), last_loss,
-        last_val ? fmt::format("{:.5f}", *last_val).c_str() : "null", unigram,
-        breakdown_json(profile, measured_steps > 0 ? measured_steps : 1).c_str());
+    const RunSummary summary{lh_tps, measured_steps, last_loss, last_val, unigram};
+    std::printf("%s\n", summary_json(o, trainer, summary, profile).c_str());
   }
   return 0;
 }
@@ -255,15 +290,7 @@ void ensure_passive_omp_wait(char** argv) {
 
 int main(int argc, char** argv) {
   ensure_passive_omp_wait(argv);
-  Result<cli::Options> options = cli::parse(argc, argv);
-  if (!options) {
-    std::fprintf(stderr, "longhaul-train: %s\n(see longhaul-train --help)\n",
-                 options.status().message().c_str());
-    return 2;
-  }
-  if (options->help) {
-    std::printf("%s", cli::usage().c_str());
-    return 0;
-  }
-  return run(*options);
+  cli::Options options;
+  if (auto exit_status = cli::parse(argc, argv, &options)) return *exit_status;
+  return run(options);
 }

@@ -1,44 +1,23 @@
 #include "cli_flags.hpp"
 
-#include <iostream>
-
 #include <fmt/format.h>
 
-#include "common/flag_value.hpp"
-#include "common/parse_number.hpp"
+#include "tool_cli.hpp"
 
 namespace longhaul::wanem {
+namespace {
 
-void print_help() {
-  std::cout << R"(longhaul-wanem: puts an emulated WAN between local TCP endpoints.
+constexpr const char* kDescription =
+    R"(longhaul-wanem: puts an emulated WAN between local TCP endpoints.
 
 Each route listens on a local address and forwards every accepted connection to its target,
 adding one-way latency and jitter, capping bandwidth per connection and for the route as a whole
 (in each direction), and injecting faults: abrupt reset, black hole, heal. Bytes are never
 reordered or altered. Single-threaded and event-driven; an idle emulator uses no CPU.
+)";
 
-Usage: longhaul-wanem [options] --route NAME=LISTEN>TARGET[,key=value...] ...
-
-  --route SPEC          NAME=LISTEN>TARGET[,key=value...], repeatable. Quote it ('>' is special
-                        to the shell). LISTEN is host:port (port 0 = ephemeral); TARGET is
-                        host:port, or - when not known yet: connections then wait (up to
-                        --target-timeout-ms) until the `target` command sets it.
-                        keys: latency_ms, jitter_ms, rate_mbit, conn_rate_mbit.
-  --latency-ms X        Default one-way latency of every route, each direction (default 0).
-  --jitter-ms X         Default jitter: each chunk's delay varies uniformly by +-X ms; chunks
-                        are never reordered, so a late chunk holds back the ones after it.
-  --rate-mbit X         Default cap of a route's aggregate, each direction, shared fairly by
-                        its connections (default 0 = no cap).
-  --conn-rate-mbit X    Default cap of each connection, each direction (default 0 = no cap).
-  --seed N              Seed of the jitter generator (default 1); same seed, same delays.
-  --target-timeout-ms N How long a connection waits for a target that is not set (default
-                        10000); then it is reset.
-  --schedule LIST       Faults at times after READY: "5s:reset:a,8s:blackhole:a,12s:heal:a".
-                        Times in ms or s; actions reset, blackhole, heal.
-  --log-level LEVEL     debug, info, warn (default), error or off; logs go to stderr.
-  --help                Show this text.
-
-Output (stdout, one line each, flushed): "ROUTE NAME PORT" per route once it listens, then
+constexpr const char* kFooter =
+    R"(Output (stdout, one line each, flushed): "ROUTE NAME PORT" per route once it listens, then
 "READY" after the initial routes.
 
 Commands (stdin, one per line; each answered by one stdout line "OK ..." or "ERR reason"):
@@ -61,64 +40,60 @@ must detect it with their own heartbeats or timeouts: the emulator's kernel stil
 fits in its socket buffers, so TCP keepalive alone does not notice.
 
 Example: 40 ms each way and 100 Mbit/s between a client and a server on port 9000:
-  longhaul-wanem --route 'srv=127.0.0.1:0>127.0.0.1:9000,latency_ms=40,rate_mbit=100'
-)";
+  longhaul-wanem --route 'srv=127.0.0.1:0>127.0.0.1:9000,latency_ms=40,rate_mbit=100')";
+
+// A route default, checked by the same rule as a route's own key=value (set_shape_field).
+CLI::Option* add_shape_default(CLI::App& app, const std::string& flag, const std::string& key,
+                               double& target, const std::string& description) {
+  auto check = [key](std::string& text) -> std::string {
+    LinkShape scratch;
+    Status s = set_shape_field(&scratch, key, text);
+    return s ? "" : s.message();
+  };
+  return app.add_option(flag, target, description)
+      ->type_name("X")
+      ->check(CLI::Validator(check, ""));
 }
 
-namespace {
-
-Status parse_u64(std::string_view flag, std::string_view text, uint64_t max, uint64_t* out) {
-  if (!longhaul::parse_u64(text, 0, max, out))
-    return invalid_argument(
-        fmt::format("{} needs a whole number in 0..{}, got '{}'", flag, max, text));
-  return Status::ok();
+void add_flags(CLI::App& app, CliFlags& f, std::vector<std::string>& routes, std::string& schedule,
+               uint64_t& target_timeout_ms) {
+  app.add_option("--route", routes,
+                 "NAME=LISTEN>TARGET[,key=value...], repeatable. Quote it ('>' is special "
+                 "to the shell). LISTEN is host:port (port 0 = ephemeral); TARGET is "
+                 "host:port, or - when not known yet: connections then wait (up to "
+                 "--target-timeout-ms) until the `target` command sets it. "
+                 "keys: latency_ms, jitter_ms, rate_mbit, conn_rate_mbit.")
+      ->type_name("SPEC")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->default_str("");
+  LinkShape& d = f.options.defaults;
+  add_shape_default(app, "--latency-ms", "latency_ms", d.latency_ms,
+                    "default one-way latency of every route, each direction");
+  add_shape_default(app, "--jitter-ms", "jitter_ms", d.jitter_ms,
+                    "default jitter: each chunk's delay varies uniformly by +-X ms; chunks "
+                    "are never reordered, so a late chunk holds back the ones after it");
+  add_shape_default(app, "--rate-mbit", "rate_mbit", d.rate_mbit,
+                    "default cap of a route's aggregate, each direction, shared fairly by "
+                    "its connections; 0 = no cap");
+  add_shape_default(app, "--conn-rate-mbit", "conn_rate_mbit", d.conn_rate_mbit,
+                    "default cap of each connection, each direction; 0 = no cap");
+  cli::add_number(app, "--seed", f.options.seed, 0, UINT64_MAX,
+                  "seed of the jitter generator; same seed, same delays");
+  cli::add_number(app, "--target-timeout-ms", target_timeout_ms, 0, 86'400'000,
+                  "how long a connection waits for a target that is not set; then it "
+                  "is reset");
+  app.add_option("--schedule", schedule,
+                 "faults at times after READY: \"5s:reset:a,8s:blackhole:a,12s:heal:a\". "
+                 "Times in ms or s; actions reset, blackhole, heal.")
+      ->type_name("LIST");
+  app.add_option("--log-level", f.log_level, "debug, info, warn, error or off; logs go to stderr")
+      ->type_name("LEVEL")
+      ->check(cli::one_of({"debug", "info", "warn", "error", "off"}));
 }
 
-}  // namespace
-
-Status parse_cli_flags(int argc, char** argv, CliFlags* f) {
-  std::vector<std::string> route_texts;
-  std::string schedule;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      f->help = true;
-      return Status::ok();
-    }
-    if (!arg.starts_with("--"))
-      return invalid_argument(fmt::format("unexpected argument '{}' (see --help)", arg));
-    std::string value;
-    if (!take_flag_value(argc, argv, &i, &arg, &value))
-      return invalid_argument(fmt::format("{} needs a value (see --help)", arg));
-    uint64_t n = 0;
-    if (arg == "--route") {
-      route_texts.push_back(value);
-    } else if (arg == "--latency-ms") {
-      LH_RETURN_IF_ERROR(set_shape_field(&f->options.defaults, "latency_ms", value)
-                             .with_context(std::string(arg)));
-    } else if (arg == "--jitter-ms") {
-      LH_RETURN_IF_ERROR(
-          set_shape_field(&f->options.defaults, "jitter_ms", value).with_context(std::string(arg)));
-    } else if (arg == "--rate-mbit") {
-      LH_RETURN_IF_ERROR(
-          set_shape_field(&f->options.defaults, "rate_mbit", value).with_context(std::string(arg)));
-    } else if (arg == "--conn-rate-mbit") {
-      LH_RETURN_IF_ERROR(set_shape_field(&f->options.defaults, "conn_rate_mbit", value)
-                             .with_context(std::string(arg)));
-    } else if (arg == "--seed") {
-      LH_RETURN_IF_ERROR(parse_u64(arg, value, UINT64_MAX, &f->options.seed));
-    } else if (arg == "--target-timeout-ms") {
-      LH_RETURN_IF_ERROR(parse_u64(arg, value, 86'400'000, &n));
-      f->options.target_timeout = std::chrono::milliseconds(n);
-    } else if (arg == "--schedule") {
-      schedule = value;
-    } else if (arg == "--log-level") {
-      f->log_level = value;
-    } else {
-      return invalid_argument(fmt::format("unknown option '{}' (see --help)", arg));
-    }
-  }
-  for (const std::string& text : route_texts) {
+// Routes are read once every flag is in, so the global defaults apply to each whatever the order.
+Status resolve(CliFlags* f, const std::vector<std::string>& routes, const std::string& schedule) {
+  for (const std::string& text : routes) {
     RouteSpec spec;
     LH_RETURN_IF_ERROR(parse_route_spec(text, f->options.defaults, &spec));
     for (const RouteSpec& other : f->routes)
@@ -135,6 +110,22 @@ Status parse_cli_flags(int argc, char** argv, CliFlags* f) {
           fmt::format("--schedule names route '{}', which no --route defines", fault.route));
   }
   return Status::ok();
+}
+
+}  // namespace
+
+std::optional<int> parse_cli_flags(int argc, char** argv, CliFlags* f) {
+  CLI::App app{kDescription, "longhaul-wanem"};
+  cli::configure(app, kFooter,
+                 "longhaul-wanem [options] --route NAME=LISTEN>TARGET[,key=value...] ...");
+  std::vector<std::string> routes;
+  std::string schedule;
+  uint64_t target_timeout_ms = static_cast<uint64_t>(f->options.target_timeout.count());
+  add_flags(app, *f, routes, schedule, target_timeout_ms);
+  if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
+  f->options.target_timeout = std::chrono::milliseconds(target_timeout_ms);
+  if (Status s = resolve(f, routes, schedule); !s) return cli::usage_error(app, s.message());
+  return std::nullopt;
 }
 
 }  // namespace longhaul::wanem

@@ -1,6 +1,7 @@
 // Command-line flags of longhaul-wanem.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,13 +17,12 @@ struct CliFlags {
   std::vector<RouteSpec> routes;
   std::vector<ScheduledFault> schedule;
   std::string log_level = "warn";
-  bool help = false;
 };
 
+// Parses argv into *flags. Returns the exit status when the program must stop now: 0 after
+// --help, 2 after a bad flag, route or schedule (one line on stderr says which and why).
 // Global defaults apply to every --route whatever the flags' order; a route's own key=value
 // options override them.
-Status parse_cli_flags(int argc, char** argv, CliFlags* flags);
-
-void print_help();
+std::optional<int> parse_cli_flags(int argc, char** argv, CliFlags* flags);
 
 }  // namespace longhaul::wanem

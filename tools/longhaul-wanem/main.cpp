@@ -29,20 +29,9 @@ void say(const std::string& line) {
 
 int main(int argc, char** argv) {
   CliFlags flags;
-  if (auto s = parse_cli_flags(argc, argv, &flags); !s) {
-    std::cerr << "longhaul-wanem: " << s.message() << "\n";
-    return 2;
-  }
-  if (flags.help) {
-    print_help();
-    return 0;
-  }
+  if (auto exit_status = parse_cli_flags(argc, argv, &flags)) return *exit_status;
   longhaul::log::Level level;
-  if (!longhaul::log::parse_level(flags.log_level, &level)) {
-    std::cerr << "longhaul-wanem: unknown --log-level '" << flags.log_level
-              << "' (debug, info, warn, error, off)\n";
-    return 2;
-  }
+  longhaul::log::parse_level(flags.log_level, &level);  // the flags admit only known levels
   longhaul::log::set_level(level);
   ::signal(SIGPIPE, SIG_IGN);  // a vanished endpoint is an error code on write, not a signal
 
