@@ -559,6 +559,12 @@ typedef struct lh_sync_engine_options {
   /* 0 (the default): the shared state is synced when peers join; k > 0: also at every k-th
    * admission point, which checks every peer's copy by hash (no bytes move when they agree). */
   uint32_t verify_every;
+  /* NULL (the default): a fresh start. Else an engine checkpoint written by lh_sync_engine_save:
+   * the engine resumes from it, exactly, when every peer of the group resumes from its
+   * checkpoint of the same step (the trainer restores its own parameters and optimizer). A
+   * checkpoint the group outvotes (another step) fails the start with LH_ERR_STATE_MISMATCH:
+   * start without it to join as a new peer. Copied by lh_sync_engine_start. */
+  const char* resume_path;
 } lh_sync_engine_options;
 
 /* Fills *options with the defaults above. */
@@ -587,6 +593,13 @@ lh_status lh_sync_engine_step(lh_sync_engine* engine);
  * with LH_ERR_CLOSED. Idempotent. Call it on every peer at the same step before leaving, so the
  * last round completes everywhere. */
 lh_status lh_sync_engine_close(lh_sync_engine* engine);
+
+/* Writes the engine's part of a checkpoint to `path` (atomically: PATH.tmp renamed over PATH).
+ * Call it right after lh_sync_engine_step, on every peer at the same step: a round in flight is
+ * settled with the group first (its all-reduce waited for, its outcome decided) and is applied at
+ * its scheduled step after a resume, so the resumed run continues exactly. Errors: LH_ERR_IO,
+ * the session's errors, LH_ERR_CLOSED after close. */
+lh_status lh_sync_engine_save(lh_sync_engine* engine, const char* path);
 
 /* Frees the engine (a round still in flight is abandoned: the others see it fail). NULL is
  * ignored. Does not close the communicator. */

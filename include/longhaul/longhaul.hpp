@@ -326,6 +326,7 @@ class State {
 struct SyncEngineOptions {
   std::vector<lh_param_range> ranges;
   std::vector<lh_fragment_piece> pieces;  // empty: range i in fragment i mod fragments
+  std::string resume_path;                // empty: a fresh start (lh_sync_engine_options)
   lh_sync_engine_options c;               // everything else, filled by lh_sync_engine_options_init
   SyncEngineOptions() { lh_sync_engine_options_init(&c); }
   // Adds a range of f32 parameters.
@@ -350,6 +351,7 @@ class SyncEngine {
     options.c.range_count = options.ranges.size();
     options.c.pieces = options.pieces.empty() ? nullptr : options.pieces.data();
     options.c.piece_count = options.pieces.size();
+    options.c.resume_path = detail::c_str_or_null(options.resume_path);
     lh_sync_engine* raw = nullptr;
     detail::check(lh_sync_engine_start(comm.get(), &options.c, &raw),
                   lh_comm_last_error(comm.get()));
@@ -358,6 +360,8 @@ class SyncEngine {
 
   void step() { check(lh_sync_engine_step(get())); }
   void close() { check(lh_sync_engine_close(get())); }
+  // The engine's part of a checkpoint (lh_sync_engine_save).
+  void save(const std::string& path) { check(lh_sync_engine_save(get(), path.c_str())); }
   lh_sync_stats stats() const {
     lh_sync_stats s{};
     check(lh_sync_engine_get_stats(get(), &s));

@@ -56,6 +56,7 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
   e.max_attempts = o.max_attempts;
   e.deadline = std::chrono::milliseconds(o.deadline_ms);
   e.verify_every = o.verify_every;
+  if (o.resume_path) e.resume_path = o.resume_path;
   return e;
 }
 
@@ -109,6 +110,11 @@ extern "C" lh_status lh_sync_engine_step(lh_sync_engine* engine) {
 extern "C" lh_status lh_sync_engine_close(lh_sync_engine* engine) {
   if (!engine) return null_argument("lh_sync_engine_close");
   return lh::capi::finish(engine, engine->impl->close());
+}
+
+extern "C" lh_status lh_sync_engine_save(lh_sync_engine* engine, const char* path) {
+  if (!engine || !path) return null_argument("lh_sync_engine_save");
+  return lh::capi::finish(engine, engine->impl->save(path));
 }
 
 extern "C" void lh_sync_engine_destroy(lh_sync_engine* engine) {

@@ -21,7 +21,13 @@ Result<std::unique_ptr<SyncEngine>> SyncEngine::start(peer::Communicator& comm,
   std::unique_ptr<SyncEngine> engine(
       new SyncEngine(comm, runtime, server, std::move(options), std::move(*layout), *schedule));
   const auto t0 = Clock::now();
-  LH_RETURN_IF_ERROR(engine->join_group());
+  if (engine->options_.resume_path.empty()) {
+    LH_RETURN_IF_ERROR(engine->join_group());
+  } else {
+    auto checkpoint = read_checkpoint(engine->options_.resume_path);
+    if (!checkpoint) return checkpoint.status();
+    LH_RETURN_IF_ERROR(engine->resume_group(*checkpoint));
+  }
   std::lock_guard lock(engine->stats_mu_);
   engine->stats_.blocked += Clock::now() - t0;
   engine->stats_.steps = engine->state_.step();

@@ -33,6 +33,7 @@
 #include "peer/communicator.hpp"
 #include "runtime/runtime.hpp"
 #include "state/block_server.hpp"
+#include "sync/checkpoint.hpp"
 #include "sync/contribution.hpp"
 #include "sync/layout.hpp"
 #include "sync/options.hpp"
@@ -84,6 +85,11 @@ class SyncEngine {
   Status step();
   // Finishes the round in flight (applies or drops it with the group) and stops. Idempotent.
   Status close();
+  // Writes the engine's part of a checkpoint (checkpoint.hpp) to `path`; call it right after a
+  // step(), on every peer at the same step. A round in flight is settled with the group first
+  // (its all-reduce waited for, its outcome decided) and applied at its scheduled step, so a
+  // resume from this file continues exactly. start() resumes from EngineOptions::resume_path.
+  Status save(const std::string& path);
 
   EngineStats stats() const;
   // Inner steps the group has finished (the shared counter).
@@ -100,6 +106,7 @@ class SyncEngine {
 
   // Membership (engine_membership.cpp).
   Status join_group();
+  Status resume_group(const EngineCheckpoint& checkpoint);
   Status admit();
   Status sync_shared_state();
   std::vector<uint64_t> ring_ids() const;
@@ -107,6 +114,10 @@ class SyncEngine {
   // The schedule's phases of one step (engine.cpp).
   Status run_step(uint64_t step);
   Status launch_due(uint64_t step);
+
+  // Checkpoints (engine_checkpoint.cpp).
+  EngineCheckpoint snapshot() const;
+  Status restore(const EngineCheckpoint& checkpoint);
 
   // Rounds (engine_rounds.cpp).
   bool contributes(uint32_t f) const;
@@ -117,6 +128,7 @@ class SyncEngine {
   Status wait_for(Round& round);
   Status settle(Round& round, bool* applied);
   Status finish_round(bool restart = true);
+  Status settle_ahead(Round& round);
   void apply_diloco(uint32_t f, std::span<const float> average);
   void apply_delayed(uint32_t f, std::span<const float> average, bool restart);
   void record(const RoundReport& report);

@@ -2,6 +2,8 @@
 // state), the admission point every H steps, and the shared-state syncs both need.
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "state/sync.hpp"
 #include "sync/engine.hpp"
 
@@ -33,6 +35,23 @@ Status SyncEngine::join_group() {
   staged_code_ = Contribution::kNone;
   std::fill(staging_.begin(), staging_.end(), 0.0f);
   return launch_due(t);
+}
+
+// A resume: this peer's checkpoint is its vote in the start collective. Every peer of a group that
+// resumes together from checkpoints of the same step holds the same shared state, so the sync
+// moves nothing and every peer goes on exactly where it stopped (its own parameters are the
+// trainer's checkpoint's). A peer whose checkpoint the group outvotes (an older one) is refused:
+// it should start afresh, without a checkpoint, and join as a new peer.
+Status SyncEngine::resume_group(const EngineCheckpoint& checkpoint) {
+  LH_RETURN_IF_ERROR(restore(checkpoint));
+  const uint64_t mine = state_hash();
+  LH_RETURN_IF_ERROR(sync_shared_state());
+  if (state_hash() != mine)
+    return Status(LH_ERR_STATE_MISMATCH,
+                  fmt::format("the checkpoint {} holds another state than the group's (an older "
+                              "step?): start without it to join as a new peer",
+                              options_.resume_path));
+  return Status::ok();
 }
 
 // Every peer calls update_topology at the same steps (where no round is in flight): joiners are

@@ -129,18 +129,26 @@ Status SyncEngine::settle(Round& round, bool* applied) {
   }
 }
 
+Status SyncEngine::settle_ahead(Round& round) {
+  if (round.settled) return Status::ok();
+  LH_RETURN_IF_ERROR(settle(round, &round.decided_apply));
+  round.settled = true;
+  return Status::ok();
+}
+
 Status SyncEngine::finish_round(bool restart) {
   Round& round = *in_flight_;
-  bool applied = false;
-  LH_RETURN_IF_ERROR(settle(round, &applied));
+  LH_RETURN_IF_ERROR(settle_ahead(round));
+  bool applied = round.decided_apply;
   RoundReport report;
   report.fragment = round.fragment;
   report.round = round.number;
   report.late = round.late;
   report.attempts = round.attempts;
   const peer::TrafficTotals now = comm_.traffic();
-  report.event_bytes = (now.data_sent - round.traffic_at_launch.data_sent) +
-                       (now.data_received - round.traffic_at_launch.data_received);
+  if (round.launched_at != Clock::time_point{})  // not a round read from a checkpoint
+    report.event_bytes = (now.data_sent - round.traffic_at_launch.data_sent) +
+                         (now.data_received - round.traffic_at_launch.data_received);
   const Tally t = applied ? tally(round.masks, round_identity(round)) : Tally{};
   // A member that was in another round (members that drifted apart when rounds were dropped at
   // their deadline, then met in a new epoch): the group drops this round everywhere.

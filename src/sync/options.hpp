@@ -45,6 +45,7 @@ struct EngineOptions {
   uint32_t verify_every = 0;              // 0: shared state synced when members join; k: also at
                                           // every k-th admission point (a hash check, no bytes in
                                           // steady state)
+  std::string resume_path;  // empty: a fresh start; else the engine checkpoint to resume from
 };
 
 // Checks everything that does not need the network. LH_ERR_INVALID_ARGUMENT or

@@ -25,6 +25,10 @@ struct Round {
   std::chrono::steady_clock::time_point launched_at;
   uint32_t attempts = 0;
   bool late = false;
+  // Settled with the group ahead of its apply step (a checkpoint was written meanwhile, or it was
+  // read from one): `decided_apply` is the group's decision.
+  bool settled = false;
+  bool decided_apply = false;
   peer::TrafficTotals traffic_at_launch;  // the communicator's counters at the first launch
 };
 

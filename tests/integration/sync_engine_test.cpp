@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -473,6 +474,60 @@ TEST_F(SyncEngineTest, BadInputGivesAClearErrorAndStepAfterCloseIsRefused) {
   EXPECT_EQ(stats.rounds_applied, 2u);
   lh_sync_engine_destroy(engine);
   lh_comm_destroy(comm);
+}
+
+// Every peer checkpoints after step 55 (Streaming DiLoCo, τ = 1: fragment 3's round is in flight
+// there) and stops; a new group of processes resumes from the checkpoints and ends bit-identical
+// to a run that was never interrupted. The peers join in the same order every time, so the ring
+// (and with it the order in which the all-reduce adds) is the same.
+TEST_F(SyncEngineTest, PeersResumedFromCheckpointsContinueExactly) {
+  const Training run{3, 100, 20, 4, 1, {}};
+  std::vector<Child*> straight;
+  for (uint32_t i = 0; i < run.peers; ++i) {
+    straight.push_back(&start(run, i));
+    ASSERT_NE(id_of(*straight.back()), 0u);
+  }
+  std::vector<Final> want;
+  for (Child* p : straight) {
+    auto f = final_of(*p);
+    ASSERT_TRUE(f) << why(*p);
+    want.push_back(*f);
+  }
+  Cluster second;  // a fresh master: the resumed group is a new run of the same training
+  std::vector<std::string> dirs;
+  std::vector<std::unique_ptr<Child>> stopped, resumed;
+  auto spawn = [&](std::vector<std::unique_ptr<Child>>& into, uint32_t i,
+                   std::vector<std::string> more) {
+    auto args = peer_args(second, run, i);
+    args.insert(args.end(), more.begin(), more.end());
+    into.push_back(std::make_unique<Child>(args, second.dir().path() + "/p" + std::to_string(i) +
+                                                     std::to_string(into.size()) + ".log"));
+  };
+  for (uint32_t i = 0; i < run.peers; ++i) {
+    dirs.push_back(second.dir().path() + "/ckpt" + std::to_string(i));
+    ASSERT_EQ(::mkdir(dirs.back().c_str(), 0700), 0);
+    spawn(stopped, i, {"--checkpoint-at", "55", "--checkpoint-dir", dirs.back()});
+    ASSERT_NE(id_of(*stopped.back()), 0u);
+  }
+  for (auto& p : stopped) {
+    ASSERT_EQ(p->wait_exit(120s), 0) << why(*p);
+    ASSERT_FALSE(p->last_line("checkpointed").empty()) << why(*p);
+  }
+  Cluster third;
+  for (uint32_t i = 0; i < run.peers; ++i) {
+    auto args = peer_args(third, run, i);
+    args.insert(args.end(), {"--resume-dir", dirs[i]});
+    resumed.push_back(std::make_unique<Child>(args, third.dir().path() + "/r" + std::to_string(i)));
+    ASSERT_NE(id_of(*resumed.back()), 0u);
+  }
+  for (uint32_t i = 0; i < run.peers; ++i) {
+    auto f = final_of(*resumed[i]);
+    ASSERT_TRUE(f) << why(*resumed[i]);
+    EXPECT_TRUE(resumed[i]->last_line("started").find("started step 55") == 0)
+        << resumed[i]->last_line("started");
+    EXPECT_EQ(f->hash, want[0].hash) << "peer " << i;
+    EXPECT_EQ(f->global, want[0].global) << "peer " << i;
+  }
 }
 
 // The C++ API over the same calls: RAII, exceptions carrying the status.

@@ -5,11 +5,14 @@
 //             [--method diloco|co2|eager] [--sync-every H] [--fragments F] [--delay T]
 //             [--mix A] [--codec none|u8|e3m0] [--policy retry|drop] [--inner-lr X]
 //             [--nan-at-step K] [--deadline-ms MS] [--full-mesh] [--step-ms MS]
-//             [--slow-after STEP] [--verify-every K]
+//             [--slow-after STEP] [--verify-every K] [--checkpoint-at K --checkpoint-dir D]
+//             [--resume-dir D]
 //
 // Without --join it first calls lh_comm_update_topology until the group has N peers (the group
 // starts together); with --join it is admitted wherever the group is. --step-ms makes every inner
 // step take at least that long (a slower trainer), from step --slow-after on (default 0).
+// --checkpoint-at K writes the engine's checkpoint and the weights to --checkpoint-dir after step
+// K and exits 0 at once (as if killed there); --resume-dir continues from such a directory.
 // Prints, one per line:
 //   ready id <peer id>
 //   started step <t> rank <r> world <n>
@@ -28,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <thread>
@@ -48,6 +52,8 @@ struct Flags {
   int64_t nan_at_step = -1;
   uint32_t step_ms = 0;
   uint64_t slow_after = 0;
+  int64_t checkpoint_at = -1;
+  std::string checkpoint_dir, resume_dir;
 };
 
 [[noreturn]] void die(const char* what, lh_status s, const char* message) {
@@ -96,7 +102,10 @@ Flags parse(int argc, char** argv) {
     kFullMesh,
     kStepMs,
     kSlowAfter,
-    kVerify
+    kVerify,
+    kCheckpointAt,
+    kCheckpointDir,
+    kResumeDir
   };
   static const option options[] = {{"master", 1, nullptr, kMaster},
                                    {"index", 1, nullptr, kIndex},
@@ -119,6 +128,9 @@ Flags parse(int argc, char** argv) {
                                    {"step-ms", 1, nullptr, kStepMs},
                                    {"slow-after", 1, nullptr, kSlowAfter},
                                    {"verify-every", 1, nullptr, kVerify},
+                                   {"checkpoint-at", 1, nullptr, kCheckpointAt},
+                                   {"checkpoint-dir", 1, nullptr, kCheckpointDir},
+                                   {"resume-dir", 1, nullptr, kResumeDir},
                                    {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "", options, nullptr)) != -1;) {
     const std::string v = optarg ? optarg : "";
@@ -179,6 +191,15 @@ Flags parse(int argc, char** argv) {
         break;
       case kSlowAfter:
         f.slow_after = std::stoull(v);
+        break;
+      case kCheckpointAt:
+        f.checkpoint_at = std::stoll(v);
+        break;
+      case kCheckpointDir:
+        f.checkpoint_dir = v;
+        break;
+      case kResumeDir:
+        f.resume_dir = v;
         break;
       case kVerify:
         f.engine.verify_every = static_cast<uint32_t>(std::stoul(v));
@@ -280,6 +301,13 @@ int main(int argc, char** argv) {
     ranges.push_back({w.data() + r * per_range, per_range, LH_DTYPE_F32});
   f.engine.ranges = ranges.data();
   f.engine.range_count = ranges.size();
+  const std::string resume_path = f.resume_dir + "/engine.ckpt";
+  if (!f.resume_dir.empty()) {
+    std::ifstream in(f.resume_dir + "/weights.bin", std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(w.size() * 4)))
+      die("resume", LH_ERR_IO, "cannot read weights.bin");
+    f.engine.resume_path = resume_path.c_str();
+  }
   lh_sync_engine* engine = nullptr;
   check("start", lh_sync_engine_start(comm, &f.engine, &engine), lh_comm_last_error(comm));
   lh_sync_stats s;
@@ -301,6 +329,17 @@ int main(int argc, char** argv) {
     report_round(engine, &seen);
     std::printf("step %llu\n", static_cast<unsigned long long>(t));
     std::fflush(stdout);
+    if (static_cast<int64_t>(t) == f.checkpoint_at) {
+      const std::string path = f.checkpoint_dir + "/engine.ckpt";
+      check("save", lh_sync_engine_save(engine, path.c_str()), lh_sync_engine_last_error(engine));
+      std::ofstream out(f.checkpoint_dir + "/weights.bin", std::ios::binary);
+      out.write(reinterpret_cast<const char*>(w.data()),
+                static_cast<std::streamsize>(w.size() * 4));
+      if (!out.flush()) die("checkpoint", LH_ERR_IO, "cannot write weights.bin");
+      std::printf("checkpointed %llu\n", static_cast<unsigned long long>(t));
+      std::fflush(stdout);
+      std::_Exit(0);
+    }
   }
   check("close", lh_sync_engine_close(engine), lh_sync_engine_last_error(engine));
   report_round(engine, &seen);

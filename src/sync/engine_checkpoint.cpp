@@ -1,0 +1,86 @@
+// The engine's checkpoints: what a peer writes beside the trainer's checkpoint and reads back to
+// continue exactly (checkpoint.hpp).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sync/engine.hpp"
+#include "sync/round.hpp"
+
+namespace longhaul::sync {
+
+Status SyncEngine::save(const std::string& path) {
+  if (closed_) return closed_error("the sync engine was closed");
+  if (in_flight_) LH_RETURN_IF_ERROR(settle_ahead(*in_flight_));
+  return write_checkpoint(path, snapshot());
+}
+
+EngineCheckpoint SyncEngine::snapshot() const {
+  EngineCheckpoint c;
+  c.config = config_tag(options_, layout_);
+  auto& state = const_cast<SharedState&>(state_);
+  for (size_t i = 0; i <= layout_.fragments(); ++i)
+    c.counters.push_back(i == 0 ? state.step() : state.rounds(i - 1));
+  for (size_t f = 0; f < layout_.fragments(); ++f) {
+    c.theta_g.emplace_back(state.theta_g(f).begin(), state.theta_g(f).end());
+    c.momentum.emplace_back(state.momentum(f).begin(), state.momentum(f).end());
+  }
+  c.last_reset = last_reset_;
+  c.own_delta = own_delta_;
+  c.staged_code = static_cast<int32_t>(staged_code_);
+  c.staged_finite = staged_finite_;
+  // The staging buffer holds the delayed methods' next Δ even with no round in flight.
+  c.staging.assign(staging_.begin(), staging_.end());
+  if (!in_flight_) return c;
+  const Round& r = *in_flight_;
+  c.in_flight = true;
+  c.fragment = r.fragment;
+  c.number = r.number;
+  c.attempts = r.attempts;
+  c.late = r.late;
+  c.applied = r.decided_apply;
+  c.masks = r.masks;
+  c.ring = r.ring;
+  return c;
+}
+
+Status SyncEngine::restore(const EngineCheckpoint& c) {
+  const std::string config = config_tag(options_, layout_);
+  const auto mismatch = [&](const std::string& why) {
+    return Status(LH_ERR_STATE_MISMATCH,
+                  fmt::format("the engine checkpoint {} does not fit this engine: {}",
+                              options_.resume_path, why));
+  };
+  if (c.config != config)
+    return mismatch(fmt::format("configured as {}, this engine as {}", c.config, config));
+  if (c.counters.size() != 1 + layout_.fragments() || c.last_reset.size() != layout_.fragments() ||
+      c.own_delta.size() != own_delta_.size() || c.staging.size() != staging_.size() ||
+      (c.in_flight && c.fragment >= layout_.fragments()))
+    return mismatch("its sizes differ");
+  state_.step() = c.counters[0];
+  for (size_t f = 0; f < layout_.fragments(); ++f) {
+    state_.rounds(f) = c.counters[1 + f];
+    std::copy(c.theta_g[f].begin(), c.theta_g[f].end(), state_.theta_g(f).begin());
+    std::copy(c.momentum[f].begin(), c.momentum[f].end(), state_.momentum(f).begin());
+  }
+  last_reset_ = c.last_reset;
+  own_delta_ = c.own_delta;
+  staged_code_ = static_cast<Contribution>(c.staged_code);
+  staged_finite_ = c.staged_finite;
+  std::copy(c.staging.begin(), c.staging.end(), staging_.begin());
+  if (!c.in_flight) return Status::ok();
+  auto round = std::make_unique<Round>();
+  round->fragment = c.fragment;
+  round->number = c.number;
+  round->delta = {staging_.data(), layout_.fragment_size(c.fragment)};
+  round->masks = c.masks;
+  round->ring = c.ring;
+  round->attempts = c.attempts;
+  round->late = c.late;
+  round->settled = true;
+  round->decided_apply = c.applied;
+  in_flight_ = std::move(round);
+  return Status::ok();
+}
+
+}  // namespace longhaul::sync
