@@ -14,10 +14,6 @@ namespace {
 
 namespace lh = longhaul;
 
-lh_status null_argument(const char* function) {
-  return lh::capi::fail(lh::invalid_argument(fmt::format("{}: NULL argument", function)));
-}
-
 // Validates and converts; every enum value crossing the ABI is checked.
 lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv, size_t count,
                                                     lh_dtype dtype, lh_reduce_op op,
@@ -65,7 +61,7 @@ extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
 extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count,
                                         lh_dtype dtype, lh_reduce_op op,
                                         const lh_allreduce_options* options, lh_op** out) {
-  if (!comm || !out) return null_argument("lh_allreduce_async");
+  if (!comm || !out) return lh::capi::null_argument("lh_allreduce_async");
   *out = nullptr;
   auto spec = make_spec(send, recv, count, dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
@@ -89,18 +85,18 @@ extern "C" lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, s
 }
 
 extern "C" lh_status lh_op_test(lh_op* op, int* done) {
-  if (!op || !done) return null_argument("lh_op_test");
+  if (!op || !done) return lh::capi::null_argument("lh_op_test");
   *done = op->impl->test() ? 1 : 0;
   return LH_OK;
 }
 
 extern "C" lh_status lh_op_wait(lh_op* op) {
-  if (!op) return null_argument("lh_op_wait");
+  if (!op) return lh::capi::null_argument("lh_op_wait");
   return lh::capi::finish(op, op->impl->wait());
 }
 
 extern "C" lh_status lh_op_get_info(const lh_op* op, lh_op_info* info) {
-  if (!op || !info) return null_argument("lh_op_get_info");
+  if (!op || !info) return lh::capi::null_argument("lh_op_get_info");
   const auto i = op->impl->info();
   info->bytes_sent = i.bytes_sent;
   info->bytes_received = i.bytes_received;
@@ -126,7 +122,7 @@ extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends,
                                         lh_reduce_op op, const lh_allreduce_options* options,
                                         uint32_t max_attempts) {
   if (!comm || (count > 0 && (!sends || !recvs || !counts)))
-    return null_argument("lh_allreduce_batch");
+    return lh::capi::null_argument("lh_allreduce_batch");
   if (count == 0) return LH_OK;
   auto spec = make_spec(sends[0], recvs[0], counts[0], dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());

@@ -9,15 +9,6 @@ using longhaul::Status;
 using longhaul::capi::finish;
 using longhaul::capi::str;
 
-namespace {
-
-lh_status null_argument(const char* function) {
-  return longhaul::capi::fail(
-      longhaul::invalid_argument(fmt::format("{}: NULL argument", function)));
-}
-
-}  // namespace
-
 extern "C" void lh_comm_options_init(lh_comm_options* o) {
   if (!o) return;
   *o = lh_comm_options{};
@@ -30,7 +21,7 @@ extern "C" void lh_comm_options_init(lh_comm_options* o) {
 
 extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
   namespace lh = longhaul;
-  if (!out || !o) return null_argument("lh_comm_create");
+  if (!out || !o) return longhaul::capi::null_argument("lh_comm_create");
   *out = nullptr;
   try {
     if (!o->master_address || !*o->master_address)
@@ -74,23 +65,23 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
 }
 
 extern "C" lh_status lh_comm_connect(lh_comm* c) {
-  if (!c) return null_argument("lh_comm_connect");
+  if (!c) return longhaul::capi::null_argument("lh_comm_connect");
   return finish(c, c->impl->session().connect());
 }
 
 extern "C" lh_status lh_comm_update_topology(lh_comm* c) {
-  if (!c) return null_argument("lh_comm_update_topology");
+  if (!c) return longhaul::capi::null_argument("lh_comm_update_topology");
   return finish(c, c->impl->session().update_topology());
 }
 
 extern "C" lh_status lh_comm_are_peers_pending(lh_comm* c, int* pending) {
-  if (!c || !pending) return null_argument("lh_comm_are_peers_pending");
+  if (!c || !pending) return longhaul::capi::null_argument("lh_comm_are_peers_pending");
   *pending = c->impl->session().peers_pending() ? 1 : 0;
   return LH_OK;
 }
 
 extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, int64_t* value) {
-  if (!c || !value) return null_argument("lh_comm_get_attribute");
+  if (!c || !value) return longhaul::capi::null_argument("lh_comm_get_attribute");
   auto& session = c->impl->session();
   const auto view = session.view();
   switch (attribute) {
@@ -124,7 +115,8 @@ extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, i
 }
 
 extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity, size_t* count) {
-  if (!c || !count || (!ids && capacity > 0)) return null_argument("lh_comm_get_ring");
+  if (!c || !count || (!ids && capacity > 0))
+    return longhaul::capi::null_argument("lh_comm_get_ring");
   const auto view = c->impl->session().view();
   *count = view.ring.size();
   const size_t n = std::min(capacity, view.ring.size());
@@ -133,7 +125,7 @@ extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity
 }
 
 extern "C" lh_status lh_comm_get_traffic(lh_comm* c, lh_traffic* traffic) {
-  if (!c || !traffic) return null_argument("lh_comm_get_traffic");
+  if (!c || !traffic) return longhaul::capi::null_argument("lh_comm_get_traffic");
   const longhaul::peer::TrafficTotals t = c->impl->traffic();
   traffic->data_sent = t.data_sent;
   traffic->data_received = t.data_received;
@@ -146,7 +138,7 @@ extern "C" lh_status lh_comm_get_traffic(lh_comm* c, lh_traffic* traffic) {
 
 extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback callback,
                                                 void* user_data) {
-  if (!c) return null_argument("lh_comm_set_abort_callback");
+  if (!c) return longhaul::capi::null_argument("lh_comm_set_abort_callback");
   if (!callback) {
     c->impl->set_abort_handler({});
     return LH_OK;
@@ -158,7 +150,7 @@ extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback ca
 }
 
 extern "C" lh_status lh_comm_leave(lh_comm* c, const char* reason) {
-  if (!c) return null_argument("lh_comm_leave");
+  if (!c) return longhaul::capi::null_argument("lh_comm_leave");
   return finish(c, c->impl->session().leave(str(reason)));
 }
 

@@ -1,6 +1,8 @@
 // Process-wide functions of longhaul.h.
 #include <string>
 
+#include <fmt/format.h>
+
 #include "capi/handles.hpp"
 #include "common/log.hpp"
 
@@ -12,6 +14,10 @@ thread_local std::string t_last_error;
 lh_status fail(const Status& s) {
   t_last_error = s.to_string();
   return s.code();
+}
+
+lh_status null_argument(const char* function) {
+  return fail(invalid_argument(fmt::format("{}: NULL argument", function)));
 }
 
 const char* thread_last_error() {

@@ -36,6 +36,8 @@ namespace longhaul::capi {
 
 // Records a failure as the thread's last error and returns its code.
 lh_status fail(const Status& s);
+// fail() with "FUNCTION: NULL argument" (LH_ERR_INVALID_ARGUMENT).
+lh_status null_argument(const char* function);
 const char* thread_last_error();
 // Records `s` on the handle too (when it failed) and returns its code.
 template <class Handle>

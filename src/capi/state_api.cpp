@@ -16,18 +16,10 @@ struct lh_state {
   std::string last_error;
 };
 
-namespace {
-
 namespace lh = longhaul;
 
-lh_status null_argument(const char* function) {
-  return lh::capi::fail(lh::invalid_argument(fmt::format("{}: NULL argument", function)));
-}
-
-}  // namespace
-
 extern "C" lh_status lh_state_create(lh_state** out) {
-  if (!out) return null_argument("lh_state_create");
+  if (!out) return lh::capi::null_argument("lh_state_create");
   *out = new lh_state();
   return LH_OK;
 }
@@ -38,7 +30,7 @@ extern "C" void lh_state_destroy(lh_state* state) {
 
 extern "C" lh_status lh_state_add_tensor(lh_state* state, const char* name, void* data,
                                          size_t count, lh_dtype dtype) {
-  if (!state || !name) return null_argument("lh_state_add_tensor");
+  if (!state || !name) return lh::capi::null_argument("lh_state_add_tensor");
   if (dtype < LH_DTYPE_F32 || dtype > LH_DTYPE_U64)
     return lh::capi::finish(
         state, lh::invalid_argument(
@@ -53,19 +45,19 @@ extern "C" lh_status lh_state_add_tensor(lh_state* state, const char* name, void
 }
 
 extern "C" lh_status lh_state_set_revision(lh_state* state, uint64_t revision) {
-  if (!state) return null_argument("lh_state_set_revision");
+  if (!state) return lh::capi::null_argument("lh_state_set_revision");
   state->impl.set_revision(revision);
   return LH_OK;
 }
 
 extern "C" lh_status lh_state_get_revision(const lh_state* state, uint64_t* revision) {
-  if (!state || !revision) return null_argument("lh_state_get_revision");
+  if (!state || !revision) return lh::capi::null_argument("lh_state_get_revision");
   *revision = state->impl.revision();
   return LH_OK;
 }
 
 extern "C" lh_status lh_state_hash(lh_state* state, uint64_t* hash) {
-  if (!state || !hash) return null_argument("lh_state_hash");
+  if (!state || !hash) return lh::capi::null_argument("lh_state_hash");
   try {
     if (!state->hash_workers) state->hash_workers = std::make_unique<lh::runtime::WorkerPool>();
     *hash = state->impl.hash(*state->hash_workers);
@@ -83,7 +75,7 @@ static lh_status sync_failed(lh_comm* comm, lh_state* state, const lh::Status& s
 
 extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strategy strategy,
                                    lh_sync_info* info) {
-  if (!comm || !state) return null_argument("lh_sync_state");
+  if (!comm || !state) return lh::capi::null_argument("lh_sync_state");
   if (info) *info = lh_sync_info{};
   if (strategy < LH_SYNC_ENFORCE_POPULAR || strategy > LH_SYNC_SEND_ONLY)
     return sync_failed(

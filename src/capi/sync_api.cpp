@@ -17,10 +17,6 @@ namespace {
 
 namespace lh = longhaul;
 
-lh_status null_argument(const char* function) {
-  return lh::capi::fail(lh::invalid_argument(fmt::format("{}: NULL argument", function)));
-}
-
 // Validates every enum crossing the ABI and converts the options.
 lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
   if (!o.ranges || o.range_count == 0)
@@ -87,7 +83,7 @@ extern "C" void lh_sync_engine_options_init(lh_sync_engine_options* o) {
 
 extern "C" lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_options* options,
                                           lh_sync_engine** out) {
-  if (!comm || !options || !out) return null_argument("lh_sync_engine_start");
+  if (!comm || !options || !out) return lh::capi::null_argument("lh_sync_engine_start");
   *out = nullptr;
   auto converted = convert(*options);
   if (!converted) return lh::capi::finish(comm, converted.status());
@@ -103,17 +99,17 @@ extern "C" lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_op
 }
 
 extern "C" lh_status lh_sync_engine_step(lh_sync_engine* engine) {
-  if (!engine) return null_argument("lh_sync_engine_step");
+  if (!engine) return lh::capi::null_argument("lh_sync_engine_step");
   return lh::capi::finish(engine, engine->impl->step());
 }
 
 extern "C" lh_status lh_sync_engine_close(lh_sync_engine* engine) {
-  if (!engine) return null_argument("lh_sync_engine_close");
+  if (!engine) return lh::capi::null_argument("lh_sync_engine_close");
   return lh::capi::finish(engine, engine->impl->close());
 }
 
 extern "C" lh_status lh_sync_engine_save(lh_sync_engine* engine, const char* path) {
-  if (!engine || !path) return null_argument("lh_sync_engine_save");
+  if (!engine || !path) return lh::capi::null_argument("lh_sync_engine_save");
   return lh::capi::finish(engine, engine->impl->save(path));
 }
 
@@ -122,7 +118,7 @@ extern "C" void lh_sync_engine_destroy(lh_sync_engine* engine) {
 }
 
 extern "C" lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_sync_stats* stats) {
-  if (!engine || !stats) return null_argument("lh_sync_engine_get_stats");
+  if (!engine || !stats) return lh::capi::null_argument("lh_sync_engine_get_stats");
   const auto s = engine->impl->stats();
   *stats = lh_sync_stats{};
   stats->steps = s.steps;
@@ -149,7 +145,7 @@ extern "C" lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_s
 extern "C" lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, uint64_t* ids,
                                                   size_t capacity, size_t* count) {
   if (!engine || !count || (capacity > 0 && !ids))
-    return null_argument("lh_sync_engine_last_excluded");
+    return lh::capi::null_argument("lh_sync_engine_last_excluded");
   const auto s = engine->impl->stats();
   *count = 0;
   if (!s.last_round) return LH_OK;
@@ -160,14 +156,14 @@ extern "C" lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, 
 }
 
 extern "C" lh_status lh_sync_engine_hash(lh_sync_engine* engine, uint64_t* hash) {
-  if (!engine || !hash) return null_argument("lh_sync_engine_hash");
+  if (!engine || !hash) return lh::capi::null_argument("lh_sync_engine_hash");
   *hash = engine->impl->state_hash();
   return LH_OK;
 }
 
 extern "C" lh_status lh_sync_engine_get_global(lh_sync_engine* engine, uint32_t fragment,
                                                float* out, size_t count) {
-  if (!engine || (count > 0 && !out)) return null_argument("lh_sync_engine_get_global");
+  if (!engine || (count > 0 && !out)) return lh::capi::null_argument("lh_sync_engine_get_global");
   const auto& layout = engine->impl->layout();
   if (fragment >= layout.fragments() || count != layout.fragment_size(fragment))
     return lh::capi::finish(

@@ -159,6 +159,19 @@ std::vector<std::vector<float>> simulate(const Training& r,
   return theta;
 }
 
+// Every peer's Final; a peer that did not end well is a test failure (and is left out).
+std::vector<Final> finals_of(const std::vector<Child*>& peers) {
+  std::vector<Final> out;
+  for (Child* p : peers) {
+    auto f = final_of(*p);
+    if (f)
+      out.push_back(*f);
+    else
+      ADD_FAILURE() << p->stderr_text() << p->last_line("error");
+  }
+  return out;
+}
+
 class SyncEngineTest : public ::testing::Test {
  protected:
   Child& start(const Training& r, uint32_t index, std::vector<std::string> more = {}) {
@@ -175,12 +188,8 @@ class SyncEngineTest : public ::testing::Test {
 };
 
 void expect_equal_to_simulation(const Training& run, std::vector<Child*> peers) {
-  std::vector<Final> finals;
-  for (Child* p : peers) {
-    auto f = final_of(*p);
-    ASSERT_TRUE(f) << p->stderr_text() << p->last_line("error");
-    finals.push_back(*f);
-  }
+  const std::vector<Final> finals = finals_of(peers);
+  ASSERT_EQ(finals.size(), peers.size());
   // Every launch is applied (the last round settled by close()).
   uint64_t rounds = 0;
   const uint32_t spacing = run.sync_every / run.fragments;
@@ -266,12 +275,8 @@ TEST_F(SyncEngineTest, CO2AndEagerEndBitIdenticalWithinTheirMemoryBound) {
     const Training run{3, 120, 20, 1, 0, {"--method", method, "--verify-every", "2"}};
     std::vector<Child*> peers;
     for (uint32_t i = 0; i < run.peers; ++i) peers.push_back(&start(run, i));
-    std::vector<Final> finals;
-    for (Child* p : peers) {
-      auto f = final_of(*p);
-      ASSERT_TRUE(f) << why(*p);
-      finals.push_back(*f);
-    }
+    const std::vector<Final> finals = finals_of(peers);
+    ASSERT_EQ(finals.size(), peers.size());
     const bool eager = std::string(method) == "eager";
     for (const auto& f : finals) {
       EXPECT_EQ(f.hash, finals[0].hash);
@@ -295,12 +300,8 @@ TEST_F(SyncEngineTest, RoundsPastTheirDeadlineAreDroppedEverywhereAndCounted) {
                            i == 2
                                ? std::vector<std::string>{"--step-ms", "60", "--slow-after", "25"}
                                : std::vector<std::string>{}));
-  std::vector<Final> finals;
-  for (Child* p : peers) {
-    auto f = final_of(*p);
-    ASSERT_TRUE(f) << why(*p);
-    finals.push_back(*f);
-  }
+  const std::vector<Final> finals = finals_of(peers);
+  ASSERT_EQ(finals.size(), peers.size());
   EXPECT_EQ(finals[0].hash, finals[1].hash);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(finals[i].applied, 2u);  // the rounds before the slowdown
@@ -324,12 +325,8 @@ TEST_F(SyncEngineTest, APeerKilledMidSyncLeavesTheSurvivorsBitIdentical) {
   ASSERT_TRUE(peers[2]->wait_line([](const std::string& l) { return l == "step 45"; }, 120s))
       << why(*peers[2]);
   peers[2]->kill(SIGKILL);
-  std::vector<Final> finals;
-  for (size_t i = 0; i < 2; ++i) {
-    auto f = final_of(*peers[i]);
-    ASSERT_TRUE(f) << why(*peers[i]);
-    finals.push_back(*f);
-  }
+  const std::vector<Final> finals = finals_of({peers[0], peers[1]});
+  ASSERT_EQ(finals.size(), 2u);
   EXPECT_EQ(finals[0].hash, finals[1].hash);
   EXPECT_EQ(finals[0].global, finals[1].global);
   EXPECT_GE(finals[0].retries + finals[0].dropped, 1u) << "no round saw the peer die";
@@ -359,12 +356,8 @@ TEST_F(SyncEngineTest, AJoinerReceivesTheGlobalStateAndItsNextContributionCounts
   in >> k >> k >> at;
   EXPECT_EQ(at % run.sync_every, 0u) << "admitted between admission points: " << *started;
   EXPECT_GT(at, 30u);
-  std::vector<Final> finals;
-  for (Child* p : peers) {
-    auto f = final_of(*p);
-    ASSERT_TRUE(f) << why(*p);
-    finals.push_back(*f);
-  }
+  const std::vector<Final> finals = finals_of(peers);
+  ASSERT_EQ(finals.size(), peers.size());
   for (const auto& f : finals) EXPECT_EQ(f.hash, finals[0].hash);
   // The joiner downloaded the global parameters and momentum (2 × 64 floats at least) through
   // the state sync's links.
@@ -395,12 +388,8 @@ TEST_F(SyncEngineTest, APeerSendingNaNIsExcludedAndNamed) {
         i == 1 ? std::vector<std::string>{"--nan-at-step", "33"} : std::vector<std::string>{}));
   const uint64_t bad_id = id_of(*peers[1]);
   ASSERT_NE(bad_id, 0u);
-  std::vector<Final> finals;
-  for (Child* p : peers) {
-    auto f = final_of(*p);
-    ASSERT_TRUE(f) << why(*p);
-    finals.push_back(*f);
-  }
+  const std::vector<Final> finals = finals_of(peers);
+  ASSERT_EQ(finals.size(), peers.size());
   for (const auto& f : finals) EXPECT_EQ(f.hash, finals[0].hash);
   for (Child* p : peers) {
     bool named = false;
