@@ -83,6 +83,7 @@ void put_state(Writer& w, const EngineCheckpoint& c) {
   w.put_vector(c.own_delta);
   w.put(c.staged_code);
   w.put<uint8_t>(c.staged_finite);
+  w.put_vector(c.staging);  // the delayed methods' next Δ, in flight or not
   w.put<uint8_t>(c.in_flight);
   if (!c.in_flight) return;
   w.put(c.fragment);
@@ -92,7 +93,6 @@ void put_state(Writer& w, const EngineCheckpoint& c) {
   w.put<uint8_t>(c.applied);
   w.put_vector(c.masks);
   w.put_vector(c.ring);
-  w.put_vector(c.staging);
 }
 
 bool get_state(Reader& r, EngineCheckpoint* c) {
@@ -106,14 +106,13 @@ bool get_state(Reader& r, EngineCheckpoint* c) {
   for (size_t f = 0; f < fragments; ++f)
     if (!r.get_vector(&c->theta_g[f]) || !r.get_vector(&c->momentum[f])) return false;
   if (!r.get_vector(&c->last_reset) || !r.get_vector(&c->own_delta) || !r.get(&c->staged_code) ||
-      !r.get(&finite) || !r.get(&in_flight))
+      !r.get(&finite) || !r.get_vector(&c->staging) || !r.get(&in_flight))
     return false;
   c->staged_finite = finite != 0;
   c->in_flight = in_flight != 0;
   if (!c->in_flight) return true;
   if (!r.get(&c->fragment) || !r.get(&c->number) || !r.get(&c->attempts) || !r.get(&late) ||
-      !r.get(&applied) || !r.get_vector(&c->masks) || !r.get_vector(&c->ring) ||
-      !r.get_vector(&c->staging))
+      !r.get(&applied) || !r.get_vector(&c->masks) || !r.get_vector(&c->ring))
     return false;
   c->late = late != 0;
   c->applied = applied != 0;

@@ -10,6 +10,8 @@ namespace longhaul::sync {
 namespace {
 
 constexpr size_t kChunk = 1 << 16;
+// Added to a member's code when it saw a change pending (the codes are 0..2).
+constexpr int kChangePending = 4;
 
 template <class Body>
 void for_chunks(size_t n, runtime::WorkerPool& workers, Body body) {
@@ -38,9 +40,9 @@ bool form_delta(std::span<const float> theta_g, std::span<float> delta,
 }
 
 std::vector<float> contribution_mask(size_t members, size_t rank, Contribution c,
-                                     uint32_t round_identity) {
+                                     uint32_t round_identity, bool change_pending) {
   std::vector<float> mask(2 * members, 0.0f);
-  mask[rank] = static_cast<float>(c);
+  mask[rank] = static_cast<float>(static_cast<int>(c) + (change_pending ? kChangePending : 0));
   mask[members + rank] = static_cast<float>(round_identity & kRoundIdentityMask);
   return mask;
 }
@@ -52,7 +54,9 @@ Tally tally(std::span<const float> summed_masks, uint32_t round_identity) {
   for (size_t r = 0; r < members; ++r)
     if (summed_masks[members + r] != identity) t.misaligned = true;
   for (size_t r = 0; r < members; ++r) {
-    switch (static_cast<int>(summed_masks[r])) {
+    const int code = static_cast<int>(summed_masks[r]);
+    if (code >= kChangePending) t.change_pending = true;
+    switch (code % kChangePending) {
       case static_cast<int>(Contribution::kCounted):
         ++t.counted;
         break;

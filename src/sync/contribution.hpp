@@ -6,7 +6,9 @@
 // Otherwise it sends zeros and is not counted. Beside Δ every member all-reduces a mask: two
 // floats per ring position, its own holding its code and the identity of the round it sent (a sum
 // of one-hot vectors), so every member learns who was counted and who was excluded, divides the
-// sum by the same count, and sees whether every member was in the same round.
+// sum by the same count, and sees whether every member was in the same round. A member's code also
+// says whether it saw a membership change pending (a joiner waiting): a round the group applies
+// tells every member the same thing, so they all re-form at the next admission point, or none do.
 #pragma once
 
 #include <cstddef>
@@ -30,16 +32,17 @@ inline constexpr uint32_t kRoundIdentityMask = (1u << 24) - 1;
 bool form_delta(std::span<const float> theta_g, std::span<float> delta,
                 runtime::WorkerPool& workers);
 
-// The mask this member sends (2·members floats): zeros but its own code (position `rank`) and
-// the round it sent (position members + rank).
+// The mask this member sends (2·members floats): zeros but its own code (position `rank`, with
+// the change it saw pending) and the round it sent (position members + rank).
 std::vector<float> contribution_mask(size_t members, size_t rank, Contribution c,
-                                     uint32_t round_identity);
+                                     uint32_t round_identity, bool change_pending);
 
 struct Tally {
   size_t counted = 0;
   std::vector<size_t> non_finite;  // ring positions excluded for a non-finite contribution
   std::vector<size_t> none;        // positions that had nothing to contribute yet
   bool misaligned = false;         // some member sent another round than `round_identity`
+  bool change_pending = false;     // some member saw a membership change pending
 };
 // Reads the summed masks.
 Tally tally(std::span<const float> summed_masks, uint32_t round_identity);

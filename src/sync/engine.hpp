@@ -145,6 +145,9 @@ class SyncEngine {
   std::vector<float> staging_;        // the pseudo-gradient in flight (largest fragment)
   std::vector<float> own_delta_;      // eager: this peer's previous pseudo-gradient / N
   std::vector<uint64_t> last_reset_;  // per fragment: the step θ_local was last set from θ_g
+  // An applied round said a member saw a change pending: re-form at the next admission point.
+  // Not in checkpoints: a group resumes from checkpoints of one step, all without it.
+  bool admission_due_ = false;
   std::unique_ptr<Round> in_flight_;
   bool staged_finite_ = true;
   Contribution staged_code_ = Contribution::kNone;  // what the staged Δ contributes

@@ -56,7 +56,11 @@ Status SyncEngine::restore(const EngineCheckpoint& c) {
   if (c.counters.size() != 1 + layout_.fragments() || c.last_reset.size() != layout_.fragments() ||
       c.own_delta.size() != own_delta_.size() || c.staging.size() != staging_.size() ||
       (c.in_flight && c.fragment >= layout_.fragments()))
-    return mismatch("its sizes differ");
+    return mismatch(fmt::format(
+        "its sizes differ (counters {}, resets {}, eager deltas {}, staging {}; this engine's "
+        "{}, {}, {}, {})",
+        c.counters.size(), c.last_reset.size(), c.own_delta.size(), c.staging.size(),
+        1 + layout_.fragments(), layout_.fragments(), own_delta_.size(), staging_.size()));
   state_.step() = c.counters[0];
   for (size_t f = 0; f < layout_.fragments(); ++f) {
     state_.rounds(f) = c.counters[1 + f];

@@ -54,16 +54,24 @@ Status SyncEngine::resume_group(const EngineCheckpoint& checkpoint) {
   return Status::ok();
 }
 
-// Every peer calls update_topology at the same steps (where no round is in flight): joiners are
-// admitted and the ring re-formed here, the same way on every member. A member that joined
-// downloads the shared state in the sync that follows.
+// Every peer reaches the admission point at the same step, where no round is in flight. It
+// re-forms there only when a round the group applied since the last point said that a member saw
+// a change pending: the master answers each update_topology when it arrives, so members that asked
+// on their own would disagree about a joiner that registered between their calls (one admits it,
+// another has gone on in the old epoch, and they run different rounds from then on). Deciding on
+// an applied round's masks costs no extra message and no wait: every member holds the same masks.
+// A member that joined downloads the shared state in the sync that follows.
 Status SyncEngine::admit() {
-  const auto before = ring_ids();
-  LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/true));
-  const auto after = ring_ids();
-  const bool gained = std::any_of(after.begin(), after.end(), [&](uint64_t id) {
-    return std::find(before.begin(), before.end(), id) == before.end();
-  });
+  bool gained = false;
+  if (admission_due_) {
+    admission_due_ = false;
+    const auto before = ring_ids();
+    LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/true));
+    const auto after = ring_ids();
+    gained = std::any_of(after.begin(), after.end(), [&](uint64_t id) {
+      return std::find(before.begin(), before.end(), id) == before.end();
+    });
+  }
   const uint64_t point = state_.step() / options_.sync_every;
   const bool verify = options_.verify_every > 0 && point % options_.verify_every == 0;
   if (!gained && !verify) return Status::ok();

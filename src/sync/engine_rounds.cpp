@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log.hpp"
 #include "sync/engine.hpp"
 #include "sync/outer_rules.hpp"
 #include "sync/round.hpp"
@@ -43,7 +44,8 @@ void SyncEngine::form_delta(uint32_t f, bool full_round) {
 Status SyncEngine::start_ops(Round& round) {
   const collective::RingView view = comm_.ring_view();
   round.ring = ring_ids();
-  round.masks = contribution_mask(view.size, view.rank, staged_code_, round_identity(round));
+  round.masks = contribution_mask(view.size, view.rank, staged_code_, round_identity(round),
+                                  comm_.session().peers_pending());
   round.launched_at = Clock::now();
   if (round.attempts++ == 0) round.traffic_at_launch = comm_.traffic();
   collective::AllReduceSpec masks;
@@ -103,6 +105,9 @@ Status SyncEngine::wait_for(Round& round) {
 Status SyncEngine::settle(Round& round, bool* applied) {
   for (;;) {
     const Status local = wait_for(round);
+    if (!local.is_ok())
+      log::debug("sync", "round {} of fragment {} failed here: {}", round.number, round.fragment,
+                 local.to_string());
     auto decision = comm_.session().decide_batch(local.is_ok());
     if (!decision) return decision.status();
     if (*decision) {
@@ -154,6 +159,7 @@ Status SyncEngine::finish_round(bool restart) {
   // their deadline, then met in a new epoch): the group drops this round everywhere.
   if (applied && t.misaligned) applied = false;
   report.applied = applied;
+  if (applied && t.change_pending) admission_due_ = true;
   if (applied) {
     report.participants = t.counted;
     for (size_t r : t.non_finite) report.non_finite_peers.push_back(round.ring[r]);

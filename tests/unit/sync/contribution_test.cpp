@@ -26,7 +26,7 @@ TEST(Contribution, TheSummedMasksTellWhoCountedWhoWasExcludedAndWhoHadNothing) {
   const Contribution codes[] = {Contribution::kCounted, Contribution::kNonFinite,
                                 Contribution::kCounted, Contribution::kNone};
   for (size_t r = 0; r < 4; ++r) {
-    const auto mask = contribution_mask(4, r, codes[r], 77);
+    const auto mask = contribution_mask(4, r, codes[r], 77, false);
     for (size_t i = 0; i < 8; ++i) sum[i] += mask[i];
   }
   const Tally t = tally(sum, 77);
@@ -40,14 +40,30 @@ TEST(Contribution, AMemberInAnotherRoundMakesTheTallyMisaligned) {
   std::vector<float> sum(6, 0.0f);
   const uint32_t rounds[] = {12, 12, 10};
   for (size_t r = 0; r < 3; ++r) {
-    const auto mask = contribution_mask(3, r, Contribution::kCounted, rounds[r]);
+    const auto mask = contribution_mask(3, r, Contribution::kCounted, rounds[r], false);
     for (size_t i = 0; i < 6; ++i) sum[i] += mask[i];
   }
   EXPECT_TRUE(tally(sum, 12).misaligned);
   EXPECT_TRUE(tally(sum, 10).misaligned);
   // Identities are exact up to 2^24 - 1 and wrap above.
-  const auto big = contribution_mask(1, 0, Contribution::kCounted, (1u << 24) + 5);
+  const auto big = contribution_mask(1, 0, Contribution::kCounted, (1u << 24) + 5, false);
   EXPECT_FALSE(tally(big, 5).misaligned);
+}
+
+TEST(Contribution, AChangeOneMemberSawPendingReachesTheWholeTallyAndLeavesTheCodes) {
+  std::vector<float> sum(6, 0.0f);
+  const Contribution codes[] = {Contribution::kCounted, Contribution::kNonFinite,
+                                Contribution::kNone};
+  for (size_t r = 0; r < 3; ++r) {
+    const auto mask = contribution_mask(3, r, codes[r], 9, /*change_pending=*/r == 1);
+    for (size_t i = 0; i < 6; ++i) sum[i] += mask[i];
+  }
+  const Tally t = tally(sum, 9);
+  EXPECT_TRUE(t.change_pending);
+  EXPECT_EQ(t.counted, 1u);
+  EXPECT_EQ(t.non_finite, std::vector<size_t>{1});
+  EXPECT_EQ(t.none, std::vector<size_t>{2});
+  EXPECT_FALSE(tally(contribution_mask(2, 0, Contribution::kCounted, 9, false), 9).change_pending);
 }
 
 TEST(Contribution, TheMeanIsOverTheCountedMembersOnly) {
