@@ -14,22 +14,22 @@ Status GptConfig::validate() const {
 std::vector<TensorSpec> parameter_layout(const GptConfig& c) {
   const int V = c.vocab, T = c.context, L = c.layers, C = c.channels;
   std::vector<TensorSpec> specs = {
-      {"wte", {V, C}, 0, 0, true},
-      {"wpe", {T, C}, 0, 0, true},
-      {"ln1_w", {L, C}, 0, 0, false},
-      {"ln1_b", {L, C}, 0, 0, false},
-      {"qkv_w", {L, 3 * C, C}, 0, 0, true},
-      {"qkv_b", {L, 3 * C}, 0, 0, false},
-      {"attproj_w", {L, C, C}, 0, 0, true},
-      {"attproj_b", {L, C}, 0, 0, false},
-      {"ln2_w", {L, C}, 0, 0, false},
-      {"ln2_b", {L, C}, 0, 0, false},
-      {"fc_w", {L, 4 * C, C}, 0, 0, true},
-      {"fc_b", {L, 4 * C}, 0, 0, false},
-      {"fcproj_w", {L, C, 4 * C}, 0, 0, true},
-      {"fcproj_b", {L, C}, 0, 0, false},
-      {"lnf_w", {C}, 0, 0, false},
-      {"lnf_b", {C}, 0, 0, false},
+      {"wte", {V, C}, 0, 0, true, false},
+      {"wpe", {T, C}, 0, 0, true, false},
+      {"ln1_w", {L, C}, 0, 0, false, true},
+      {"ln1_b", {L, C}, 0, 0, false, true},
+      {"qkv_w", {L, 3 * C, C}, 0, 0, true, true},
+      {"qkv_b", {L, 3 * C}, 0, 0, false, true},
+      {"attproj_w", {L, C, C}, 0, 0, true, true},
+      {"attproj_b", {L, C}, 0, 0, false, true},
+      {"ln2_w", {L, C}, 0, 0, false, true},
+      {"ln2_b", {L, C}, 0, 0, false, true},
+      {"fc_w", {L, 4 * C, C}, 0, 0, true, true},
+      {"fc_b", {L, 4 * C}, 0, 0, false, true},
+      {"fcproj_w", {L, C, 4 * C}, 0, 0, true, true},
+      {"fcproj_b", {L, C}, 0, 0, false, true},
+      {"lnf_w", {C}, 0, 0, false, false},
+      {"lnf_b", {C}, 0, 0, false, false},
   };
   std::size_t offset = 0;
   for (TensorSpec& s : specs) {

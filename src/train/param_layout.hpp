@@ -18,6 +18,7 @@ struct TensorSpec {
   std::size_t offset = 0;  // in floats from the start of the flat buffer
   std::size_t size = 0;    // product of shape
   bool decay = false;      // AdamW weight decay applies (matrices only, not biases or norms)
+  bool per_layer = false;  // stacked along a leading L: layer l is the l-th of L equal slices
 };
 
 // The order of the tensors in the flat buffer (llm.c's order: per-kind, layers stacked).

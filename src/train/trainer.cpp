@@ -26,12 +26,32 @@ Result<StepStats> Trainer::step(const std::vector<std::uint8_t>& train_split) {
 }
 
 Result<StepStats> Trainer::step_on(const Batch& batch) {
-  StepStats stats;
+  Result<float> loss = compute_gradients(batch);
+  if (!loss) return loss.status();
+  return apply_gradients();
+}
+
+Result<float> Trainer::compute_gradients(const std::vector<std::uint8_t>& train_split) {
+  Result<Batch> batch = train_batch(train_split, options_.batch, options_.model.context,
+                                    options_.data_seed, data_index_);
+  if (!batch) return batch.status();
+  Result<float> loss = compute_gradients(*batch);
+  if (loss) ++data_index_;
+  return loss;
+}
+
+Result<float> Trainer::compute_gradients(const Batch& batch) {
   Result<float> loss = model_.forward(batch.inputs.data(), batch.targets.data(), batch.B, batch.T);
   if (!loss) return loss.status();
-  stats.loss = *loss;
+  last_loss_ = *loss;
   model_.zero_grad();
   LH_RETURN_IF_ERROR(model_.backward());
+  return *loss;
+}
+
+StepStats Trainer::apply_gradients() {
+  StepStats stats;
+  stats.loss = last_loss_;
   {
     Profile* prof = model_.profile();
     ScopedPhase t(prof, Phase::kClip, false);

@@ -38,6 +38,16 @@ class Trainer {
   Result<StepStats> step(const std::vector<std::uint8_t>& train_split);
   // One optimizer step on a given batch (does not advance data_index()).
   Result<StepStats> step_on(const Batch& batch);
+
+  // step() in two halves, for a data-parallel peer that averages the gradients with the group
+  // between them: compute_gradients runs forward and backward on training batch data_index()
+  // of `train_split` (and advances data_index()), leaving the gradients in model().grads() and
+  // returning the loss; apply_gradients clips whatever model().grads() then holds, takes the
+  // AdamW step at this step's learning rate and advances step_count(). Together they do exactly
+  // what step() does.
+  Result<float> compute_gradients(const std::vector<std::uint8_t>& train_split);
+  Result<float> compute_gradients(const Batch& batch);
+  StepStats apply_gradients();
   // Mean loss over `batches` fixed validation batches.
   Result<float> evaluate(const std::vector<std::uint8_t>& val_split, int batches);
 
@@ -58,6 +68,7 @@ class Trainer {
   AdamW adamw_;
   std::int64_t step_ = 0;
   std::uint64_t data_index_ = 0;
+  float last_loss_ = 0.0f;  // of the last compute_gradients, for apply_gradients' StepStats
 };
 
 }  // namespace longhaul::train

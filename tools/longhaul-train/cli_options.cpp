@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/secret_file.hpp"
 #include "tool_cli.hpp"
 
 namespace longhaul::train::cli {
@@ -10,14 +11,20 @@ namespace {
 namespace tool = longhaul::cli;
 
 constexpr const char* kDescription =
-    "Trains the byte-level GPT on one process and writes OUT/log.csv, OUT/loss.png, "
-    "OUT/checkpoint.bin.\n";
+    "Trains the byte-level GPT and writes OUT/log.csv, OUT/loss.png, OUT/checkpoint.bin. Alone "
+    "by default; with --master, as one peer of a group that trains one model together "
+    "(docs/trainer.md).\n";
 constexpr uint64_t kIntMax = INT32_MAX, kInt64Max = INT64_MAX;
 
-// Numbers the flags carry in another form than TrainOptions keeps them.
+// Numbers the flags carry in another form than TrainOptions keeps them, and the flags whose
+// meaning depends on others (was it given?).
 struct Scratch {
   std::uint64_t seed;
   double lr, min_lr;
+  std::vector<CLI::Option*> peer_flags;    // meaningless without --master
+  std::vector<CLI::Option*> engine_flags;  // meaningless with --method dp
+  CLI::Option *fragments = nullptr, *delay = nullptr;
+  CLI::Option *outer_lr = nullptr, *outer_momentum = nullptr;
 };
 
 void add_data_and_model(CLI::App& app, Options& o) {
@@ -81,8 +88,10 @@ void add_output(CLI::App& app, Options& o) {
   tool::add_number(app, "--checkpoint-every", o.checkpoint_every, 0, kIntMax,
                    "steps between checkpoints; 0: only at the end")
       ->group(group);
-  app.add_option("--resume", o.resume, "continue from this checkpoint")
-      ->type_name("FILE")
+  app.add_option("--resume", o.resume,
+                 "continue from this checkpoint.bin, or the directory holding it (a peer of the "
+                 "sync engine's methods also reads engine.bin there)")
+      ->type_name("PATH")
       ->group(group);
   app.add_flag_callback(
          "--no-plot", [&o] { o.plot = false; }, "skip loss.png")
@@ -97,32 +106,181 @@ void add_output(CLI::App& app, Options& o) {
       ->group(group);
 }
 
+void add_group(CLI::App& app, PeerOptions& p, Scratch& s) {
+  const std::string group = "Peers (with --master)";
+  app.add_option("--master", p.master, "train as a peer of this master's run (default: alone)")
+      ->type_name("HOST:PORT")
+      ->group(group);
+  const auto flag = [&](CLI::Option* o) {
+    s.peer_flags.push_back(o->group(group));
+    return o;
+  };
+  flag(app.add_option("--secret-file", p.secret_file, "the cluster secret (the master's)")
+           ->type_name("PATH"));
+  flag(app.add_option("--listen", p.listen, "where neighbours connect for data (port 0: any)")
+           ->type_name("HOST:PORT"));
+  flag(app.add_option("--advertise", p.advertise,
+                      "what other peers connect to: HOST:PORT or HOST (default: the address "
+                      "the master sees, with the listening port)")
+           ->type_name("ADDR"));
+  flag(tool::add_number(app, "--peers", p.peers, 1, 4096,
+                        "peers that start together (each waits for all), and the number of "
+                        "contiguous shards the training split is cut into"));
+  flag(tool::add_number(app, "--peer-index", p.peer_index, 0, 4095,
+                        "this peer's shard of the training split, 0 .. --peers - 1"));
+  flag(app.add_flag("--join", p.join,
+                    "join a running group (it takes the group's state and step) instead of "
+                    "starting one"));
+  flag(app.add_flag("--full-mesh", p.full_mesh,
+                    "link to every peer of the group (the direct all-reduce schedule)"));
+  flag(tool::add_number(app, "--connections", p.connections, 1, 64,
+                        "TCP connections per data link, 1..64"));
+}
+
+void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {
+  const std::string group = "Sync (with --master)";
+  lh_sync_engine_options& e = p.sync;
+  s.peer_flags.push_back(
+      tool::add_choice(app, "--method", p.method,
+                       {{"dp", Method::kDataParallel},
+                        {"diloco", Method::kDiLoCo},
+                        {"streaming", Method::kStreaming},
+                        {"co2", Method::kCo2},
+                        {"eager", Method::kEager}},
+                       "dp: average the gradients every step; diloco, streaming (DiLoCo with "
+                       "--fragments and --delay), co2, eager: the sync engine's outer loops")
+          ->type_name("M")
+          ->group(group));
+  s.peer_flags.push_back(tool::add_choice(app, "--codec", e.codec,
+                                          {{"none", LH_CODEC_NONE},
+                                           {"fp16", LH_CODEC_FP16},
+                                           {"bf16", LH_CODEC_BF16},
+                                           {"u8", LH_CODEC_U8},
+                                           {"u4", LH_CODEC_U4},
+                                           {"e3m0", LH_CODEC_E3M0}},
+                                          "wire codec of what is averaged (pseudo-gradients; "
+                                          "dp: gradients)")
+                             ->type_name("C")
+                             ->group(group));
+  const auto engine = [&](CLI::Option* o) {
+    s.engine_flags.push_back(o->group(group));
+    s.peer_flags.push_back(o);
+    return o;
+  };
+  engine(tool::add_number(app, "--sync-every", e.sync_every, 1, UINT32_MAX,
+                          "H: inner steps between two syncs of a fragment"));
+  s.fragments = engine(tool::add_number(app, "--fragments", e.fragments, 1, 4096,
+                                        "F: fragments synced in turn (--method streaming: 4)"));
+  s.delay = engine(tool::add_number(app, "--delay", e.delay, 0, UINT32_MAX,
+                                    "tau: steps from a round's launch to its outer update "
+                                    "(--method streaming: 1)"));
+  engine(tool::add_number(app, "--mix", e.mix, 0.0, 1.0,
+                          "alpha of the merge local <- alpha*local + (1-alpha)*global, below 1"));
+  s.outer_lr = engine(tool::add_number(app, "--outer-lr", e.outer_lr, 0.0, HUGE_VAL,
+                                       "outer learning rate (--method co2: 1.0)"));
+  s.outer_momentum = engine(tool::add_number(app, "--outer-momentum", e.outer_momentum, 0.0, 1.0,
+                                             "outer momentum (--method co2: 0.2)"));
+  engine(tool::add_choice(app, "--on-loss", e.on_loss,
+                          {{"retry", LH_LOSS_RETRY}, {"drop", LH_LOSS_DROP}},
+                          "a round that lost a peer: run it again over the survivors, or drop it")
+             ->type_name("P"));
+}
+
+// The method's own defaults where its flags were not given.
+void resolve_method(PeerOptions& p, const Scratch& s) {
+  lh_sync_engine_options& e = p.sync;
+  if (p.method == Method::kStreaming) {
+    if (s.fragments->count() == 0) e.fragments = 4;
+    if (s.delay->count() == 0) e.delay = 1;
+  }
+  if (p.method == Method::kCo2) {
+    // CO2's outer optimizer has its own fields; the flags mean "the outer optimizer's".
+    if (s.outer_lr->count() > 0) e.co2_lr = e.outer_lr;
+    if (s.outer_momentum->count() > 0) e.co2_momentum = e.outer_momentum;
+  }
+}
+
+// Flags that only mean something with others.
+Status check_peer(const Options& o, const Scratch& s) {
+  const PeerOptions& p = o.peer;
+  const auto first_given = [](const std::vector<CLI::Option*>& flags) -> const CLI::Option* {
+    for (const CLI::Option* f : flags)
+      if (f->count() > 0) return f;
+    return nullptr;
+  };
+  if (p.master.empty()) {
+    if (const CLI::Option* f = first_given(s.peer_flags))
+      return invalid_argument(f->get_name() + " needs --master");
+    return Status::ok();
+  }
+  if (p.peer_index >= p.peers) return invalid_argument("--peer-index must be below --peers");
+  if (p.method == Method::kDataParallel) {
+    if (const CLI::Option* f = first_given(s.engine_flags))
+      return invalid_argument(f->get_name() +
+                              " is a setting of the sync engine, not of --method dp");
+  } else if (p.join && !o.resume.empty()) {
+    return invalid_argument("--join takes the group's state: it cannot --resume the engine's");
+  }
+  if (p.sync.mix >= 1.0f) return invalid_argument("--mix must be below 1");
+  return Status::ok();
+}
+
+Status read_secret(PeerOptions& p) {
+  if (p.secret_file.empty()) return Status::ok();
+  Result<std::string> secret = read_secret_file(p.secret_file);
+  if (!secret) return secret.status();
+  p.secret = std::move(*secret);
+  return Status::ok();
+}
+
 // What the flags cannot say one at a time: counts that must be positive, a model that fits.
 Status check(const Options& o, const Scratch& s) {
   if (o.steps < 1) return invalid_argument("--steps must be positive");
   if (o.val_every < 1 || o.val_batches < 1)
     return invalid_argument("--val-every and --val-batches must be positive");
   if (s.lr <= 0) return invalid_argument("--lr must be positive and --min-lr >= 0");
+  LH_RETURN_IF_ERROR(check_peer(o, s));
   return o.train.model.validate();
 }
 
 }  // namespace
 
+const char* method_name(Method method) {
+  switch (method) {
+    case Method::kDataParallel:
+      return "dp";
+    case Method::kDiLoCo:
+      return "diloco";
+    case Method::kStreaming:
+      return "streaming";
+    case Method::kCo2:
+      return "co2";
+    case Method::kEager:
+      return "eager";
+  }
+  return "?";
+}
+
 std::optional<int> parse(int argc, char** argv, Options* o) {
   CLI::App app{kDescription, "longhaul-train"};
   tool::configure(app, "");
   TrainOptions& t = o->train;
-  Scratch s{t.init_seed, t.schedule.max_lr, t.schedule.min_lr};
+  Scratch s{t.init_seed, t.schedule.max_lr, t.schedule.min_lr, {}, {}};
+  lh_sync_engine_options_init(&o->peer.sync);
   add_data_and_model(app, *o);
   add_training(app, *o, s);
   add_output(app, *o);
+  add_group(app, o->peer, s);
+  add_sync(app, o->peer, s);
   if (auto exit_status = tool::parse(app, argc, argv)) return exit_status;
   if (Status st = check(*o, s); !st) return tool::usage_error(app, st.message());
+  if (Status st = read_secret(o->peer); !st) return tool::usage_error(app, st.message());
   t.init_seed = s.seed;
   t.data_seed = s.seed ^ 0x5EEDDA7Aull;  // a different stream from the initialisation's
   t.schedule.max_lr = static_cast<float>(s.lr);
   t.schedule.min_lr = static_cast<float>(s.min_lr);
   t.schedule.total_steps = o->steps;
+  resolve_method(o->peer, s);
   return std::nullopt;
 }
 

@@ -17,6 +17,14 @@ std::string duration(double s) {
   return fmt::format("{}s", t);
 }
 
+// "12.3 MB": decimal units, as the network's figures are usually given.
+std::string bytes(double b) {
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (b >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
+
 std::string line(const ProgressState& s, int bar_width) {
   const double frac = s.total > 0 ? static_cast<double>(s.step) / static_cast<double>(s.total) : 0;
   std::string bar;
@@ -26,8 +34,11 @@ std::string line(const ProgressState& s, int bar_width) {
     bar = fmt::format("[{:#<{}}{:.<{}}] ", "", filled, "", bar_width - filled);
   }
   std::string val = s.val_loss ? fmt::format(" val {:.4f}", *s.val_loss) : "";
-  return fmt::format("{}step {}/{} loss {:.4f}{} | {:.0f} tok/s | ETA {}", bar, s.step, s.total,
-                     s.loss, val, s.tokens_per_s, duration(s.eta_s));
+  std::string peer;
+  if (s.sent_bytes) peer += fmt::format(" | sent {}", bytes(*s.sent_bytes));
+  if (s.blocked_s) peer += fmt::format(" | blocked {:.1f}s", *s.blocked_s);
+  return fmt::format("{}step {}/{} loss {:.4f}{} | {:.0f} tok/s{} | ETA {}", bar, s.step, s.total,
+                     s.loss, val, s.tokens_per_s, peer, duration(s.eta_s));
 }
 
 }  // namespace

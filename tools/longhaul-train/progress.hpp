@@ -1,5 +1,6 @@
-// The progress line: step, loss, tokens/s and ETA. On a terminal one line is redrawn in place;
-// otherwise (a log file, CI) a plain line is printed every so often.
+// The progress line: step, loss, tokens/s and ETA (a peer's also bytes sent and time blocked). On a
+// terminal one line is redrawn in place; otherwise (a log file, CI) a plain line is printed every
+// so often.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@ struct ProgressState {
   std::optional<float> val_loss;  // latest validation loss
   double tokens_per_s = 0.0;
   double eta_s = 0.0;
+  std::optional<double> sent_bytes;  // a peer's: everything its communicator sent so far
+  std::optional<double> blocked_s;   // a peer's: time it waited for the group
 };
 
 class Progress {

@@ -1,0 +1,77 @@
+// What a run writes about itself: the CSV log (a row per step), the --json summary (the last
+// stdout line; bench/e2e/train, bench/run diloco and the tests read it: docs/trainer.md lists the
+// fields, keep them stable), the per-layer breakdown and the loss plot.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "cli_options.hpp"
+#include "common/status.hpp"
+#include "longhaul/longhaul.h"
+#include "train/profile.hpp"
+
+namespace longhaul::train::cli {
+
+// A peer's communication so far, for its CSV rows and its progress line.
+struct PeerCounters {
+  std::int64_t world = 0;  // peers in the group now
+  lh_traffic traffic{};    // the communicator's bytes at its sockets since it was created
+  double blocked_s = 0;    // time the trainer waited for the group
+};
+
+struct CsvRow {
+  std::int64_t step = 0;
+  float lr = 0, train_loss = 0;
+  std::optional<float> val_loss;
+  double grad_norm = 0, tokens_per_s = 0, elapsed_s = 0;
+  std::optional<PeerCounters> peer;  // a peer's rows have its columns; a lone run's do not
+};
+
+// OUT/log.csv: a header (unless appending to a resumed run's log), then one row per step.
+class CsvLog {
+ public:
+  static Result<CsvLog> open(const std::string& path, bool append, bool peer_columns);
+  void write(const CsvRow& row);
+  void flush() { out_.flush(); }
+
+ private:
+  CsvLog(std::ofstream out, bool peer_columns) : out_(std::move(out)), peer_(peer_columns) {}
+  std::ofstream out_;
+  bool peer_;
+};
+
+// What a lone run measured, for its --json line.
+struct RunSummary {
+  double tokens_per_s = 0;
+  std::int64_t steps = 0, measured_steps = 0;
+  float last_loss = 0;
+  std::optional<float> last_val;
+  double unigram = 0;
+};
+
+// What a peer measured, for its --json line.
+struct PeerSummary {
+  RunSummary run;
+  std::int64_t peer_id = 0, world = 0;
+  bool stopped = false;  // left early on SIGTERM/SIGINT
+  double elapsed_s = 0;  // training and syncing, not validation or checkpoints
+  lh_traffic traffic{};
+  std::uint64_t peak_event_bytes = 0;
+  double blocked_s = 0;
+  std::uint64_t rounds_applied = 0, rounds_dropped = 0, rounds_late = 0, retries = 0;
+  std::uint64_t state_hash = 0;
+};
+
+std::string summary_json(const Options& o, const RunSummary& r, const Profile& profile);
+std::string peer_summary_json(const Options& o, const PeerSummary& s);
+
+// The per-layer time table of --profile.
+std::string breakdown_table(const Profile& prof, std::int64_t steps);
+
+// OUT/loss.png from the CSV through scripts/plot_loss.py; a warning when that fails.
+void plot_loss(const Options& o, const std::string& csv_path, double unigram);
+
+}  // namespace longhaul::train::cli
