@@ -58,11 +58,11 @@ net::Nonce pattern(uint8_t start) {
 
 void reader_program() {
   const std::vector<uint8_t> prog = {
-      op_byte(fz::kOpU8),          op_byte(fz::kOpU16),         op_byte(fz::kOpU32),
-      op_byte(fz::kOpU64),         op_byte(fz::kOpI64),         op_byte(fz::kOpF64),
-      op_byte(fz::kOpBool),        op_byte(fz::kOpRaw, 2),      op_byte(fz::kOpBytes, 15),
-      op_byte(fz::kOpString, 7),   op_byte(fz::kOpCount, 0x5),  op_byte(fz::kOpU32),
-      op_byte(fz::kOpU32),         op_byte(fz::kOpEnd),
+      op_byte(fz::kOpU8),        op_byte(fz::kOpU16),        op_byte(fz::kOpU32),
+      op_byte(fz::kOpU64),       op_byte(fz::kOpI64),        op_byte(fz::kOpF64),
+      op_byte(fz::kOpBool),      op_byte(fz::kOpRaw, 2),     op_byte(fz::kOpBytes, 15),
+      op_byte(fz::kOpString, 7), op_byte(fz::kOpCount, 0x5), op_byte(fz::kOpU32),
+      op_byte(fz::kOpU32),       op_byte(fz::kOpEnd),
   };
   wire::Writer w;
   w.u8(static_cast<uint8_t>(prog.size()));
@@ -98,11 +98,14 @@ int main(int argc, char** argv) {
 
   // Frame headers: one per payload rule (handshake, control, data, empty-only), and one carrying
   // explicit limits.
-  write_seed("header_hello", fz::kFrameHeader, header_bytes({net::FrameType::kHello, 0, 55, 0, 0, 0}));
-  write_seed("header_control", fz::kFrameHeader, header_bytes({net::FrameType::kControl, 0, 4096, 0, 0, 0}));
+  write_seed("header_hello", fz::kFrameHeader,
+             header_bytes({net::FrameType::kHello, 0, 55, 0, 0, 0}));
+  write_seed("header_control", fz::kFrameHeader,
+             header_bytes({net::FrameType::kControl, 0, 4096, 0, 0, 0}));
   write_seed("header_data", fz::kFrameHeader,
              header_bytes({net::FrameType::kData, 0, 1024, 0x1122334455667788ULL, 4096, 8192}));
-  write_seed("header_ping", fz::kFrameHeader, header_bytes({net::FrameType::kPing, 0, 0, 99, 0, 0}));
+  write_seed("header_ping", fz::kFrameHeader,
+             header_bytes({net::FrameType::kPing, 0, 0, 99, 0, 0}));
   {
     wire::Writer limits;
     limits.u32(100);  // max_control_payload
@@ -174,7 +177,8 @@ int main(int argc, char** argv) {
     // offset + length wraps around 2^64 to land inside total: only exact arithmetic refuses it.
     write_seed("bad_header_data_wrapping", fz::kFrameHeader,
                header_bytes({net::FrameType::kData, 0, 16, 1, UINT64_MAX - 7, 100}));
-    write_seed("bad_header_ping_payload", fz::kFrameHeader, header_bytes({net::FrameType::kPing, 0, 1, 1, 0, 0}));
+    write_seed("bad_header_ping_payload", fz::kFrameHeader,
+               header_bytes({net::FrameType::kPing, 0, 1, 1, 0, 0}));
   }
 
   // Whole frames as a connection reads them.
@@ -182,23 +186,52 @@ int main(int argc, char** argv) {
   // Control messages: the shared-state ones, whose fields are the richest.
   write_seed("control_state_report", fz::kControl,
              wire::encode_control(wire::StateReportMsg{
-                 3, 1u << 20, 7, wire::SyncStrategy::kEnforcePopular,
+                 3,
+                 1u << 20,
+                 7,
+                 wire::SyncStrategy::kEnforcePopular,
                  {{"moments", 0, 300000, {11, 12}, {0x02}}, {"step", 8, 1, {13}, {0}}}}));
   write_seed("control_state_plan", fz::kControl,
-             wire::encode_control(wire::StatePlanMsg{
-                 3, LH_OK, "", 8, {{2, "10.0.0.2", 4000}, {5, "10.0.0.5", 4000}}, {{0, {2, 5}, {{1, 99, true}}}}}));
+             wire::encode_control(wire::StatePlanMsg{3,
+                                                     LH_OK,
+                                                     "",
+                                                     8,
+                                                     {{2, "10.0.0.2", 4000}, {5, "10.0.0.5", 4000}},
+                                                     {{0, {2, 5}, {{1, 99, true}}}}}));
   write_seed("control_state_blocks_z", fz::kControl,
-             wire::encode_control(wire::StateBlocksZMsg{9, {{true, {std::byte{0x28}, std::byte{0xb5}}}, {false, {}}}}));
-  write_seed("control_state_fetch", fz::kControl, wire::encode_control(wire::StateFetchMsg{9, 1, 16, 8, false}));
-  write_seed("control_state_source_lost", fz::kControl, wire::encode_control(wire::StateSourceLostMsg{9, 5}));
-  write_seed("control_topology", fz::kControl,
-             wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));
+             wire::encode_control(wire::StateBlocksZMsg{
+                 9, {{true, {std::byte{0x28}, std::byte{0xb5}}}, {false, {}}}}));
+  write_seed("control_state_fetch", fz::kControl,
+             wire::encode_control(wire::StateFetchMsg{9, 1, 16, 8, false}));
+  write_seed("control_state_source_lost", fz::kControl,
+             wire::encode_control(wire::StateSourceLostMsg{9, 5}));
+  write_seed(
+      "control_topology", fz::kControl,
+      wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));
   write_seed("frame_hello", fz::kFrameStream,
-             cat(header_bytes({net::FrameType::kHello, 0, static_cast<uint32_t>(hello_payload.size()), 0, 0, 0}),
+             cat(header_bytes({net::FrameType::kHello, 0,
+                               static_cast<uint32_t>(hello_payload.size()), 0, 0, 0}),
                  hello_payload));
   const auto reject_payload = net::encode(reject);
   write_seed("frame_reject", fz::kFrameStream,
-             cat(header_bytes({net::FrameType::kReject, 0, static_cast<uint32_t>(reject_payload.size()), 0, 0, 0}),
+             cat(header_bytes({net::FrameType::kReject, 0,
+                               static_cast<uint32_t>(reject_payload.size()), 0, 0, 0}),
                  reject_payload));
+  // Frames as the handshake reads them before authentication ([expected type][frame]): a HELLO,
+  // and the 16 MiB CONTROL header that once made the receiver allocate 16 MiB (issue 24).
+  const auto expect = [](net::FrameType t) {
+    return std::vector<std::byte>{static_cast<std::byte>(t)};
+  };
+  write_seed("pre_auth_hello", fz::kPreAuthStream,
+             cat(expect(net::FrameType::kHello),
+                 cat(header_bytes({net::FrameType::kHello, 0,
+                                   static_cast<uint32_t>(hello_payload.size()), 0, 0, 0}),
+                     hello_payload)));
+  write_seed("pre_auth_control_16mib", fz::kPreAuthStream,
+             cat(expect(net::FrameType::kHello),
+                 header_bytes({net::FrameType::kControl, 0, 16u << 20, 0, 0, 0})));
+  write_seed(
+      "pre_auth_data_before_auth", fz::kPreAuthStream,
+      cat(expect(net::FrameType::kAuth), header_bytes({net::FrameType::kData, 0, 0, 0, 0, 0})));
   return 0;
 }

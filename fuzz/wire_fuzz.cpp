@@ -1,5 +1,6 @@
 // libFuzzer target for the wire codec (wire::Reader / Writer), the frame header decoder, the
-// handshake message decoders and the control-message decoder. The input format is in wire_fuzz_format.hpp.
+// handshake message decoders and the control-message decoder. The input format is in
+// wire_fuzz_format.hpp.
 //
 // Every decode is checked two ways, and any disagreement traps (so a finding is always real):
 //   - against an independent model of what the bytes mean (accept/reject, and the values), and
@@ -20,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "wire_fuzz_format.hpp"
 #include "net/frame.hpp"
 #include "net/handshake.hpp"
 #include "wire/codec.hpp"
 #include "wire/control_messages.hpp"
+#include "wire_fuzz_format.hpp"
 
 namespace longhaul::fuzz {
 namespace {
@@ -37,9 +38,9 @@ using Bytes = std::span<const std::byte>;
   __builtin_trap();
 }
 
-#define FUZZ_CHECK(cond)                      \
-  do {                                        \
-    if (!(cond)) fail(#cond, __LINE__);       \
+#define FUZZ_CHECK(cond)                \
+  do {                                  \
+    if (!(cond)) fail(#cond, __LINE__); \
   } while (0)
 
 // A rejection must be a protocol error that says something.
@@ -48,12 +49,15 @@ void check_rejection(const Status& s) {
   FUZZ_CHECK(!s.message().empty());
 }
 
-bool same_bytes(Bytes a, Bytes b) { return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin()); }
+bool same_bytes(Bytes a, Bytes b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
 
 // Little-endian read for the model; the caller has checked the bounds.
 uint64_t le(Bytes in, size_t pos, size_t width) {
   uint64_t v = 0;
-  for (size_t i = 0; i < width; ++i) v |= static_cast<uint64_t>(std::to_integer<uint8_t>(in[pos + i])) << (8 * i);
+  for (size_t i = 0; i < width; ++i)
+    v |= static_cast<uint64_t>(std::to_integer<uint8_t>(in[pos + i])) << (8 * i);
   return v;
 }
 
@@ -196,11 +200,13 @@ void run_reader_program(Bytes in) {
         std::string str;
         Status s = op == kOpBytes ? r.bytes(&v, max_len) : r.string(&str, max_len);
         ok = s.is_ok();
-        const bool model_ok = rem >= 4 && le(stream, pos, 4) <= max_len && le(stream, pos, 4) <= rem - 4;
+        const bool model_ok =
+            rem >= 4 && le(stream, pos, 4) <= max_len && le(stream, pos, 4) <= rem - 4;
         FUZZ_CHECK(ok == model_ok);
         if (ok) {
           const size_t n = static_cast<size_t>(le(stream, pos, 4));
-          const Bytes got = op == kOpBytes ? Bytes(v) : std::as_bytes(std::span(str.data(), str.size()));
+          const Bytes got =
+              op == kOpBytes ? Bytes(v) : std::as_bytes(std::span(str.data(), str.size()));
           FUZZ_CHECK(same_bytes(got, stream.subspan(pos + 4, n)));
           if (op == kOpBytes)
             w.bytes(v);
@@ -255,15 +261,18 @@ void run_reader_program(Bytes in) {
 
 // ---- Frame headers -----------------------------------------------------------------------------
 
-bool is_handshake_type(uint8_t t) { return t >= 1 && t <= 5; }
+bool is_handshake_type(uint8_t t) {
+  return t >= 1 && t <= 5;
+}
 
-Status check_frame_header(std::span<const std::byte, net::kFrameHeaderBytes> bytes, const net::FrameLimits& limits,
-                          net::FrameHeader* out) {
+Status check_frame_header(std::span<const std::byte, net::kFrameHeaderBytes> bytes,
+                          const net::FrameLimits& limits, net::FrameHeader* out) {
   net::FrameHeader h;
   Status s = net::decode_header(bytes, limits, &h);
   // The model of a valid header.
   const Bytes b(bytes);
-  const uint64_t marker = le(b, 0, 2), type = le(b, 2, 1), flags = le(b, 3, 1), length = le(b, 4, 4);
+  const uint64_t marker = le(b, 0, 2), type = le(b, 2, 1), flags = le(b, 3, 1),
+                 length = le(b, 4, 4);
   const uint64_t offset = le(b, 16, 8), total = le(b, 24, 8);
   bool model_ok = marker == net::kFrameMarker && type >= 1 && type <= 10 && flags == 0;
   if (model_ok) {
@@ -307,13 +316,16 @@ constexpr size_t kHelloBytes = 8 + 2 + 1 + net::kNonceBytes + 8 + 2 + 2;
 constexpr size_t kHelloAckBytes = 2 + 1 + 1 + net::kNonceBytes + net::kMacBytes;
 constexpr size_t kRejectReasonMax = 512;
 
-bool valid_role(uint64_t v) { return v >= 1 && v <= 3; }
+bool valid_role(uint64_t v) {
+  return v >= 1 && v <= 3;
+}
 
 void check_hello(Bytes in) {
   net::HelloMessage m;
   Status s = net::decode(in, &m);
   bool model_ok = in.size() >= 10;
-  const bool ours = model_ok && le(in, 0, 8) == net::kHandshakeMagic && le(in, 8, 2) == net::kProtocolVersion;
+  const bool ours =
+      model_ok && le(in, 0, 8) == net::kHandshakeMagic && le(in, 8, 2) == net::kProtocolVersion;
   // Not our magic or version: only those two fields are read, so the handshake can say which.
   if (ours) model_ok = in.size() == kHelloBytes && valid_role(le(in, 10, 1));
   FUZZ_CHECK(s.is_ok() == model_ok);
@@ -330,7 +342,8 @@ void check_hello(Bytes in) {
 void check_hello_ack(Bytes in) {
   net::HelloAckMessage m;
   Status s = net::decode(in, &m);
-  const bool model_ok = in.size() == kHelloAckBytes && valid_role(le(in, 2, 1)) && le(in, 3, 1) <= 1;
+  const bool model_ok =
+      in.size() == kHelloAckBytes && valid_role(le(in, 2, 1)) && le(in, 3, 1) <= 1;
   FUZZ_CHECK(s.is_ok() == model_ok);
   if (!s.is_ok()) return check_rejection(s);
   FUZZ_CHECK(same_bytes(net::encode(m), in));
@@ -374,16 +387,57 @@ void check_control(Bytes in) {
 void run_frame_stream(Bytes in) {
   if (in.size() < net::kFrameHeaderBytes) return;
   net::FrameHeader h;
-  if (!check_frame_header(in.first<net::kFrameHeaderBytes>(), net::FrameLimits{}, &h).is_ok()) return;
+  if (!check_frame_header(in.first<net::kFrameHeaderBytes>(), net::FrameLimits{}, &h).is_ok())
+    return;
   const Bytes rest = in.subspan(net::kFrameHeaderBytes);
   if (rest.size() < h.length) return;  // the connection would wait for more bytes
   const Bytes payload = rest.first(h.length);
   switch (h.type) {
-    case net::FrameType::kHello: return check_hello(payload);
-    case net::FrameType::kHelloAck: return check_hello_ack(payload);
-    case net::FrameType::kAuth: return check_auth(payload);
-    case net::FrameType::kReject: return check_reject(payload);
-    default: return;
+    case net::FrameType::kHello:
+      return check_hello(payload);
+    case net::FrameType::kHelloAck:
+      return check_hello_ack(payload);
+    case net::FrameType::kAuth:
+      return check_auth(payload);
+    case net::FrameType::kReject:
+      return check_reject(payload);
+    default:
+      return;
+  }
+}
+
+// ---- A frame before authentication -------------------------------------------------------------
+
+void run_pre_auth_stream(Bytes in) {
+  if (in.size() < 1 + net::kFrameHeaderBytes) return;
+  const auto expected = static_cast<net::FrameType>(std::to_integer<uint8_t>(in[0]));
+  net::FrameHeader h;
+  if (!check_frame_header(in.subspan(1).first<net::kFrameHeaderBytes>(), net::FrameLimits{}, &h)
+           .is_ok())
+    return;
+  const Status s = net::check_pre_auth_header(h, expected);
+  // The model: a handshake frame of at most kMaxHandshakePayload bytes, nothing else.
+  const bool handshake = h.type == net::FrameType::kHello || h.type == net::FrameType::kHelloAck ||
+                         h.type == net::FrameType::kAuth || h.type == net::FrameType::kAccept ||
+                         h.type == net::FrameType::kReject;
+  FUZZ_CHECK(s.is_ok() == (handshake && h.length <= net::kMaxHandshakePayload));
+  if (!s.is_ok()) return check_rejection(s);
+  // What the handshake allocates for the payload: the header's length, now known to be small.
+  FUZZ_CHECK(h.length <= net::kMaxHandshakePayload);
+  const Bytes rest = in.subspan(1 + net::kFrameHeaderBytes);
+  if (rest.size() < h.length) return;
+  const Bytes payload = rest.first(h.length);
+  switch (h.type) {
+    case net::FrameType::kHello:
+      return check_hello(payload);
+    case net::FrameType::kHelloAck:
+      return check_hello_ack(payload);
+    case net::FrameType::kAuth:
+      return check_auth(payload);
+    case net::FrameType::kReject:
+      return check_reject(payload);
+    default:
+      return;
   }
 }
 
@@ -393,15 +447,35 @@ int fuzz_one(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const Bytes in = std::as_bytes(std::span(data, size)).subspan(1);
   switch (static_cast<Mode>(data[0] % kModeCount)) {
-    case kReaderProgram: run_reader_program(in); break;
-    case kFrameHeader: run_frame_header(in); break;
-    case kHello: check_hello(in); break;
-    case kHelloAck: check_hello_ack(in); break;
-    case kAuth: check_auth(in); break;
-    case kReject: check_reject(in); break;
-    case kFrameStream: run_frame_stream(in); break;
-    case kControl: check_control(in); break;
-    case kModeCount: break;
+    case kReaderProgram:
+      run_reader_program(in);
+      break;
+    case kFrameHeader:
+      run_frame_header(in);
+      break;
+    case kHello:
+      check_hello(in);
+      break;
+    case kHelloAck:
+      check_hello_ack(in);
+      break;
+    case kAuth:
+      check_auth(in);
+      break;
+    case kReject:
+      check_reject(in);
+      break;
+    case kFrameStream:
+      run_frame_stream(in);
+      break;
+    case kControl:
+      check_control(in);
+      break;
+    case kPreAuthStream:
+      run_pre_auth_stream(in);
+      break;
+    case kModeCount:
+      break;
   }
   return 0;
 }

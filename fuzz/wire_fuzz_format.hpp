@@ -10,7 +10,11 @@
 //   kControl        a CONTROL frame's payload (wire::decode_control: every control message,
 //                   the shared-state ones included).
 //   kFrameStream    [32-byte header] [payload]: the header is decoded with the default limits and,
-//                   for handshake types, the payload with the type's decoder (as a connection does).
+//                   for handshake types, the payload with the type's decoder (as a connection
+//                   does).
+//   kPreAuthStream  [expected type: u8] [32-byte header] [payload]: a frame as the handshake reads
+//                   it before authentication: only handshake types, and never more than
+//                   kMaxHandshakePayload allocated, whatever the header announces.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +31,8 @@ enum Mode : uint8_t {
   kReject = 5,
   kFrameStream = 6,
   kControl = 7,
-  kModeCount = 8,
+  kPreAuthStream = 8,
+  kModeCount = 9,
 };
 
 enum Op : uint8_t {
@@ -41,15 +46,18 @@ enum Op : uint8_t {
   kOpRaw = 7,     // raw(arg * 4 bytes)
   kOpBytes = 8,   // bytes(max_len = kLimits[arg])
   kOpString = 9,  // string(max_len = kLimits[arg])
-  kOpCount = 10,  // count(min_element_bytes = kMinElement[arg & 3], max_count = kLimits[(arg >> 2) * 4 + 3])
+  kOpCount = 10,  // count(min_element_bytes = kMinElement[arg & 3], max_count = kLimits[(arg >> 2)
+                  // * 4 + 3])
   kOpEnd = 11,    // expect_end (does not stop the program when it fails)
   kOpKinds = 12,
 };
 
-inline constexpr uint32_t kLimits[16] = {0,   1,   2,   3,   4,     7,     8,         16,
-                                         31,  32,  64,  255, 256, 512, 65535, UINT32_MAX};
+inline constexpr uint32_t kLimits[16] = {0,  1,  2,  3,   4,   7,   8,     16,
+                                         31, 32, 64, 255, 256, 512, 65535, UINT32_MAX};
 inline constexpr size_t kMinElement[4] = {0, 1, 4, 32};
 
-constexpr uint8_t op_byte(Op op, uint8_t arg = 0) { return static_cast<uint8_t>((arg << 4) | op); }
+constexpr uint8_t op_byte(Op op, uint8_t arg = 0) {
+  return static_cast<uint8_t>((arg << 4) | op);
+}
 
 }  // namespace longhaul::fuzz

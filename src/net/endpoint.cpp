@@ -1,5 +1,7 @@
 #include "net/endpoint.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <future>
 
@@ -47,7 +49,11 @@ Result<std::shared_ptr<Listener>> Listener::create(IoRuntime& io, const std::str
 
 Listener::Listener(IoRuntime& io, asio::ip::tcp::acceptor acceptor, const TransportOptions& options,
                    std::shared_ptr<asio::ssl::context> tls)
-    : io_(io), acceptor_(std::move(acceptor)), options_(options), tls_(std::move(tls)) {
+    : io_(io),
+      acceptor_(std::move(acceptor)),
+      options_(options),
+      tls_(std::move(tls)),
+      handshakes_(options.max_unauthenticated, options.max_unauthenticated_per_address) {
   port_ = acceptor_.local_endpoint().port();
 }
 
@@ -97,21 +103,55 @@ asio::awaitable<void> Listener::accept_loop() {
     }
     if (ec) {
       if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) co_return;
-      log::warn("net", "accept failed: {}", ec.message());
+      co_await back_off(ec);
       continue;
     }
+    accept_backoff_ = std::chrono::milliseconds(0);
     if (Status s = tune_socket(socket, options_.socket); !s) {
       log::warn("net", "dropping accepted connection: {}", s.to_string());
       continue;
     }
+    asio::error_code peer_ec;
+    const std::string address = socket.remote_endpoint(peer_ec).address().to_string();
     auto conn = std::make_shared<Connection>(std::move(socket), tls_, true, options_.limits);
+    const uint64_t slot = handshakes_.take(conn, address);
+    if (slot == 0) {
+      ++refused_;
+      conn->close();
+      continue;
+    }
     asio::co_spawn(
-        conn->strand(), [self = shared_from_this(), conn] { return self->admit(conn); },
+        conn->strand(), [self = shared_from_this(), conn, slot] { return self->admit(conn, slot); },
         asio::detached);
   }
 }
 
-asio::awaitable<void> Listener::admit(std::shared_ptr<Connection> conn) {
+asio::awaitable<void> Listener::back_off(const asio::error_code& ec) {
+  using namespace std::chrono_literals;
+  const bool out_of_descriptors = ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+                                  ec == asio::error::no_buffer_space ||
+                                  ec == asio::error::no_memory;
+  if (out_of_descriptors) handshakes_.shed_oldest();
+  accept_backoff_ = std::clamp(accept_backoff_ * 2, 10ms, 1000ms);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_accept_warning_ >= 5s) {
+    log::warn(
+        "net", "accept failed: {}{}; retrying in {} ms", ec.message(),
+        accept_failures_unlogged_ > 0
+            ? fmt::format(" ({} more failures since the last warning)", accept_failures_unlogged_)
+            : "",
+        accept_backoff_.count());
+    last_accept_warning_ = now;
+    accept_failures_unlogged_ = 0;
+  } else {
+    ++accept_failures_unlogged_;
+  }
+  asio::steady_timer pause(acceptor_.get_executor(), accept_backoff_);
+  asio::error_code ignored;
+  co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+}
+
+asio::awaitable<void> Listener::admit(std::shared_ptr<Connection> conn, uint64_t slot) {
   auto timed_out = std::make_shared<bool>(false);
   asio::steady_timer deadline(conn->strand(), options_.handshake_timeout);
   deadline.async_wait([conn, timed_out](asio::error_code ec) {
@@ -121,6 +161,7 @@ asio::awaitable<void> Listener::admit(std::shared_ptr<Connection> conn) {
   });
   auto who = co_await server_handshake(*conn, options_);
   deadline.cancel();
+  handshakes_.release(slot);
   if (!who) {
     ++refused_;
     log::warn("net", "refused connection from {}: {}", conn->remote(),

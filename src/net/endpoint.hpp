@@ -15,6 +15,7 @@
 #include "common/host_port.hpp"
 #include "common/status.hpp"
 #include "net/handshake_flow.hpp"
+#include "net/handshake_slots.hpp"
 #include "net/io_runtime.hpp"
 #include "net/link.hpp"
 #include "net/options.hpp"
@@ -45,6 +46,9 @@ class Listener : public std::enable_shared_from_this<Listener> {
   uint16_t port() const { return port_; }
   // How many connections were refused so far (for tests and metrics).
   uint64_t refused_count() const { return refused_.load(); }
+  // Connections in their handshake now, and how many were dropped to make room so far.
+  size_t handshaking_count() const { return handshakes_.size(); }
+  uint64_t shed_count() const { return handshakes_.shed_count(); }
 
  private:
   struct PendingLink {
@@ -56,7 +60,10 @@ class Listener : public std::enable_shared_from_this<Listener> {
   Listener(IoRuntime& io, asio::ip::tcp::acceptor acceptor, const TransportOptions& options,
            std::shared_ptr<asio::ssl::context> tls);
   asio::awaitable<void> accept_loop();
-  asio::awaitable<void> admit(std::shared_ptr<Connection> conn);
+  // After a failed accept: out of descriptors, drop the oldest unauthenticated connection, wait a
+  // little longer each time in a row (10 ms .. 1 s) and log once per interval, not per failure.
+  asio::awaitable<void> back_off(const asio::error_code& ec);
+  asio::awaitable<void> admit(std::shared_ptr<Connection> conn, uint64_t slot);
   void add_to_link(std::shared_ptr<Connection> conn, const AdmittedConnection& who);
 
   IoRuntime& io_;
@@ -65,6 +72,10 @@ class Listener : public std::enable_shared_from_this<Listener> {
   std::shared_ptr<asio::ssl::context> tls_;
   uint16_t port_ = 0;
   std::atomic<uint64_t> refused_{0};
+  HandshakeSlots handshakes_;
+  std::chrono::milliseconds accept_backoff_{0};  // accept loop's strand only
+  std::chrono::steady_clock::time_point last_accept_warning_{};
+  uint64_t accept_failures_unlogged_ = 0;
   std::mutex mu_;
   std::recursive_mutex handler_mu_;  // held while the accept handler runs; close() waits on it
   AcceptHandler on_link_;

@@ -22,23 +22,39 @@ EncodedHeader encode_header(const FrameHeader& h) {
 
 const char* frame_type_name(FrameType t) {
   switch (t) {
-    case FrameType::kHello: return "HELLO";
-    case FrameType::kHelloAck: return "HELLO_ACK";
-    case FrameType::kAuth: return "AUTH";
-    case FrameType::kAccept: return "ACCEPT";
-    case FrameType::kReject: return "REJECT";
-    case FrameType::kData: return "DATA";
-    case FrameType::kControl: return "CONTROL";
-    case FrameType::kPing: return "PING";
-    case FrameType::kPong: return "PONG";
-    case FrameType::kCancel: return "CANCEL";
+    case FrameType::kHello:
+      return "HELLO";
+    case FrameType::kHelloAck:
+      return "HELLO_ACK";
+    case FrameType::kAuth:
+      return "AUTH";
+    case FrameType::kAccept:
+      return "ACCEPT";
+    case FrameType::kReject:
+      return "REJECT";
+    case FrameType::kData:
+      return "DATA";
+    case FrameType::kControl:
+      return "CONTROL";
+    case FrameType::kPing:
+      return "PING";
+    case FrameType::kPong:
+      return "PONG";
+    case FrameType::kCancel:
+      return "CANCEL";
   }
   return "UNKNOWN";
 }
 
-static bool is_handshake(FrameType t) {
+bool is_handshake(FrameType t) {
   return t == FrameType::kHello || t == FrameType::kHelloAck || t == FrameType::kAuth ||
          t == FrameType::kAccept || t == FrameType::kReject;
+}
+
+Status check_pre_auth_header(const FrameHeader& h, FrameType expected) {
+  if (is_handshake(h.type) && h.length <= kMaxHandshakePayload) return Status::ok();
+  return protocol_error(fmt::format("expected {} before authentication, got a {} frame of {} bytes",
+                                    frame_type_name(expected), frame_type_name(h.type), h.length));
 }
 
 Status decode_header(std::span<const std::byte, kFrameHeaderBytes> bytes, const FrameLimits& limits,
@@ -56,15 +72,18 @@ Status decode_header(std::span<const std::byte, kFrameHeaderBytes> bytes, const 
   LH_RETURN_IF_ERROR(r.u64(&h.total));
   if (marker != kFrameMarker)
     return protocol_error(fmt::format("bad frame marker 0x{:04x}: not a longhaul stream", marker));
-  if (type < static_cast<uint8_t>(FrameType::kHello) || type > static_cast<uint8_t>(FrameType::kCancel))
+  if (type < static_cast<uint8_t>(FrameType::kHello) ||
+      type > static_cast<uint8_t>(FrameType::kCancel))
     return protocol_error(fmt::format("unknown frame type {}", type));
   h.type = static_cast<FrameType>(type);
   if (h.flags != 0)
-    return protocol_error(fmt::format("{} frame with unknown flags 0x{:02x}", frame_type_name(h.type), h.flags));
+    return protocol_error(
+        fmt::format("{} frame with unknown flags 0x{:02x}", frame_type_name(h.type), h.flags));
   uint32_t max = limits.max_control_payload;
   if (is_handshake(h.type)) max = kMaxHandshakePayload;
   if (h.type == FrameType::kData) max = limits.max_data_payload;
-  if (h.type == FrameType::kPing || h.type == FrameType::kPong || h.type == FrameType::kCancel) max = 0;
+  if (h.type == FrameType::kPing || h.type == FrameType::kPong || h.type == FrameType::kCancel)
+    max = 0;
   if (h.length > max)
     return protocol_error(fmt::format("{} frame of {} bytes exceeds the limit of {}",
                                       frame_type_name(h.type), h.length, max));

@@ -25,18 +25,21 @@
 namespace longhaul::net {
 
 enum class FrameType : uint8_t {
-  kHello = 1,       // handshake: client introduces itself (HelloMessage)
-  kHelloAck = 2,    // handshake: server answers and proves the secret (HelloAckMessage)
-  kAuth = 3,        // handshake: client proves the secret (AuthMessage)
-  kAccept = 4,      // handshake: server admits the connection (empty payload)
-  kReject = 5,      // handshake or later: the sender refuses/ends the connection (RejectMessage)
-  kData = 6,        // a segment of a data operation, written in place at (op_id, offset)
-  kControl = 7,     // an opaque control message (wire-codec encoded by the layer above)
-  kPing = 8,        // liveness probe; answered by kPong with the same op_id
+  kHello = 1,     // handshake: client introduces itself (HelloMessage)
+  kHelloAck = 2,  // handshake: server answers and proves the secret (HelloAckMessage)
+  kAuth = 3,      // handshake: client proves the secret (AuthMessage)
+  kAccept = 4,    // handshake: server admits the connection (empty payload)
+  kReject = 5,    // handshake or later: the sender refuses/ends the connection (RejectMessage)
+  kData = 6,      // a segment of a data operation, written in place at (op_id, offset)
+  kControl = 7,   // an opaque control message (wire-codec encoded by the layer above)
+  kPing = 8,      // liveness probe; answered by kPong with the same op_id
   kPong = 9,
-  kCancel = 10,     // every op whose id matches op_id on the bits set in `offset` (the mask) is
-                    // abandoned, now and later, at both ends
+  kCancel = 10,  // every op whose id matches op_id on the bits set in `offset` (the mask) is
+                 // abandoned, now and later, at both ends
 };
+
+// HELLO, HELLO_ACK, AUTH, ACCEPT and REJECT: the only frames read before authentication.
+bool is_handshake(FrameType t);
 
 inline constexpr size_t kFrameHeaderBytes = 32;
 inline constexpr uint16_t kFrameMarker = 0x4C48;
@@ -61,6 +64,11 @@ struct FrameLimits {
 };
 
 EncodedHeader encode_header(const FrameHeader& h);
+// Before authentication: OK for a header of a handshake type whose length is within
+// kMaxHandshakePayload, so that reading its payload allocates at most that; a protocol error
+// naming `expected` and what came instead otherwise. Checked before any payload byte is read.
+Status check_pre_auth_header(const FrameHeader& h, FrameType expected);
+
 // Decodes and validates a header: marker, known type, zero flags, and `length` within `limits`
 // (and within kMaxHandshakePayload for handshake types); for DATA, offset + length <= total.
 Status decode_header(std::span<const std::byte, kFrameHeaderBytes> bytes, const FrameLimits& limits,

@@ -5,7 +5,8 @@
 namespace longhaul::net {
 namespace {
 
-asio::awaitable<Status> send_message(Connection& conn, FrameType type, const std::vector<std::byte>& payload) {
+asio::awaitable<Status> send_message(Connection& conn, FrameType type,
+                                     const std::vector<std::byte>& payload) {
   FrameHeader h;
   h.type = type;
   h.length = static_cast<uint32_t>(payload.size());
@@ -13,17 +14,24 @@ asio::awaitable<Status> send_message(Connection& conn, FrameType type, const std
 }
 
 // Reads the next handshake frame, which must be `expected` or a REJECT (turned into an error).
-asio::awaitable<Result<std::vector<std::byte>>> receive_message(Connection& conn, FrameType expected) {
+asio::awaitable<Result<std::vector<std::byte>>> receive_message(Connection& conn,
+                                                                FrameType expected) {
   auto header = co_await conn.read_header();
   if (!header) co_return header.status();
-  std::vector<std::byte> payload(header->length);  // bounded by kMaxHandshakePayload
+  // Before authentication only handshake frames are read, and their length is bounded by
+  // kMaxHandshakePayload: a header alone must never make this side allocate what it announces
+  // (a CONTROL header claiming 16 MiB, repeated over many connections, pinned gigabytes).
+  if (Status s = check_pre_auth_header(*header, expected); !s)
+    co_return s.with_context(fmt::format("from {}", conn.remote()));
+  std::vector<std::byte> payload(header->length);
   Status s = co_await conn.read_payload(payload);
   if (!s) co_return s;
   if (header->type == FrameType::kReject) {
     RejectMessage reject;
     Status d = decode(payload, &reject);
     if (!d) co_return d.with_context(fmt::format("malformed REJECT from {}", conn.remote()));
-    co_return Status(reject.code, fmt::format("{} refused the connection: {}", conn.remote(), reject.reason));
+    co_return Status(reject.code,
+                     fmt::format("{} refused the connection: {}", conn.remote(), reject.reason));
   }
   if (header->type != expected)
     co_return protocol_error(fmt::format("expected {} from {}, got {}", frame_type_name(expected),
@@ -68,17 +76,21 @@ asio::awaitable<Status> client_handshake(Connection& conn, const TransportOption
   const bool have_secret = !options.secret.empty();
   if (ack.secret_required != have_secret) {
     const Status why = auth_error(
-        have_secret ? fmt::format("{} does not use a cluster secret but this side does; refusing an "
-                                  "unauthenticated server", conn.remote())
-                    : fmt::format("{} requires a cluster secret and none is configured", conn.remote()));
+        have_secret
+            ? fmt::format("{} does not use a cluster secret but this side does; refusing an "
+                          "unauthenticated server",
+                          conn.remote())
+            : fmt::format("{} requires a cluster secret and none is configured", conn.remote()));
     co_await send_reject(conn, why);
     co_return why;
   }
   const auto binding = conn.channel_binding();
   AuthMessage auth;
   if (have_secret) {
-    if (!mac_equal(ack.mac, compute_mac(options.secret, MacSide::kServer, hello, ack.nonce, binding))) {
-      const Status why = auth_error(fmt::format("{} failed to prove the cluster secret (wrong secret?)", conn.remote()));
+    if (!mac_equal(ack.mac,
+                   compute_mac(options.secret, MacSide::kServer, hello, ack.nonce, binding))) {
+      const Status why = auth_error(
+          fmt::format("{} failed to prove the cluster secret (wrong secret?)", conn.remote()));
       co_await send_reject(conn, why);
       co_return why;
     }
@@ -91,7 +103,8 @@ asio::awaitable<Status> client_handshake(Connection& conn, const TransportOption
   co_return accepted.status();
 }
 
-asio::awaitable<Result<AdmittedConnection>> server_handshake(Connection& conn, const TransportOptions& options) {
+asio::awaitable<Result<AdmittedConnection>> server_handshake(Connection& conn,
+                                                             const TransportOptions& options) {
   Status s = co_await conn.tls_handshake();
   if (!s) co_return s;
   auto hello_bytes = co_await receive_message(conn, FrameType::kHello);
@@ -106,27 +119,26 @@ asio::awaitable<Result<AdmittedConnection>> server_handshake(Connection& conn, c
     co_await send_reject(conn, s);
     co_return s;
   }
-  if (hello.magic != kHandshakeMagic)
-    {
-      const Status why = protocol_error("bad handshake magic: not a longhaul client");
-      co_await send_reject(conn, why);
-      co_return why;
-    }
-  if (hello.version != kProtocolVersion)
-    {
-      const Status why = protocol_error(fmt::format("protocol version mismatch: this side speaks {}, "
-                                                               "the client {}", kProtocolVersion, hello.version));
-      co_await send_reject(conn, why);
-      co_return why;
-    }
+  if (hello.magic != kHandshakeMagic) {
+    const Status why = protocol_error("bad handshake magic: not a longhaul client");
+    co_await send_reject(conn, why);
+    co_return why;
+  }
+  if (hello.version != kProtocolVersion) {
+    const Status why =
+        protocol_error(fmt::format("protocol version mismatch: this side speaks {}, "
+                                   "the client {}",
+                                   kProtocolVersion, hello.version));
+    co_await send_reject(conn, why);
+    co_return why;
+  }
   if (hello.connection_count == 0 || hello.connection_count > kMaxConnectionsPerLink ||
-      hello.connection_index >= hello.connection_count)
-    {
-      const Status why = protocol_error(fmt::format("invalid connection {} of {}", hello.connection_index,
-                                                               hello.connection_count));
-      co_await send_reject(conn, why);
-      co_return why;
-    }
+      hello.connection_index >= hello.connection_count) {
+    const Status why = protocol_error(
+        fmt::format("invalid connection {} of {}", hello.connection_index, hello.connection_count));
+    co_await send_reject(conn, why);
+    co_return why;
+  }
 
   const auto binding = conn.channel_binding();
   const bool have_secret = !options.secret.empty();
@@ -134,7 +146,8 @@ asio::awaitable<Result<AdmittedConnection>> server_handshake(Connection& conn, c
   ack.role = options.role;
   ack.secret_required = have_secret;
   ack.nonce = random_nonce();
-  if (have_secret) ack.mac = compute_mac(options.secret, MacSide::kServer, hello, ack.nonce, binding);
+  if (have_secret)
+    ack.mac = compute_mac(options.secret, MacSide::kServer, hello, ack.nonce, binding);
   const auto ack_payload = encode(ack);
   s = co_await send_message(conn, FrameType::kHelloAck, ack_payload);
   if (!s) co_return s;
@@ -147,17 +160,17 @@ asio::awaitable<Result<AdmittedConnection>> server_handshake(Connection& conn, c
     co_await send_reject(conn, s);
     co_return s;
   }
-  if (have_secret &&
-      !mac_equal(auth.mac, compute_mac(options.secret, MacSide::kClient, hello, ack.nonce, binding)))
-    {
-      const Status why = auth_error("authentication failed: wrong cluster secret");
-      co_await send_reject(conn, why);
-      co_return why;
-    }
+  if (have_secret && !mac_equal(auth.mac, compute_mac(options.secret, MacSide::kClient, hello,
+                                                      ack.nonce, binding))) {
+    const Status why = auth_error("authentication failed: wrong cluster secret");
+    co_await send_reject(conn, why);
+    co_return why;
+  }
   const std::vector<std::byte> empty;
   s = co_await send_message(conn, FrameType::kAccept, empty);
   if (!s) co_return s;
-  co_return AdmittedConnection{hello.role, hello.link_id, hello.connection_index, hello.connection_count};
+  co_return AdmittedConnection{hello.role, hello.link_id, hello.connection_index,
+                               hello.connection_count};
 }
 
 }  // namespace longhaul::net

@@ -46,6 +46,11 @@ struct TransportOptions {
   // A connection that has not completed its handshake (or a link missing some of its
   // connections) after this long is dropped.
   std::chrono::milliseconds handshake_timeout{5000};
+  // Accepted connections still in their handshake (no secret proven yet): at most this many in
+  // all (beyond it the oldest is dropped to make room) and from one address (beyond it a new one
+  // is refused). One link opens up to 64 connections at once.
+  size_t max_unauthenticated = 256;
+  size_t max_unauthenticated_per_address = 64;
   // Bytes of data that may arrive before the matching receive is posted; beyond this the
   // connection stops reading until the receive is posted (TCP backpressure, nothing is lost).
   uint64_t max_unexpected_bytes = 256ull << 20;

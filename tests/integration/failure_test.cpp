@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "cluster.hpp"
@@ -62,6 +63,7 @@ TEST(Failure, EverythingWorksOverTls) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string secret = certs.path() + "/secret";
   std::ofstream(secret) << "tls cluster secret\n";
+  std::filesystem::permissions(secret, std::filesystem::perms::owner_read);
   Cluster cluster({"--tls-cert", cert, "--tls-key", key, "--secret-file", secret});
   const std::vector<std::string> args = {
       "--tls-cert", cert, "--tls-key", key, "--secret", "tls cluster secret", "--connections", "2"};

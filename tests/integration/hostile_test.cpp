@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -83,6 +84,8 @@ struct RawClient {
 std::string write_secret(const TempDir& dir, const std::string& secret) {
   const std::string path = dir.path() + "/secret";
   std::ofstream(path) << secret << "\n";
+  std::filesystem::permissions(
+      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   return path;
 }
 
@@ -92,11 +95,11 @@ bool is_error(const std::string& line, const std::string& status) {
 
 TEST(Rejection, WrongSecretWrongVersionAndRandomBytesAreRefusedAndTheRunGoesOn) {
   TempDir secrets;
-  Cluster cluster({"--secret-file", write_secret(secrets, "right secret")});
-  Child& good = cluster.add_peer({"--secret", "right secret"});
+  Cluster cluster({"--secret-file", write_secret(secrets, "right cluster secret")});
+  Child& good = cluster.add_peer({"--secret", "right cluster secret"});
   ASSERT_TRUE(cluster.wait_agreement({&good}, 1));
 
-  Child& wrong = cluster.add_peer({"--secret", "wrong secret"});
+  Child& wrong = cluster.add_peer({"--secret", "wrong cluster secret"});
   EXPECT_EQ(wrong.wait_exit(30s), 3);
   EXPECT_TRUE(is_error(wrong.last_line("ERROR"), "LH_ERR_AUTH")) << wrong.last_line("ERROR");
   EXPECT_NE(wrong.last_line("ERROR").find("secret"), std::string::npos) << wrong.last_line("ERROR");
@@ -126,7 +129,7 @@ TEST(Rejection, WrongSecretWrongVersionAndRandomBytesAreRefusedAndTheRunGoesOn) 
     EXPECT_TRUE(client.closed_by_server());
   }
 
-  Child& late = cluster.add_peer({"--secret", "right secret"});
+  Child& late = cluster.add_peer({"--secret", "right cluster secret"});
   ASSERT_TRUE(cluster.wait_agreement({&good, &late}, 2));
   EXPECT_TRUE(cluster.master().running());
   const std::string log = cluster.master().stderr_text();

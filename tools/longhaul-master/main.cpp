@@ -9,6 +9,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <asio/ip/address.hpp>
 
 #include "common/log.hpp"
 #include "common/secret_file.hpp"
@@ -51,18 +52,27 @@ Status write_port_file(const std::string& path, uint16_t port) {
   return Status::ok();
 }
 
+// Whether `host` only ever reaches this machine (a loopback address or "localhost").
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  asio::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  return !ec && address.is_loopback();
+}
+
 struct Flags {
   longhaul::master::MasterOptions options;
   std::string listen = "0.0.0.0:48484";
   std::string port_file;
   std::string secret_file;
+  bool allow_weak_secret = false;
   std::string log_level = "info";
   unsigned io_threads = 2;
 };
 
 // Durations in milliseconds as the flags spell them; MasterOptions holds std::chrono types.
 struct Timing {
-  uint32_t heartbeat_interval_ms, heartbeat_misses, topology_timeout_ms;
+  uint32_t heartbeat_interval_ms, heartbeat_misses, topology_timeout_ms, handshake_timeout_ms;
 };
 
 void add_flags(CLI::App& app, Flags& f, Timing& t) {
@@ -81,6 +91,10 @@ void add_flags(CLI::App& app, Flags& f, Timing& t) {
                  "same secret (HMAC challenge-response) or it is refused; without this "
                  "option anyone who can reach the port may join")
       ->type_name("PATH")
+      ->group("Security (use both on any network you do not fully trust)");
+  app.add_flag("--allow-weak-secret", f.allow_weak_secret,
+               "accept a secret file that its group or others may read, or a secret shorter "
+               "than 16 bytes (refused otherwise)")
       ->group("Security (use both on any network you do not fully trust)");
   app.add_option("--tls-cert", f.options.transport.tls.cert_file,
                  "PEM certificate; with --tls-key, every connection uses TLS 1.3 and "
@@ -101,6 +115,19 @@ void add_flags(CLI::App& app, Flags& f, Timing& t) {
                   "peers that have not set up their links N ms after a membership "
                   "change are evicted")
       ->group("Failure detection");
+  cli::add_number(app, "--handshake-timeout-ms", t.handshake_timeout_ms, 1, 600'000,
+                  "a connection that has not proven the secret within N ms is dropped")
+      ->group("Connections before authentication");
+  cli::add_number(app, "--max-unauthenticated", f.options.transport.max_unauthenticated, 1,
+                  1'000'000,
+                  "connections in their handshake at once; beyond this the oldest is "
+                  "dropped to make room")
+      ->group("Connections before authentication");
+  cli::add_number(app, "--max-unauthenticated-per-address",
+                  f.options.transport.max_unauthenticated_per_address, 1, 1'000'000,
+                  "connections in their handshake at once from one address; beyond this a "
+                  "new one is refused")
+      ->group("Connections before authentication");
   app.add_option("--log-level", f.log_level,
                  "debug, info, warn, error or off; logs go to stderr, one line per "
                  "join, leave (with its reason) and epoch change")
@@ -115,12 +142,14 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
   cli::configure(app, kFooter);
   auto& o = f->options;
   Timing t{static_cast<uint32_t>(o.heartbeat_interval.count()), o.heartbeat_misses,
-           static_cast<uint32_t>(o.topology_timeout.count())};
+           static_cast<uint32_t>(o.topology_timeout.count()),
+           static_cast<uint32_t>(o.transport.handshake_timeout.count())};
   add_flags(app, *f, t);
   if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
   o.heartbeat_interval = std::chrono::milliseconds(t.heartbeat_interval_ms);
   o.heartbeat_misses = t.heartbeat_misses;
   o.topology_timeout = std::chrono::milliseconds(t.topology_timeout_ms);
+  o.transport.handshake_timeout = std::chrono::milliseconds(t.handshake_timeout_ms);
   longhaul::log::Level level;
   longhaul::log::parse_level(f->log_level, &level);  // one_of() admitted only known levels
   longhaul::log::set_level(level);
@@ -131,7 +160,7 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
     return cli::usage_error(app, "--tls-cert and --tls-key must be given together");
   tls.enabled = !tls.cert_file.empty();
   if (!f->secret_file.empty()) {
-    auto secret = longhaul::read_secret_file(f->secret_file);
+    auto secret = longhaul::read_secret_file(f->secret_file, f->allow_weak_secret);
     if (!secret) return cli::usage_error(app, secret.status().message());
     o.transport.secret = std::move(*secret);
   }
@@ -167,6 +196,11 @@ int main(int argc, char** argv) {
   if (flags.options.transport.secret.empty())
     longhaul::log::warn("master", "no --secret-file: anyone who can reach port {} may join",
                         (*master)->port());
+  if (!flags.options.transport.tls.enabled && !is_loopback(flags.options.listen_host))
+    longhaul::log::warn("master",
+                        "listening on {} without TLS: the control traffic (membership, "
+                        "addresses) crosses the network in the clear; use --tls-cert/--tls-key",
+                        flags.options.listen_host);
   int sig = 0;
   sigwait(&stop_signals, &sig);
   longhaul::log::info("master", "received {}; shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -92,6 +92,10 @@ void add_security(CLI::App& app, Flags& f) {
                  "the secret itself (visible to other local users in ps; prefer the file)")
       ->type_name("STRING")
       ->group("Security");
+  app.add_flag("--allow-weak-secret", f.allow_weak_secret,
+               "accept a secret file that its group or others may read, or a secret shorter "
+               "than 16 bytes (refused otherwise)")
+      ->group("Security");
   app.add_option("--tls-cert", f.tls_cert, "PEM certificate and key: every connection uses TLS 1.3")
       ->type_name("PATH")
       ->group("Security");
@@ -167,7 +171,7 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
     return cli::usage_error(
         app, "--tls-ca needs --tls-cert and --tls-key (a peer serves its neighbours' links)");
   if (!f->secret_file.empty()) {
-    auto secret = longhaul::read_secret_file(f->secret_file);
+    auto secret = longhaul::read_secret_file(f->secret_file, f->allow_weak_secret);
     if (!secret) return cli::usage_error(app, secret.status().message());
     f->secret = std::move(*secret);
   }

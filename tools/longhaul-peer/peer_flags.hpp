@@ -14,6 +14,7 @@ struct Flags {
   std::string master;  // host:port, required
   std::string secret;
   std::string secret_file;  // read into `secret` once the flags are parsed
+  bool allow_weak_secret = false;
   std::string tls_cert, tls_key, tls_ca;
   uint32_t group = 0;
   uint32_t connections = 1;

@@ -1,0 +1,55 @@
+#include "net/handshake_slots.hpp"
+
+#include "net/connection.hpp"
+
+namespace longhaul::net {
+
+uint64_t HandshakeSlots::take(const std::shared_ptr<Connection>& conn, const std::string& address) {
+  std::lock_guard lock(mu_);
+  if (per_address_[address] >= max_per_address_) return 0;
+  while (!slots_.empty() && slots_.size() >= max_total_) drop_front_locked();
+  if (max_total_ == 0) return 0;
+  const uint64_t id = next_id_++;
+  slots_.push_back({id, conn, address});
+  by_id_[id] = std::prev(slots_.end());
+  ++per_address_[address];
+  return id;
+}
+
+void HandshakeSlots::release(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  const std::string& address = it->second->address;
+  if (--per_address_[address] == 0) per_address_.erase(address);
+  slots_.erase(it->second);
+  by_id_.erase(it);
+}
+
+bool HandshakeSlots::shed_oldest() {
+  std::lock_guard lock(mu_);
+  if (slots_.empty()) return false;
+  drop_front_locked();
+  return true;
+}
+
+void HandshakeSlots::drop_front_locked() {
+  Slot& oldest = slots_.front();
+  if (auto conn = oldest.conn.lock()) conn->close();
+  if (--per_address_[oldest.address] == 0) per_address_.erase(oldest.address);
+  by_id_.erase(oldest.id);
+  slots_.pop_front();
+  ++shed_;
+}
+
+size_t HandshakeSlots::size() const {
+  std::lock_guard lock(mu_);
+  return slots_.size();
+}
+
+uint64_t HandshakeSlots::shed_count() const {
+  std::lock_guard lock(mu_);
+  return shed_;
+}
+
+}  // namespace longhaul::net

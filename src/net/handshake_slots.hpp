@@ -1,0 +1,54 @@
+// The connections a listener has accepted but not yet authenticated, bounded in all and per
+// source address, so that nobody without the secret can hold more of a process than the bounds
+// allow (issue 24: descriptors, memory, handshake work).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace longhaul::net {
+
+class Connection;
+
+class HandshakeSlots {
+ public:
+  HandshakeSlots(size_t max_total, size_t max_per_address)
+      : max_total_(max_total), max_per_address_(max_per_address) {}
+
+  // Takes a slot for `conn`, from `address`. Refused (0) when that address already holds
+  // max_per_address slots. When every slot is taken, the oldest connection is closed to make
+  // room: an honest handshake takes milliseconds, so the oldest are the silent ones. Returns the
+  // slot's id for release().
+  uint64_t take(const std::shared_ptr<Connection>& conn, const std::string& address);
+  // The handshake ended (admitted, refused or timed out); unknown or shed ids are ignored.
+  void release(uint64_t id);
+  // Closes the oldest connection still in its handshake (when descriptors run out); false when
+  // there was none.
+  bool shed_oldest();
+
+  size_t size() const;
+  uint64_t shed_count() const;
+
+ private:
+  struct Slot {
+    uint64_t id;
+    std::weak_ptr<Connection> conn;
+    std::string address;
+  };
+  void drop_front_locked();  // closes and forgets the oldest slot
+
+  const size_t max_total_, max_per_address_;
+  mutable std::mutex mu_;
+  std::list<Slot> slots_;  // oldest first
+  std::map<uint64_t, std::list<Slot>::iterator> by_id_;
+  std::map<std::string, size_t> per_address_;
+  uint64_t next_id_ = 1;
+  uint64_t shed_ = 0;
+};
+
+}  // namespace longhaul::net
