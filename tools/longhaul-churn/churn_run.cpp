@@ -513,10 +513,11 @@ void ChurnRun::report() {
               static_cast<unsigned long long>(s.peer_steps),
               static_cast<unsigned long long>(s.hashes_compared));
   std::printf(
-      "  churn         %llu SIGKILL, %llu SIGTERM (incl. the final leave), %llu SIGSTOP; %llu "
-      "peers started, "
+      "  churn         %llu SIGKILL, %llu SIGTERM (%s), %llu SIGSTOP; %llu peers started, "
       "%llu joins, %llu evicted after a long stop\n",
       static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
+      // Train peers end by themselves: no final SIGTERM.
+      train() ? "graceful leaves" : "incl. the final leave",
       static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.spawned),
       static_cast<unsigned long long>(s.joins),
       static_cast<unsigned long long>(s.evicted_after_stop));
