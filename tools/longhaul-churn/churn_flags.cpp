@@ -40,8 +40,18 @@ reaped.
 )";
 
 constexpr const char* kFooter =
-    R"(Example (a one-minute soak, half of the peers behind a 20 ms WAN):
-  longhaul-churn --peers 8 --duration 60 --wanem 0.5 --latency-ms 20 --json)";
+    R"(With --workload train the peers are longhaul-train processes training one GPT together
+(a replacement joins with --join and takes the shard of the peer it replaces). Each reports the
+hash of theta_g after every step; two peers reporting one step with different hashes is a
+VIOLATION. Training lasts --train-steps group steps; the churn stops at --duration or when the
+group reaches 90% of them, whichever is first, and the survivors train to the end. A churn-free
+run of the same peers and steps runs first, in the same invocation: the survivors' final
+validation loss above --max-loss-ratio times the reference's is a VIOLATION too.
+
+Examples (a one-minute soak, half of the peers behind a 20 ms WAN; four trainers under churn):
+  longhaul-churn --peers 8 --duration 60 --wanem 0.5 --latency-ms 20 --json
+  longhaul-churn --workload train --peers 4 --duration 60 --train-steps 3000 \
+      --train-arg=--data=corpus.txt --json)";
 
 // "60", "90s", "30m" or "2h", in seconds.
 bool parse_duration(std::string_view text, double* seconds) {
@@ -141,6 +151,32 @@ void add_watching_and_wan(CLI::App& app, Flags& f) {
       ->group("WAN emulation (longhaul-wanem)");
 }
 
+void add_train_workload(CLI::App& app, Flags& f) {
+  const std::string group = "Train workload (--workload train)";
+  cli::add_choice(app, "--workload", f.workload,
+                  {{"peer", Workload::kPeer}, {"train", Workload::kTrain}},
+                  "peer: longhaul-peer daemons (a synthetic all-reduce loop); train: "
+                  "longhaul-train peers training one GPT together")
+      ->type_name("W")
+      ->group("Run");
+  app.add_option("--train-arg", f.train_args,
+                 "extra argument for every longhaul-train, repeatable, e.g. "
+                 "--train-arg=--data=corpus.txt --train-arg=--method=streaming (default: a tiny "
+                 "model, --layers 2 --channels 32 --heads 2 --context 32 --batch 4, --method "
+                 "diloco --sync-every 20, one thread)")
+      ->type_name("ARG")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->default_str("")
+      ->group(group);
+  cli::add_number(app, "--train-steps", f.train_steps, 10, INT64_MAX,
+                  "group steps of training (longhaul-train --steps)")
+      ->group(group);
+  cli::add_number(app, "--max-loss-ratio", f.max_loss_ratio, 1, 1e6,
+                  "the survivors' final validation loss over the churn-free run's above this "
+                  "is a violation")
+      ->group(group);
+}
+
 void add_peers_and_output(CLI::App& app, Flags& f) {
   app.add_option("--codec", f.codec, "all-reduce codec of every peer: none, fp16, bf16, u8, u4")
       ->type_name("C")
@@ -160,9 +196,10 @@ void add_peers_and_output(CLI::App& app, Flags& f) {
   cli::add_number(app, "--heartbeat-misses", f.heartbeat_misses, 1, 1000,
                   "heartbeats a peer may miss before it is declared dead")
       ->group("Peers and master");
-  app.add_option("--bin-dir", f.bin_dir,
-                 "where longhaul-master, longhaul-peer and longhaul-wanem are (default: "
-                 "beside this program, or in the build tree's tools/ directories)")
+  app.add_option(
+         "--bin-dir", f.bin_dir,
+         "where longhaul-master, longhaul-peer, longhaul-train and longhaul-wanem are (default: "
+         "beside this program, or in the build tree's tools/ directories)")
       ->type_name("DIR")
       ->group("Peers and master");
   app.add_option("--log-dir", f.log_dir,
@@ -186,8 +223,12 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
   cli::configure(app, kFooter);
   add_run_and_churn(app, *f);
   add_watching_and_wan(app, *f);
+  add_train_workload(app, *f);
   add_peers_and_output(app, *f);
   if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
+  // longhaul-train prints no LISTEN line before it joins, which routing a peer needs.
+  if (f->workload == Workload::kTrain && f->wanem_fraction > 0)
+    return cli::usage_error(app, "--wanem is not supported with --workload train");
   if (f->min_alive > f->peers) f->min_alive = f->peers;
   return std::nullopt;
 }

@@ -8,7 +8,11 @@
 
 namespace longhaul_churn {
 
+// What the peers run: longhaul-peer's synthetic loop, or longhaul-train peers training one GPT.
+enum class Workload { kPeer, kTrain };
+
 struct Flags {
+  Workload workload = Workload::kPeer;
   uint32_t peers = 8;
   double duration_s = 60;
   uint64_t seed = 1;
@@ -32,9 +36,16 @@ struct Flags {
   // Peers and the master.
   std::string codec = "u8";
   std::vector<std::string> peer_args;  // passed to every longhaul-peer
+  // The train workload: longhaul-train peers train for train_steps group steps, with these
+  // arguments after the tool's defaults; the last tenth of the steps sees no churn.
+  std::vector<std::string> train_args;
+  int64_t train_steps = 3000;
+  // The churn run's final validation loss over a churn-free run's, at the same group steps, above
+  // this is a violation.
+  double max_loss_ratio = 1.03;
   uint32_t heartbeat_interval_ms = 1000;
   uint32_t heartbeat_misses = 3;
-  std::string bin_dir;  // where longhaul-master, longhaul-peer, longhaul-wanem are; "" = beside us
+  std::string bin_dir;  // where longhaul-master, -peer, -train, -wanem are; "" = beside us
   std::string log_dir;  // "" = a fresh temporary directory, removed after a clean run
   bool keep_logs = false;
   bool json = false;

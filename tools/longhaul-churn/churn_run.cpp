@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "churn_summary.hpp"
+#include "peer_command.hpp"
 
 namespace longhaul_churn {
 
@@ -26,10 +27,11 @@ std::string fmt_seconds(double ms) {
 
 }  // namespace
 
-ChurnRun::ChurnRun(const Flags& flags, Binaries bins, std::string log_dir)
+ChurnRun::ChurnRun(const Flags& flags, Binaries bins, std::string log_dir, RunKind kind)
     : flags_(flags),
       bins_(std::move(bins)),
       log_dir_(std::move(log_dir)),
+      kind_(kind),
       rng_(flags.seed),
       start_(std::chrono::steady_clock::now()),
       monitor_(MonitorLimits{
@@ -76,7 +78,10 @@ int ChurnRun::run() {
   }
   start_master();
   uv_run(&loop_, UV_RUN_DEFAULT);
-  report();
+  if (kind_ == RunKind::kReference)
+    report_reference();
+  else
+    report();
   return exit_status_;
 }
 
@@ -173,56 +178,43 @@ void ChurnRun::wanem_command(const std::string& command,
   wanem_->write_line(command);
 }
 
-void ChurnRun::start_peer() {
+void ChurnRun::start_peer(int shard, bool join) {
   const std::string name = "p" + std::to_string(next_peer_++);
   // Route the fraction asked for, spread evenly over the peers as they start.
   const bool routed =
       wanem_ && static_cast<double>(routed_count_ + 1) <=
                     flags_.wanem_fraction * static_cast<double>(next_peer_ - 1) + 1e-9;
   if (!routed) {
-    launch_peer(name, false, 0);
+    launch_peer(name, false, 0, shard, join);
     return;
   }
   ++routed_count_;
-  wanem_command("route " + name + " 127.0.0.1:0 -", [this, name](const std::string& answer) {
-    // OK ROUTE NAME PORT
-    std::istringstream in(answer);
-    std::string ok, route, n;
-    uint16_t port = 0;
-    in >> ok >> route >> n >> port;
-    launch_peer(name, true, port);
-  });
+  wanem_command("route " + name + " 127.0.0.1:0 -",
+                [this, name, shard, join](const std::string& answer) {
+                  // OK ROUTE NAME PORT
+                  std::istringstream in(answer);
+                  std::string ok, route, n;
+                  uint16_t port = 0;
+                  in >> ok >> route >> n >> port;
+                  launch_peer(name, true, port, shard, join);
+                });
 }
 
-void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advertise_port) {
+void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advertise_port, int shard,
+                           bool join) {
   if (phase_ == Phase::kShutdown) return;
   auto proc = std::make_unique<PeerProc>();
   proc->name = name;
   proc->routed = routed;
-  std::vector<std::string> argv = {
-      bins_.peer,
-      "--master",
-      "127.0.0.1:" + std::to_string(routed ? master_route_port_ : master_port_),
-      "--listen",
-      "127.0.0.1:0",
-      "--codec",
-      flags_.codec};
-  // The default workload, unless --peer-arg says otherwise.
-  for (const auto& [flag, value] :
-       {std::pair{"--tensor-size", "65536,1025"}, std::pair{"--inflight", "2"},
-        std::pair{"--step-delay-ms", "20"}}) {
-    const bool given = std::any_of(flags_.peer_args.begin(), flags_.peer_args.end(),
-                                   [&](const std::string& a) { return a.rfind(flag, 0) == 0; });
-    if (!given) {
-      argv.push_back(flag);
-      argv.push_back(value);
-    }
-  }
-  if (routed) {
-    argv.push_back("--advertise");
-    argv.push_back("127.0.0.1:" + std::to_string(advertise_port));
-  }
-  for (const auto& a : flags_.peer_args) argv.push_back(a);
+  proc->shard = shard;
+  PeerLaunch launch;
+  launch.binary = train() ? bins_.train : bins_.peer;
+  launch.master_port = routed ? master_route_port_ : master_port_;
+  launch.advertise_port = routed ? advertise_port : 0;
+  launch.shard = shard;
+  launch.join = join;
+  launch.out_dir = log_path(name, "");
+  const std::vector<std::string> argv = peer_command(flags_, launch);
   PeerProc* raw = proc.get();
   std::string error;
   proc->child = ChildProcess::spawn(
@@ -232,21 +224,30 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
         append_log(raw->name, "exited: " + (status < 0 ? "signal " + std::to_string(sig)
                                                        : "status " + std::to_string(status)));
         monitor_.on_exit(raw->name, status, sig, now_ms());
-        if (phase_ == Phase::kChurn) spawn_at_ms_.push_back(now_ms() + flags_.rejoin_delay_ms);
+        if (phase_ == Phase::kChurn)
+          respawns_.push_back({now_ms() + flags_.rejoin_delay_ms, raw->shard});
       },
       &error);
   if (!proc->child) {
     shutdown(3, error);
     return;
   }
-  append_log(name, "started pid " + std::to_string(proc->child->pid()) +
-                       (routed ? " (through longhaul-wanem)" : ""));
+  append_log(name,
+             "started pid " + std::to_string(proc->child->pid()) +
+                 (routed ? " (through longhaul-wanem)" : "") +
+                 (train() ? " shard " + std::to_string(shard) + (join ? " (joins)" : "") : ""));
   monitor_.on_spawn(name, now_ms());
   peers_.push_back(std::move(proc));
 }
 
 void ChurnRun::on_peer_line(PeerProc& p, const std::string& line) {
   append_log(p.name, line);
+  if (train()) {
+    if (auto summary = parse_train_summary(p.name, line)) {
+      on_train_summary(p, *summary);
+      return;
+    }
+  }
   monitor_.on_line(p.name, line, now_ms());
   if (p.routed && line.rfind("LISTEN ", 0) == 0) {
     const auto f = parse_fields(line);
@@ -295,55 +296,70 @@ void ChurnRun::disrupt() {
   }
 }
 
+// The master's port (and the emulator's READY), then the first peers.
+void ChurnRun::tick_starting(double now) {
+  if (master_port_ == 0) {
+    std::ifstream in(log_dir_ + "/master.port");
+    unsigned port = 0;
+    if (in >> port) {
+      master_port_ = static_cast<uint16_t>(port);
+      if (flags_.wanem_fraction > 0) start_wanem();
+    }
+  }
+  const bool ready = master_port_ != 0 && (flags_.wanem_fraction == 0 || wanem_ready_);
+  if (ready) {
+    phase_ = Phase::kChurn;
+    churn_start_ms_ = now;
+    for (uint32_t i = 0; i < flags_.peers; ++i) start_peer(static_cast<int>(i), false);
+    schedule_next_event();
+    // Give the first peers time to join before the churn starts.
+    next_event_ms_ =
+        flags_.kill_interval_ms == 0 ? -1 : now + std::max<double>(flags_.kill_interval_ms, 2000);
+  } else if (now > phase_deadline_ms_) {
+    shutdown(3, master_port_ == 0 ? "the master did not report its port"
+                                  : "longhaul-wanem did not get ready");
+  }
+}
+
+// The end of the churn; a disruption when one is due; replacements whose time has come.
+void ChurnRun::tick_churn(double now) {
+  // The train workload's last tenth of the steps is calm: replacements already started are
+  // admitted before the group finishes (one whose predecessor went just before is not started).
+  const bool calm = train() && static_cast<double>(monitor_.group_steps()) >=
+                                   0.9 * static_cast<double>(flags_.train_steps);
+  if (now - churn_start_ms_ >= flags_.duration_s * 1000 || calm) {
+    begin_final();
+    return;
+  }
+  if (next_event_ms_ >= 0 && now >= next_event_ms_) {
+    disrupt();
+    schedule_next_event();
+  }
+  for (auto it = respawns_.begin(); it != respawns_.end();) {
+    if (now >= it->at_ms) {
+      const int shard = it->shard;
+      it = respawns_.erase(it);
+      if (monitor_.running() < flags_.peers) start_peer(shard, train());
+    } else {
+      ++it;
+    }
+  }
+}
+
 void ChurnRun::tick() {
   const double now = now_ms();
   switch (phase_) {
-    case Phase::kStarting: {
-      if (master_port_ == 0) {
-        std::ifstream in(log_dir_ + "/master.port");
-        unsigned port = 0;
-        if (in >> port) {
-          master_port_ = static_cast<uint16_t>(port);
-          if (flags_.wanem_fraction > 0) start_wanem();
-        }
-      }
-      const bool ready = master_port_ != 0 && (flags_.wanem_fraction == 0 || wanem_ready_);
-      if (ready) {
-        phase_ = Phase::kChurn;
-        churn_start_ms_ = now;
-        for (uint32_t i = 0; i < flags_.peers; ++i) start_peer();
-        schedule_next_event();
-        // Give the first peers time to join before the churn starts.
-        next_event_ms_ = flags_.kill_interval_ms == 0
-                             ? -1
-                             : now + std::max<double>(flags_.kill_interval_ms, 2000);
-      } else if (now > phase_deadline_ms_) {
-        shutdown(3, master_port_ == 0 ? "the master did not report its port"
-                                      : "longhaul-wanem did not get ready");
-      }
+    case Phase::kStarting:
+      tick_starting(now);
       break;
-    }
-    case Phase::kChurn: {
-      if (now - churn_start_ms_ >= flags_.duration_s * 1000) {
-        begin_final();
-        break;
-      }
-      if (next_event_ms_ >= 0 && now >= next_event_ms_) {
-        disrupt();
-        schedule_next_event();
-      }
-      for (auto it = spawn_at_ms_.begin(); it != spawn_at_ms_.end();) {
-        if (now >= *it) {
-          it = spawn_at_ms_.erase(it);
-          if (monitor_.running() < flags_.peers) start_peer();
-        } else {
-          ++it;
-        }
-      }
+    case Phase::kChurn:
+      tick_churn(now);
       break;
-    }
     case Phase::kFinal: {
-      if (monitor_.peers_without_final_step().empty()) {
+      if (train()) {
+        tick_train_final(now);
+        if (phase_ == Phase::kShutdown) return;
+      } else if (monitor_.peers_without_final_step().empty()) {
         begin_leaving();
       } else if (now > phase_deadline_ms_) {
         for (const auto& name : monitor_.peers_without_final_step())
@@ -397,7 +413,8 @@ void ChurnRun::tick() {
 
 void ChurnRun::begin_final() {
   phase_ = Phase::kFinal;
-  spawn_at_ms_.clear();
+  churn_end_ms_ = now_ms();
+  respawns_.clear();
   const double now = now_ms();
   for (auto& p : peers_) {
     if (p->resume_at_ms >= 0) {
@@ -491,15 +508,16 @@ void ChurnRun::report() {
               flags_.peers, static_cast<unsigned long long>(flags_.seed),
               flags_.wanem_fraction > 0 ? ("wanem " + std::to_string(flags_.wanem_fraction)).c_str()
                                         : "no wanem");
-  std::printf("  steps         %llu (group revisions), %llu peer-steps, %llu hash comparisons\n",
-              static_cast<unsigned long long>(s.group_steps),
+  std::printf("  steps         %llu (group %s), %llu peer-steps, %llu hash comparisons\n",
+              static_cast<unsigned long long>(s.group_steps), train() ? "steps" : "revisions",
               static_cast<unsigned long long>(s.peer_steps),
               static_cast<unsigned long long>(s.hashes_compared));
   std::printf(
-      "  churn         %llu SIGKILL, %llu SIGTERM (incl. the final leave), %llu SIGSTOP; %llu "
-      "peers started, "
+      "  churn         %llu SIGKILL, %llu SIGTERM (%s), %llu SIGSTOP; %llu peers started, "
       "%llu joins, %llu evicted after a long stop\n",
       static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
+      // Train peers end by themselves: no final SIGTERM.
+      train() ? "graceful leaves" : "incl. the final leave",
       static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.spawned),
       static_cast<unsigned long long>(s.joins),
       static_cast<unsigned long long>(s.evicted_after_stop));
@@ -510,11 +528,18 @@ void ChurnRun::report() {
       "  recovery      %zu measured: p50 %.0f ms, p99 %.0f ms, max %.0f ms; %llu unrecovered\n",
       s.recoveries_ms.size(), s.recovery_p50_ms, s.recovery_p99_ms, s.recovery_max_ms,
       static_cast<unsigned long long>(s.unrecovered));
+  std::optional<TrainFigures> train_figures;
+  if (train()) {
+    train_figures = TrainFigures{train_result_, reference_, std::nullopt};
+    if (loss_comparison_) train_figures->ratio = loss_comparison_->ratio;
+    print_train_lines(*train_figures);
+  }
   std::printf("  violations    %zu\n", v.size());
   for (const auto& text : v) std::printf("  VIOLATION %s\n", text.c_str());
   if (exit_status_ != 0 || !flags_.log_dir.empty() || flags_.keep_logs)
     std::printf("  logs          %s\n", log_dir_.c_str());
-  if (flags_.json) std::printf("%s\n", summary_json(flags_, exit_status_, s, v.size()).c_str());
+  if (flags_.json)
+    std::printf("%s\n", summary_json(flags_, exit_status_, s, v.size(), train_figures).c_str());
   std::fflush(stdout);
 }
 

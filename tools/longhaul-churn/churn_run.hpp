@@ -1,11 +1,15 @@
 // One churn run on a libuv loop: starts the master (and the WAN emulator), keeps --peers
-// longhaul-peer processes running, disrupts them on a seeded random schedule, feeds everything
-// they print to a RunMonitor, and at the end stops everyone and reports.
+// longhaul-peer (or, --workload train, longhaul-train) processes running, disrupts them on a
+// seeded random schedule, feeds everything they print to a RunMonitor, and at the end stops
+// everyone and reports.
 //
 // Phases: starting (master port, emulator READY) -> churn (for --duration) -> final (no more
 // churn; every survivor must step within --grace-ms) -> leaving (SIGTERM: each must leave
-// cleanly) -> done. Any fatal problem or SIGINT/SIGTERM skips to shutdown, which SIGKILLs every
-// child still running (by pid) and runs the loop until all are reaped.
+// cleanly) -> done. The train workload's churn also ends when the group reaches 90% of
+// --train-steps, and its final phase waits for the survivors to train to the end and exit with
+// their summaries (train_outcome.hpp judges them); there is no leaving phase. Any fatal problem
+// or SIGINT/SIGTERM skips to shutdown, which SIGKILLs every child still running (by pid) and runs
+// the loop until all are reaped.
 #pragma once
 
 #include <uv.h>
@@ -14,27 +18,38 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "child_process.hpp"
 #include "churn_flags.hpp"
+#include "churn_summary.hpp"
 #include "run_monitor.hpp"
+#include "train_outcome.hpp"
 
 namespace longhaul_churn {
 
 struct Binaries {
-  std::string master, peer, wanem;
+  std::string master, peer, train, wanem;
 };
+
+// A churn run, or the train workload's churn-free reference run (no disruption, a short report,
+// no JSON line).
+enum class RunKind { kChurn, kReference };
 
 class ChurnRun {
  public:
-  ChurnRun(const Flags& flags, Binaries bins, std::string log_dir);
+  ChurnRun(const Flags& flags, Binaries bins, std::string log_dir, RunKind kind = RunKind::kChurn);
   ~ChurnRun();
   // Runs to the end; returns the process exit status (0 clean, 1 violations, 3 setup failure,
   // 130 interrupted).
   int run();
+  // The train workload: the reference run's result, compared in this run's checks and report.
+  void set_reference(const TrainRun& reference) { reference_ = reference; }
+  // The train workload's result, once run() returned with the survivors judged.
+  const std::optional<TrainRun>& train_result() const { return train_result_; }
 
  private:
   enum class Phase { kStarting, kChurn, kFinal, kLeaving, kShutdown };
@@ -42,19 +57,34 @@ class ChurnRun {
     std::string name;
     std::unique_ptr<ChildProcess> child;
     bool routed = false;
-    double resume_at_ms = -1;  // a stopped peer gets SIGCONT then
-    bool leaving = false;      // SIGTERMed already: a second SIGTERM would make it exit at once
+    double resume_at_ms = -1;    // a stopped peer gets SIGCONT then
+    bool leaving = false;        // SIGTERMed already: a second SIGTERM would make it exit at once
+    int shard = 0;               // train: its --peer-index, which its replacement takes over
+    double finished_at_ms = -1;  // train: when it printed its final summary
+  };
+  struct Respawn {
+    double at_ms;
+    int shard;
   };
 
   double now_ms() const;
   void tick();
+  void tick_starting(double now);
+  void tick_churn(double now);
   void schedule_next_event();
   void disrupt();
   void start_master();
   void start_wanem();
-  void start_peer();
-  void launch_peer(const std::string& name, bool routed, uint16_t advertise_port);
+  bool train() const { return flags_.workload == Workload::kTrain; }
+  void start_peer(int shard, bool join);
+  void launch_peer(const std::string& name, bool routed, uint16_t advertise_port, int shard,
+                   bool join);
   void on_peer_line(PeerProc& p, const std::string& line);
+  void on_train_summary(PeerProc& p, const TrainSummary& summary);
+  void tick_train_final(double now);
+  void finish_train();
+  void report_reference();
+  void print_train_lines(const TrainFigures& t) const;
   void on_wanem_line(const std::string& line);
   void wanem_command(const std::string& command, std::function<void(const std::string&)> on_answer);
   void begin_final();
@@ -69,6 +99,7 @@ class ChurnRun {
   const Flags flags_;
   const Binaries bins_;
   const std::string log_dir_;
+  const RunKind kind_;
   uv_loop_t loop_{};
   uv_timer_t tick_timer_{};
   uv_signal_t sigint_{}, sigterm_{};
@@ -89,8 +120,14 @@ class ChurnRun {
   std::vector<std::unique_ptr<PeerProc>> peers_;
   uint64_t next_peer_ = 1;
   uint64_t routed_count_ = 0;
-  std::vector<double> spawn_at_ms_;  // replacements waiting to start
-  double churn_start_ms_ = 0, next_event_ms_ = -1, phase_deadline_ms_ = 0, last_status_ms_ = -1e9;
+  std::vector<Respawn> respawns_;  // replacements waiting to start
+
+  std::vector<TrainSummary> train_summaries_;
+  uint64_t unadmitted_ = 0;
+  std::optional<TrainRun> reference_, train_result_;
+  std::optional<LossComparison> loss_comparison_;
+  double churn_start_ms_ = 0, churn_end_ms_ = 0, next_event_ms_ = -1, phase_deadline_ms_ = 0,
+         last_status_ms_ = -1e9;
   bool status_tty_ = false;
 };
 

@@ -42,11 +42,34 @@ nlohmann::ordered_json summary_object(const Flags& flags, int exit_status,
   };
 }
 
+// The train workload's fields; null where a run did not get that far.
+void add_train(nlohmann::ordered_json& j, const Flags& flags, const TrainFigures& t) {
+  using Json = nlohmann::ordered_json;
+  const Json null = nullptr;
+  const auto& run = t.run;
+  const auto& ref = t.reference;
+  j["workload"] = "train";
+  j["train_steps"] = flags.train_steps;
+  j["survivors"] = run ? Json(run->survivors) : null;
+  j["unadmitted"] = run ? Json(run->unadmitted) : null;
+  j["val_loss"] = run ? Json(run->val_loss) : null;
+  j["reference_val_loss"] = ref ? Json(ref->val_loss) : null;
+  j["val_loss_ratio"] = t.ratio ? Json(*t.ratio) : null;
+  j["max_loss_ratio"] = flags.max_loss_ratio;
+  j["tokens"] = run ? Json(run->tokens) : null;
+  j["reference_tokens"] = ref ? Json(ref->tokens) : null;
+  j["train_s"] = run ? Json(tenths(run->seconds)) : null;
+  j["reference_s"] = ref ? Json(tenths(ref->seconds)) : null;
+  j["churn_s"] = run ? Json(tenths(run->churn_seconds)) : null;
+}
+
 }  // namespace
 
 std::string summary_json(const Flags& flags, int exit_status, const RunMonitor::Summary& summary,
-                         size_t violations) {
-  return summary_object(flags, exit_status, summary, violations).dump();
+                         size_t violations, const std::optional<TrainFigures>& train) {
+  nlohmann::ordered_json j = summary_object(flags, exit_status, summary, violations);
+  if (train) add_train(j, flags, *train);
+  return j.dump();
 }
 
 }  // namespace longhaul_churn

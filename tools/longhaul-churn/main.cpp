@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "churn_flags.hpp"
@@ -39,17 +40,50 @@ std::string find_binary(const std::string& bin_dir, const std::string& name) {
   return "";
 }
 
+int run_churn(const longhaul_churn::Flags& flags, const longhaul_churn::Binaries& bins,
+              const std::string& log_dir) {
+  longhaul_churn::ChurnRun run(flags, bins, log_dir);
+  return run.run();
+}
+
+// The train workload: first the same peers and steps without churn (in LOG_DIR/reference), then
+// the churn run, whose final validation loss is compared with the reference's.
+int run_train(const longhaul_churn::Flags& flags, const longhaul_churn::Binaries& bins,
+              const std::string& log_dir) {
+  longhaul_churn::Flags calm = flags;
+  calm.kill_interval_ms = 0;
+  const std::string reference_dir = log_dir + "/reference";
+  std::error_code ec;
+  fs::create_directories(reference_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "longhaul-churn: cannot create %s: %s\n", reference_dir.c_str(),
+                 ec.message().c_str());
+    return 3;
+  }
+  std::optional<longhaul_churn::TrainRun> reference;
+  {
+    longhaul_churn::ChurnRun run(calm, bins, reference_dir, longhaul_churn::RunKind::kReference);
+    if (int status = run.run(); status != 0) return status;
+    reference = run.train_result();
+  }
+  longhaul_churn::ChurnRun run(flags, bins, log_dir);
+  run.set_reference(*reference);
+  return run.run();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   longhaul_churn::Flags flags;
   if (auto exit_status = longhaul_churn::parse_flags(argc, argv, &flags)) return *exit_status;
   ::signal(SIGPIPE, SIG_IGN);
-  longhaul_churn::Binaries bins{find_binary(flags.bin_dir, "longhaul-master"),
-                                find_binary(flags.bin_dir, "longhaul-peer"),
-                                find_binary(flags.bin_dir, "longhaul-wanem")};
+  const bool train = flags.workload == longhaul_churn::Workload::kTrain;
+  longhaul_churn::Binaries bins{
+      find_binary(flags.bin_dir, "longhaul-master"), find_binary(flags.bin_dir, "longhaul-peer"),
+      find_binary(flags.bin_dir, "longhaul-train"), find_binary(flags.bin_dir, "longhaul-wanem")};
   for (const auto& [path, name] :
-       {std::pair{bins.master, "longhaul-master"}, std::pair{bins.peer, "longhaul-peer"},
+       {std::pair{bins.master, "longhaul-master"},
+        std::pair{train ? bins.train : bins.peer, train ? "longhaul-train" : "longhaul-peer"},
         std::pair{flags.wanem_fraction > 0 ? bins.wanem : std::string("-"), "longhaul-wanem"}}) {
     if (path.empty()) {
       std::fprintf(stderr, "longhaul-churn: cannot find %s (use --bin-dir)\n", name);
@@ -77,11 +111,7 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
-  int status;
-  {
-    longhaul_churn::ChurnRun run(flags, bins, log_dir);
-    status = run.run();
-  }
+  const int status = train ? run_train(flags, bins, log_dir) : run_churn(flags, bins, log_dir);
   if (status == 0 && temporary && !flags.keep_logs) {
     std::error_code ec;
     fs::remove_all(log_dir, ec);

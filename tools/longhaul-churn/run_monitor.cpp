@@ -99,36 +99,44 @@ void RunMonitor::on_line(const std::string& peer, const std::string& line, doubl
   } else if (kind == "RETRY") {
     const auto f = parse_fields(line);
     (f.count("phase") && f.at("phase") == "sync" ? s_.sync_retries : s_.aborted_ops)++;
-  } else if (kind == "STEP") {
+  } else if (kind == "STEP" || kind == "THETA") {
     const auto f = parse_fields(line);
-    const uint64_t rev = to_u64(f, "rev");
-    const auto epoch = static_cast<int64_t>(to_u64(f, "epoch"));
-    const std::string hash = f.count("hash") ? f.at("hash") : "";
-    p->progress_ms = now;
-    p->rev = rev;
-    p->hang_reported = false;
-    ++p->steps_since_final;
-    ++s_.peer_steps;
-    s_.group_steps = std::max(s_.group_steps, rev);
-    max_epoch_ = std::max(max_epoch_, epoch);
-    auto [it, inserted] = revisions_.try_emplace(rev, RevisionRecord{hash, peer});
-    if (!inserted) {
-      ++s_.hashes_compared;
-      if (it->second.hash != hash)
-        violation(now, "state divergence at revision " + std::to_string(rev) + " (step " +
-                           std::to_string(rev - 1) + "): " + it->second.peer + " has hash " +
-                           it->second.hash + ", " + peer + " has hash " + hash + " (epoch " +
-                           std::to_string(epoch) + ")");
-    }
-    // A survivor completed a step in an epoch after the kill: the group has re-formed without the
-    // victim and reduces again.
-    for (auto r = pending_recoveries_.begin(); r != pending_recoveries_.end();) {
-      if (r->victim != peer && epoch > r->epoch) {
-        s_.recoveries_ms.push_back(now - r->killed_ms);
-        r = pending_recoveries_.erase(r);
-      } else {
-        ++r;
-      }
+    const bool theta = kind == "THETA";
+    on_report(peer, *p,
+              Report{to_u64(f, theta ? "step" : "rev"), f.count("hash") ? f.at("hash") : "",
+                     static_cast<int64_t>(to_u64(f, "epoch")), to_u64(f, "world")},
+              theta, now);
+  }
+}
+
+void RunMonitor::on_report(const std::string& peer, Peer& p, const Report& r, bool theta,
+                           double now) {
+  p.progress_ms = now;
+  p.rev = r.key;
+  p.hang_reported = false;
+  ++p.steps_since_final;
+  ++s_.peer_steps;
+  s_.group_steps = std::max(s_.group_steps, r.key);
+  max_epoch_ = std::max(max_epoch_, r.epoch);
+  auto [it, inserted] = revisions_.try_emplace(r.key, RevisionRecord{r.hash, peer, r.world});
+  if (!inserted) {
+    ++s_.hashes_compared;
+    it->second.world = std::max(it->second.world, r.world);
+    if (it->second.hash != r.hash)
+      violation(now, (theta ? "theta_g divergence after step " + std::to_string(r.key)
+                            : "state divergence at revision " + std::to_string(r.key) + " (step " +
+                                  std::to_string(r.key - 1) + ")") +
+                         ": " + it->second.peer + " has hash " + it->second.hash + ", " + peer +
+                         " has hash " + r.hash + " (epoch " + std::to_string(r.epoch) + ")");
+  }
+  // A survivor completed a step in an epoch after the kill: the group has re-formed without the
+  // victim and reduces again.
+  for (auto k = pending_recoveries_.begin(); k != pending_recoveries_.end();) {
+    if (k->victim != peer && r.epoch > k->epoch) {
+      s_.recoveries_ms.push_back(now - k->killed_ms);
+      k = pending_recoveries_.erase(k);
+    } else {
+      ++k;
     }
   }
 }
@@ -165,6 +173,14 @@ void RunMonitor::on_cont(const std::string& peer, double now) {
   p->progress_ms = now;  // the time it was stopped does not count against it
 }
 
+void RunMonitor::on_finished(const std::string& peer) {
+  if (Peer* p = find(peer)) p->finished = true;
+}
+
+void RunMonitor::on_dismissed(const std::string& peer) {
+  if (Peer* p = find(peer)) p->fate = Fate::kKilled;
+}
+
 void RunMonitor::on_exit(const std::string& peer, int64_t exit_status, int term_signal,
                          double now) {
   Peer* p = find(peer);
@@ -183,6 +199,7 @@ void RunMonitor::on_exit(const std::string& peer, int64_t exit_status, int term_
           now, peer + " did not leave cleanly on SIGTERM: " + how + "; last lines:\n" + tail(peer));
       return;
     case Fate::kNone:
+      if (p->finished && exit_status == 0) return;
       break;
   }
   if (p->longest_stop_ms >= limits_.evict_after_stop_ms || p->stopped) {
@@ -208,7 +225,7 @@ void RunMonitor::on_shutdown() {
 
 void RunMonitor::check_progress(double now) {
   for (auto& [name, p] : peers_) {
-    if (p.exited || p.stopped || p.fate != Fate::kNone || p.hang_reported) continue;
+    if (p.exited || p.stopped || p.finished || p.fate != Fate::kNone || p.hang_reported) continue;
     if (!p.joined && now - p.started_ms > limits_.join_ms) {
       p.hang_reported = true;
       violation(now, name + " has not joined " + format_ms(now - p.started_ms) +
@@ -249,6 +266,13 @@ std::vector<std::string> RunMonitor::disruptable() const {
   return out;
 }
 
+std::vector<std::string> RunMonitor::not_joined() const {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : peers_)
+    if (!p.exited && !p.joined) out.push_back(name);
+  return out;
+}
+
 bool RunMonitor::is_running(const std::string& peer) const {
   auto it = peers_.find(peer);
   return it != peers_.end() && !it->second.exited;
@@ -273,6 +297,11 @@ size_t RunMonitor::joined_running() const {
 
 RunMonitor::Summary RunMonitor::summary() const {
   Summary s = s_;
+  uint64_t previous = 0;
+  for (const auto& [key, record] : revisions_) {
+    s.world_steps += record.world * (key - previous);
+    previous = key;
+  }
   s.unrecovered = pending_recoveries_.size();
   s.recovery_p50_ms = percentile(s.recoveries_ms, 0.50);
   s.recovery_p99_ms = percentile(s.recoveries_ms, 0.99);

@@ -1,6 +1,7 @@
 // What longhaul-churn knows about the run: every peer's reports (the key=value lines of
-// longhaul-peer), what was done to it, and the checks on top: state hashes per revision, hangs,
-// unexpected exits, recovery times after kills. Pure bookkeeping, no I/O: the caller passes the
+// longhaul-peer, or of longhaul-train --theta-every), what was done to it, and the checks on top:
+// state hashes per revision (θ_g hashes per step), hangs, unexpected exits, recovery times after
+// kills. Pure bookkeeping, no I/O: the caller passes the
 // time (ms since the start) with every event.
 #pragma once
 
@@ -28,6 +29,11 @@ class RunMonitor {
   void on_term(const std::string& peer, double now);
   void on_stop(const std::string& peer, double now);
   void on_cont(const std::string& peer, double now);
+  // The peer printed its final summary: it ends on its own, and exit status 0 is expected.
+  void on_finished(const std::string& peer);
+  // We SIGKILL a peer that has no part in the run any more (a joiner never admitted before the
+  // group finished): its death is neither a violation nor a churn kill.
+  void on_dismissed(const std::string& peer);
   // exit_status -1: ended by term_signal.
   void on_exit(const std::string& peer, int64_t exit_status, int term_signal, double now);
   // Another process of the run (the master, the emulator) ended when it should not have.
@@ -48,14 +54,19 @@ class RunMonitor {
 
   // Peers that may be disrupted: running, joined, not stopped, not already signalled.
   std::vector<std::string> disruptable() const;
+  // Peers that are running and have not joined.
+  std::vector<std::string> not_joined() const;
   bool is_running(const std::string& peer) const;
   size_t running() const;
   size_t stopped() const;
   size_t joined_running() const;
 
   struct Summary {
-    uint64_t group_steps = 0;  // the highest revision any peer reached
-    uint64_t peer_steps = 0;   // STEP lines from all peers
+    uint64_t group_steps = 0;  // the highest revision (train: step) any peer reached
+    uint64_t peer_steps = 0;   // STEP (train: THETA) lines from all peers
+    // Train: the sum over the group's steps of the group's size at that step (the most any peer
+    // reported there), times the steps since the previous reported one: the batches trained.
+    uint64_t world_steps = 0;
     uint64_t spawned = 0, joins = 0, kills = 0, terms = 0, stops = 0, evicted_after_stop = 0;
     uint64_t aborted_ops = 0;   // all-reduce steps that failed and were retried
     uint64_t sync_retries = 0;  // syncs that failed and were retried
@@ -65,6 +76,7 @@ class RunMonitor {
     double recovery_p50_ms = 0, recovery_p99_ms = 0, recovery_max_ms = 0;
   };
   Summary summary() const;
+  uint64_t group_steps() const { return s_.group_steps; }
   const std::vector<std::string>& violations() const { return violations_; }
   // The last lines of a peer's stdout, for reports.
   std::string tail(const std::string& peer) const;
@@ -83,6 +95,7 @@ class RunMonitor {
     Fate fate = Fate::kNone;
     bool exited = false;
     bool hang_reported = false;
+    bool finished = false;  // printed its final summary
     uint64_t steps_since_final = 0;
     std::deque<std::string> last_lines;
   };
@@ -94,14 +107,24 @@ class RunMonitor {
   struct RevisionRecord {
     std::string hash;
     std::string peer;
+    uint64_t world = 0;  // the largest group size reported with it
+  };
+  // A reported hash: of the state at a revision (longhaul-peer's STEP), or of θ_g after a step
+  // (longhaul-train's THETA).
+  struct Report {
+    uint64_t key = 0;
+    std::string hash;
+    int64_t epoch = 0;
+    uint64_t world = 0;
   };
 
   Peer* find(const std::string& peer);
   void violation(double now, const std::string& text);
+  void on_report(const std::string& peer, Peer& p, const Report& r, bool theta, double now);
 
   MonitorLimits limits_;
   std::map<std::string, Peer> peers_;
-  std::map<uint64_t, RevisionRecord> revisions_;
+  std::map<uint64_t, RevisionRecord> revisions_;  // by revision, or (train) by step
   std::vector<PendingRecovery> pending_recoveries_;
   int64_t max_epoch_ = 0;
   bool final_ = false;

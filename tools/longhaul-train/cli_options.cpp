@@ -135,6 +135,11 @@ void add_group(CLI::App& app, PeerOptions& p, Scratch& s) {
                     "link to every peer of the group (the direct all-reduce schedule)"));
   flag(tool::add_number(app, "--connections", p.connections, 1, 64,
                         "TCP connections per data link, 1..64"));
+  flag(tool::add_number(app, "--theta-every", p.theta_every, 0, kInt64Max,
+                        "for a supervisor (longhaul-churn): print 'JOINED id= epoch= world= "
+                        "step=' on stdout once training with the group, and 'THETA step= hash= "
+                        "world= epoch=' after every N-th step (the hash of the state every peer "
+                        "holds bit-identical at that step); 0: none"));
 }
 
 void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {

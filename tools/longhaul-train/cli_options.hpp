@@ -33,6 +33,9 @@ struct PeerOptions {
   lh_sync_engine_options sync{};
   bool full_mesh = false;
   std::uint32_t connections = 1;  // TCP connections per data link
+  // > 0: event lines on stdout for a supervisor (longhaul-churn): JOINED once the peer trains
+  // with the group, THETA after every theta_every-th step (report.hpp has their format).
+  std::int64_t theta_every = 0;
 };
 
 struct Options {

@@ -48,6 +48,7 @@ struct PeerLoop {
     return static_cast<double>(o.train.batch) * o.train.model.context;
   }
   Status step();
+  Status print_theta();
   Status end_of_run(bool periodic_checkpoint);
   Result<float> validate();
   Status checkpoint();
@@ -67,6 +68,7 @@ Status PeerLoop::step() {
     ++measured_steps;
   }
   last_loss = stats->loss;
+  LH_RETURN_IF_ERROR(print_theta());
   const std::int64_t s = trainer.step_count();
   const bool done = s >= last_step() || stop_requested();
   std::optional<float> val;
@@ -84,6 +86,18 @@ Status PeerLoop::step() {
     }
   }
   report(*stats, val);
+  return Status::ok();
+}
+
+// --theta-every: the hash of the state the group shares after this step. Before a last step's
+// close: a peer stopped by SIGTERM closes (settling a round in flight) steps before the others.
+Status PeerLoop::print_theta() {
+  const std::int64_t s = trainer.step_count();
+  if (o.peer.theta_every <= 0 || s % o.peer.theta_every != 0) return Status::ok();
+  Result<std::uint64_t> hash = method.state_hash(trainer);
+  if (!hash) return hash.status();
+  print_event(theta_event(s, *hash, group.attribute(LH_ATTR_GROUP_WORLD_SIZE),
+                          group.attribute(LH_ATTR_EPOCH)));
   return Status::ok();
 }
 
@@ -189,6 +203,10 @@ Status summarize(PeerLoop& loop) {
 // From the start collective to the summary; the caller leaves the group.
 Status train(PeerLoop& loop) {
   LH_RETURN_IF_ERROR(loop.method.start(loop.trainer));
+  if (loop.o.peer.theta_every > 0)
+    print_event(
+        joined_event(loop.group.attribute(LH_ATTR_PEER_ID), loop.group.attribute(LH_ATTR_EPOCH),
+                     loop.group.attribute(LH_ATTR_GROUP_WORLD_SIZE), loop.trainer.step_count()));
   loop.ps.total = loop.last_step();
   while (!loop.closed && loop.trainer.step_count() < loop.last_step() && !stop_requested()) {
     Status s = loop.step();

@@ -127,6 +127,21 @@ std::string summary_json(const Options& o, const RunSummary& r, const Profile& p
   return j.dump();
 }
 
+std::string joined_event(std::int64_t peer_id, std::int64_t epoch, std::int64_t world,
+                         std::int64_t step) {
+  return fmt::format("JOINED id={} epoch={} world={} step={}", peer_id, epoch, world, step);
+}
+
+std::string theta_event(std::int64_t step, std::uint64_t hash, std::int64_t world,
+                        std::int64_t epoch) {
+  return fmt::format("THETA step={} hash={:016x} world={} epoch={}", step, hash, world, epoch);
+}
+
+void print_event(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
 std::string peer_summary_json(const Options& o, const PeerSummary& s) {
   const PeerOptions& p = o.peer;
   const lh_traffic& t = s.traffic;

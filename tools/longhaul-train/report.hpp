@@ -66,6 +66,18 @@ struct PeerSummary {
 };
 
 std::string summary_json(const Options& o, const RunSummary& r, const Profile& profile);
+
+// The event lines of --theta-every, for a supervisor (longhaul-churn reads them; keep them
+// stable): "JOINED id=I epoch=E world=W step=S" once the peer trains with its group (S: the
+// group's step it starts from), and "THETA step=S hash=H world=W epoch=E" after step S, H being
+// the 16 hex digits of the state every peer must hold bit-identical after that step. Two peers
+// reporting one step with different hashes have diverged.
+std::string joined_event(std::int64_t peer_id, std::int64_t epoch, std::int64_t world,
+                         std::int64_t step);
+std::string theta_event(std::int64_t step, std::uint64_t hash, std::int64_t world,
+                        std::int64_t epoch);
+// One event line on stdout, flushed at once (the supervisor acts on it while the run goes on).
+void print_event(const std::string& line);
 std::string peer_summary_json(const Options& o, const PeerSummary& s);
 
 // The per-layer time table of --profile.

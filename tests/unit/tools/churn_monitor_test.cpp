@@ -92,5 +92,67 @@ TEST_F(RunMonitorTest, RecoveryIsTheKillToASurvivorsStepInALaterEpoch) {
   EXPECT_EQ(s.kills, 1u);
 }
 
+std::string theta(uint64_t step, const std::string& hash, int64_t world, int64_t epoch = 2) {
+  return "THETA step=" + std::to_string(step) + " hash=" + hash +
+         " world=" + std::to_string(world) + " epoch=" + std::to_string(epoch);
+}
+
+// longhaul-train --theta-every: peers reporting one step with different theta_g hashes diverged.
+TEST_F(RunMonitorTest, TrainPeersWithDifferentThetaHashesAtOneStepHaveDiverged) {
+  start("p1", 0);
+  start("p2", 0);
+  m.on_line("p1", theta(20, "00aa", 2), 10);
+  m.on_line("p2", theta(20, "00aa", 2), 11);
+  m.on_line("p2", theta(21, "00bb", 2), 12);
+  EXPECT_TRUE(m.violations().empty());
+  m.on_line("p1", theta(21, "00cc", 2), 13);
+  ASSERT_EQ(m.violations().size(), 1u);
+  EXPECT_NE(m.violations()[0].find("theta_g divergence after step 21"), std::string::npos);
+  EXPECT_EQ(m.summary().hashes_compared, 2u);
+  EXPECT_EQ(m.group_steps(), 21u);
+  // A THETA line is progress: the peer may be disrupted now.
+  EXPECT_EQ(m.disruptable().size(), 2u);
+}
+
+// The batches trained: each step counts the group's size there (the largest any peer reported),
+// a step nobody reported counts as the next reported one.
+TEST_F(RunMonitorTest, WorldStepsSumTheGroupSizeOverTheSteps) {
+  start("p1", 0);
+  start("p2", 0);
+  m.on_line("p1", theta(1, "a", 2), 1);
+  m.on_line("p2", theta(1, "a", 2), 1);
+  m.on_line("p1", theta(2, "b", 1), 2);  // p2 was lost: the group is one peer
+  m.on_line("p1", theta(4, "c", 3), 3);  // steps 3 and 4, a joiner came
+  EXPECT_EQ(m.summary().world_steps, 2u + 1u + 2u * 3u);
+}
+
+// A train peer that printed its summary exits 0 by itself: not a crash, and no longer watched
+// for hangs; one that exits 0 without a summary crashed.
+TEST_F(RunMonitorTest, AFinishedTrainPeerMayExitAndIsNotAHang) {
+  start("p1", 0);
+  start("p2", 0);
+  m.on_line("p1", theta(1, "a", 2), 10);
+  m.on_line("p2", theta(1, "a", 2), 10);
+  m.on_finished("p1");
+  m.check_progress(5000);  // p1 silent since its summary: fine; p2 hangs
+  ASSERT_EQ(m.violations().size(), 1u);
+  EXPECT_NE(m.violations()[0].find("p2"), std::string::npos);
+  m.on_exit("p1", 0, 0, 5001);
+  m.on_exit("p2", 0, 0, 5002);
+  ASSERT_EQ(m.violations().size(), 2u);
+  EXPECT_NE(m.violations()[1].find("p2 "), std::string::npos);
+}
+
+// A replacement the group never admitted, dismissed by us: neither a crash nor a churn kill.
+TEST_F(RunMonitorTest, ADismissedJoinerIsNotACrashNorAKill) {
+  start("p1", 0);
+  m.on_spawn("p2", 0);
+  ASSERT_EQ(m.not_joined(), std::vector<std::string>{"p2"});
+  m.on_dismissed("p2");
+  m.on_exit("p2", -1, 9, 10);
+  EXPECT_TRUE(m.violations().empty());
+  EXPECT_EQ(m.summary().kills, 0u);
+}
+
 }  // namespace
 }  // namespace longhaul_churn

@@ -1,0 +1,27 @@
+// The command line of one peer process of a churn run: a longhaul-peer daemon, or a longhaul-train
+// peer (the train workload). The tool's defaults come first and are left out where the user's
+// --peer-arg / --train-arg gives the same flag, so what the user passes always wins.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "churn_flags.hpp"
+
+namespace longhaul_churn {
+
+struct PeerLaunch {
+  std::string binary;           // longhaul-peer or longhaul-train
+  uint16_t master_port = 0;     // the master, or its route through longhaul-wanem
+  uint16_t advertise_port = 0;  // > 0: routed through longhaul-wanem, advertised on this port
+  // Train: the data shard (longhaul-train --peer-index), whether it joins a running group
+  // (a replacement), and its output directory.
+  int shard = 0;
+  bool join = false;
+  std::string out_dir;
+};
+
+std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch);
+
+}  // namespace longhaul_churn
