@@ -384,15 +384,9 @@ void check_control(Bytes in) {
 
 // ---- A frame as a connection reads it ----------------------------------------------------------
 
-void run_frame_stream(Bytes in) {
-  if (in.size() < net::kFrameHeaderBytes) return;
-  net::FrameHeader h;
-  if (!check_frame_header(in.first<net::kFrameHeaderBytes>(), net::FrameLimits{}, &h).is_ok())
-    return;
-  const Bytes rest = in.subspan(net::kFrameHeaderBytes);
-  if (rest.size() < h.length) return;  // the connection would wait for more bytes
-  const Bytes payload = rest.first(h.length);
-  switch (h.type) {
+// A handshake frame's payload, with its type's decoder (other types carry none to check here).
+void check_frame_payload(net::FrameType type, Bytes payload) {
+  switch (type) {
     case net::FrameType::kHello:
       return check_hello(payload);
     case net::FrameType::kHelloAck:
@@ -404,6 +398,16 @@ void run_frame_stream(Bytes in) {
     default:
       return;
   }
+}
+
+void run_frame_stream(Bytes in) {
+  if (in.size() < net::kFrameHeaderBytes) return;
+  net::FrameHeader h;
+  if (!check_frame_header(in.first<net::kFrameHeaderBytes>(), net::FrameLimits{}, &h).is_ok())
+    return;
+  const Bytes rest = in.subspan(net::kFrameHeaderBytes);
+  if (rest.size() < h.length) return;  // the connection would wait for more bytes
+  check_frame_payload(h.type, rest.first(h.length));
 }
 
 // ---- A frame before authentication -------------------------------------------------------------
@@ -426,19 +430,7 @@ void run_pre_auth_stream(Bytes in) {
   FUZZ_CHECK(h.length <= net::kMaxHandshakePayload);
   const Bytes rest = in.subspan(1 + net::kFrameHeaderBytes);
   if (rest.size() < h.length) return;
-  const Bytes payload = rest.first(h.length);
-  switch (h.type) {
-    case net::FrameType::kHello:
-      return check_hello(payload);
-    case net::FrameType::kHelloAck:
-      return check_hello_ack(payload);
-    case net::FrameType::kAuth:
-      return check_auth(payload);
-    case net::FrameType::kReject:
-      return check_reject(payload);
-    default:
-      return;
-  }
+  check_frame_payload(h.type, rest.first(h.length));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "cluster.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,6 +24,17 @@ std::optional<EpochLine> parse_epoch_line(const std::string& line) {
   std::string id;
   while (std::getline(ids, id, ',')) e.ring.push_back(std::stoull(id));
   return e;
+}
+
+::testing::AssertionResult make_test_certificate(const TempDir& dir, TestCertificate* out) {
+  out->cert = dir.path() + "/cert.pem";
+  out->key = dir.path() + "/key.pem";
+  const std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+      "-subj /CN=localhost -keyout " +
+      out->key + " -out " + out->cert + " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return ::testing::AssertionFailure() << "failed: " << cmd;
+  return ::testing::AssertionSuccess();
 }
 
 Cluster::Cluster(std::vector<std::string> master_args) {

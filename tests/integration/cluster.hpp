@@ -21,6 +21,13 @@ struct EpochLine {
 };
 std::optional<EpochLine> parse_epoch_line(const std::string& line);
 
+// A self-signed certificate (CN=localhost) and its key, written to dir/cert.pem and dir/key.pem
+// with openssl; the failure if openssl could not make them.
+struct TestCertificate {
+  std::string cert, key;
+};
+::testing::AssertionResult make_test_certificate(const TempDir& dir, TestCertificate* out);
+
 class Cluster {
  public:
   // Starts the daemon on 127.0.0.1:0 with `master_args` added, and waits for its port.

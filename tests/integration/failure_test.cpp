@@ -55,12 +55,9 @@ TEST(Failure, PeerNobodyCanReachIsEvictedWithTheReason) {
 
 TEST(Failure, EverythingWorksOverTls) {
   TempDir certs;
-  const std::string cert = certs.path() + "/cert.pem", key = certs.path() + "/key.pem";
-  const std::string cmd =
-      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-      "-subj /CN=localhost -keyout " +
-      key + " -out " + cert + " >/dev/null 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  TestCertificate tls;
+  ASSERT_TRUE(make_test_certificate(certs, &tls));
+  const std::string &cert = tls.cert, &key = tls.key;
   const std::string secret = certs.path() + "/secret";
   std::ofstream(secret) << "tls cluster secret\n";
   std::filesystem::permissions(secret, std::filesystem::perms::owner_read);

@@ -136,13 +136,9 @@ TEST(HostileOutsider, HeadersAnnouncingLargeFramesBeforeAuthCostTheMasterAlmostN
 // The same header inside TLS: refused at once too.
 TEST(HostileOutsider, OverTlsAHeaderAnnouncingALargeFrameBeforeAuthIsRefusedAtOnce) {
   TempDir certs;
-  const std::string cert = certs.path() + "/cert.pem", key = certs.path() + "/key.pem";
-  const std::string make_cert =
-      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj "
-      "/CN=localhost -keyout " +
-      key + " -out " + cert + " 2>/dev/null";
-  ASSERT_EQ(std::system(make_cert.c_str()), 0);
-  Cluster cluster({"--tls-cert", cert, "--tls-key", key});
+  TestCertificate certificate;
+  ASSERT_TRUE(make_test_certificate(certs, &certificate));
+  Cluster cluster({"--tls-cert", certificate.cert, "--tls-key", certificate.key});
   asio::io_context io;
   asio::ssl::context tls(asio::ssl::context::tls_client);
   tls.set_verify_mode(asio::ssl::verify_none);

@@ -103,6 +103,20 @@ class TrainPeersTest : public ::testing::Test {
     return out;
   }
 
+  // Peers 0..n-1 of a group of n, each resuming from the checkpoints in its own --out directory.
+  std::vector<Child*> resume_group(const std::string& name, int n,
+                                   const std::vector<std::string>& args) {
+    std::vector<Child*> group;
+    for (int i = 0; i < n; ++i) {
+      const std::string peer = name + std::to_string(i);
+      std::vector<std::string> a = {"--peers",         std::to_string(n), "--peer-index",
+                                    std::to_string(i), "--resume",        out_dir(peer)};
+      a.insert(a.end(), args.begin(), args.end());
+      group.push_back(&start(peer, a));
+    }
+    return group;
+  }
+
   // Waits until the peer's progress line (on stderr) has passed `step`.
   static bool wait_for_step(Child& peer, int step) {
     const auto deadline = std::chrono::steady_clock::now() + 60s;
@@ -252,14 +266,7 @@ TEST_F(TrainPeersTest, ADataParallelGroupResumedFromItsCheckpointsEndsAsIfUninte
   const std::vector<Json> halves = summaries(start_group("halves", 2, stop));
   ASSERT_EQ(halves.size(), 2u);
   EXPECT_EQ(halves[0]["steps"], 20);
-  std::vector<Child*> resumed;
-  for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> a = {"--peers",      "2",
-                                  "--peer-index", std::to_string(i),
-                                  "--resume",     out_dir("halves" + std::to_string(i))};
-    a.insert(a.end(), args.begin(), args.end());
-    resumed.push_back(&start("halves" + std::to_string(i), a));
-  }
+  const std::vector<Child*> resumed = resume_group("halves", 2, args);
   const std::vector<Json> s = summaries(resumed);
   ASSERT_EQ(s.size(), 2u);
   ASSERT_EQ(straight.size(), 2u);
@@ -277,15 +284,7 @@ TEST_F(TrainPeersTest, ADiLoCoGroupResumedFromItsCheckpointsEndsAsIfUninterrupte
   std::vector<std::string> stop = args;
   stop.insert(stop.end(), {"--stop-at", "30"});
   ASSERT_EQ(summaries(start_group("halves", 2, stop)).size(), 2u);
-  std::vector<Child*> resumed;
-  for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> a = {"--peers",      "2",
-                                  "--peer-index", std::to_string(i),
-                                  "--resume",     out_dir("halves" + std::to_string(i))};
-    a.insert(a.end(), args.begin(), args.end());
-    resumed.push_back(&start("halves" + std::to_string(i), a));
-  }
-  for (Child* p : resumed) p->wait_exit(120s);
+  const std::vector<Child*> resumed = resume_group("halves", 2, args);
   const std::vector<Json> s = summaries(resumed);
   ASSERT_EQ(s.size(), 2u);
   ASSERT_EQ(straight.size(), 2u);
