@@ -47,6 +47,27 @@ inline void check(lh_status s, const char* message) {
 inline const char* c_str_or_null(const std::string& s) {
   return s.empty() ? nullptr : s.c_str();
 }
+inline std::string or_empty(const char* s) {
+  return s ? s : "";
+}
+// The C defaults (lh_*_options_init), which the option structs below copy: defaults are written
+// once, in the library.
+inline const lh_master_options& master_defaults() {
+  static const lh_master_options o = [] {
+    lh_master_options d;
+    lh_master_options_init(&d);
+    return d;
+  }();
+  return o;
+}
+inline const lh_comm_options& comm_defaults() {
+  static const lh_comm_options o = [] {
+    lh_comm_options d;
+    lh_comm_options_init(&d);
+    return d;
+  }();
+  return o;
+}
 }  // namespace detail
 
 inline std::string version() {
@@ -57,17 +78,18 @@ inline void set_log_level(const std::string& level) {
   detail::check(lh_set_log_level(level.c_str()), lh_last_error());
 }
 
-// Mirrors lh_master_options; the defaults are the C defaults.
+// Mirrors lh_master_options; the defaults are read from lh_master_options_init (the fields'
+// meanings and defaults are documented there).
 struct MasterOptions {
-  std::string listen_address = "0.0.0.0:0";
-  std::string secret;
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  uint32_t heartbeat_interval_ms = 1000;
-  uint32_t heartbeat_misses = 3;
-  uint32_t topology_timeout_ms = 30000;
-  uint32_t handshake_timeout_ms = 5000;
-  uint32_t io_threads = 0;
+  std::string listen_address = detail::or_empty(detail::master_defaults().listen_address);
+  std::string secret = detail::or_empty(detail::master_defaults().secret);
+  std::string tls_cert_file = detail::or_empty(detail::master_defaults().tls_cert_file);
+  std::string tls_key_file = detail::or_empty(detail::master_defaults().tls_key_file);
+  uint32_t heartbeat_interval_ms = detail::master_defaults().heartbeat_interval_ms;
+  uint32_t heartbeat_misses = detail::master_defaults().heartbeat_misses;
+  uint32_t topology_timeout_ms = detail::master_defaults().topology_timeout_ms;
+  uint32_t handshake_timeout_ms = detail::master_defaults().handshake_timeout_ms;
+  uint32_t io_threads = detail::master_defaults().io_threads;
 };
 
 class Master {
@@ -106,24 +128,25 @@ class Master {
   std::unique_ptr<lh_master, Deleter> handle_;
 };
 
-// Mirrors lh_comm_options; the defaults are the C defaults.
+// Mirrors lh_comm_options; the defaults are read from lh_comm_options_init (the fields' meanings
+// and defaults are documented there). Empty strings stand for NULL.
 struct CommunicatorOptions {
-  std::string master_address;
-  uint32_t peer_group = 0;
-  uint32_t connections_per_link = 1;
-  std::string secret;
-  bool use_tls = false;
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string tls_ca_file;
-  std::string listen_address = "0.0.0.0:0";
-  std::string advertised_address;
-  uint32_t connect_timeout_ms = 30000;
-  uint32_t link_timeout_ms = 10000;
-  uint32_t handshake_timeout_ms = 5000;
-  uint32_t io_threads = 0;
-  bool full_mesh = false;
-  uint32_t state_stall_timeout_ms = 0;
+  std::string master_address = detail::or_empty(detail::comm_defaults().master_address);
+  uint32_t peer_group = detail::comm_defaults().peer_group;
+  uint32_t connections_per_link = detail::comm_defaults().connections_per_link;
+  std::string secret = detail::or_empty(detail::comm_defaults().secret);
+  bool use_tls = detail::comm_defaults().use_tls != 0;
+  std::string tls_cert_file = detail::or_empty(detail::comm_defaults().tls_cert_file);
+  std::string tls_key_file = detail::or_empty(detail::comm_defaults().tls_key_file);
+  std::string tls_ca_file = detail::or_empty(detail::comm_defaults().tls_ca_file);
+  std::string listen_address = detail::or_empty(detail::comm_defaults().listen_address);
+  std::string advertised_address = detail::or_empty(detail::comm_defaults().advertised_address);
+  uint32_t connect_timeout_ms = detail::comm_defaults().connect_timeout_ms;
+  uint32_t link_timeout_ms = detail::comm_defaults().link_timeout_ms;
+  uint32_t handshake_timeout_ms = detail::comm_defaults().handshake_timeout_ms;
+  uint32_t io_threads = detail::comm_defaults().io_threads;
+  bool full_mesh = detail::comm_defaults().full_mesh != 0;
+  uint32_t state_stall_timeout_ms = detail::comm_defaults().state_stall_timeout_ms;
 };
 
 class Communicator {
