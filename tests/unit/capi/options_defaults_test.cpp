@@ -98,9 +98,10 @@ TEST(OptionDefaults, MasterOptionsAgreeInCInitCppAndMaster) {
   EXPECT_EQ(cpp.io_threads, c.io_threads);
 }
 
-TEST(OptionDefaults, AllReduceOptionsAgreeInCInitAndSpec) {
+TEST(OptionDefaults, AllReduceOptionsAgreeInCInitCppAndSpec) {
   lh_allreduce_options c;
   lh_allreduce_options_init(&c);
+  const longhaul::AllReduceOptions cpp;
   const longhaul::collective::AllReduceSpec spec;
 
   EXPECT_EQ(static_cast<int>(c.codec), static_cast<int>(spec.codec));
@@ -109,6 +110,13 @@ TEST(OptionDefaults, AllReduceOptionsAgreeInCInitAndSpec) {
   EXPECT_EQ(c.residual, spec.residual);
   EXPECT_EQ(c.segment_bytes, spec.segment_bytes);
   EXPECT_EQ(c.restore_input != 0, spec.restore_input);
+
+  EXPECT_EQ(cpp.codec, c.codec);
+  EXPECT_EQ(cpp.block, c.block);
+  EXPECT_EQ(cpp.schedule, c.schedule);
+  EXPECT_EQ(cpp.residual.data(), c.residual);
+  EXPECT_EQ(cpp.segment_bytes, c.segment_bytes);
+  EXPECT_EQ(cpp.restore_input, c.restore_input != 0);
 }
 
 }  // namespace
