@@ -55,9 +55,8 @@ asio::awaitable<void> Link::reader(size_t index) {
         std::lock_guard lock(mu_);
         if (++connections_at_end_ < connections_.size()) co_return;
       }
-      fail(header.status().code() == LH_ERR_CLOSED
-               ? header.status()
-               : header.status().with_context(fmt::format("link to {}", peer_)));
+      fail(header.status().code() == LH_ERR_CLOSED ? header.status()
+                                                    : header.status().with_context(fmt::format("link to {}", peer_)));
       co_return;
     }
     const FrameHeader& h = *header;
@@ -95,8 +94,7 @@ asio::awaitable<void> Link::reader(size_t index) {
         count_received(kFrameHeaderBytes);
         Pending pending;
         std::lock_guard lock(mu_);
-        cancel_locked(h.op_id, h.offset,
-                      aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_)),
+        cancel_locked(h.op_id, h.offset, aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_)),
                       pending);
         break;
       }
@@ -111,8 +109,7 @@ asio::awaitable<void> Link::reader(size_t index) {
         break;
       }
       default:
-        s = protocol_error(fmt::format("unexpected {} frame from {} after the handshake",
-                                       frame_type_name(h.type), peer_));
+        s = protocol_error(fmt::format("unexpected {} frame from {} after the handshake", frame_type_name(h.type), peer_));
     }
     if (!s) {
       fail(s);
@@ -136,16 +133,14 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
       } else if (auto it = recvs_.find(h.op_id); it != recvs_.end()) {
         op = it->second;
         if (h.total != op->dst.size()) {
-          op->status =
-              protocol_error(fmt::format("op {}: {} sends {} bytes but the receive expects {}",
-                                         h.op_id, peer_, h.total, op->dst.size()));
+          op->status = protocol_error(fmt::format("op {}: {} sends {} bytes but the receive expects {}", h.op_id,
+                                                  peer_, h.total, op->dst.size()));
           remember_cancelled(h.op_id);
           complete_recv_if_done(op, pending);
           op.reset();
           drain = true;
         } else if (op->received + h.length > op->dst.size()) {
-          co_return protocol_error(
-              fmt::format("op {}: {} sent more bytes than the op holds", h.op_id, peer_));
+          co_return protocol_error(fmt::format("op {}: {} sent more bytes than the op holds", h.op_id, peer_));
         } else {
           ++op->reads_in_flight;
         }
@@ -162,12 +157,9 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
   }
 
   Status s;
-  if (drain)
-    s = co_await conn.skip_payload(h.length);
-  else if (op)
-    s = co_await conn.read_payload(op->dst.subspan(h.offset, h.length));
-  else
-    s = co_await conn.read_payload(early);
+  if (drain) s = co_await conn.skip_payload(h.length);
+  else if (op) s = co_await conn.read_payload(op->dst.subspan(h.offset, h.length));
+  else s = co_await conn.read_payload(early);
   if (s) count_received(kFrameHeaderBytes + h.length);
 
   Pending pending;
@@ -186,9 +178,8 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
       // The receive was posted while this segment was in flight.
       auto& late_op = it->second;
       if (h.total != late_op->dst.size()) {
-        late_op->status =
-            protocol_error(fmt::format("op {}: {} sends {} bytes but the receive expects {}",
-                                       h.op_id, peer_, h.total, late_op->dst.size()));
+        late_op->status = protocol_error(fmt::format("op {}: {} sends {} bytes but the receive expects {}",
+                                                     h.op_id, peer_, h.total, late_op->dst.size()));
         remember_cancelled(h.op_id);
       } else if (late_op->status.is_ok()) {
         if (!early.empty()) std::memcpy(late_op->dst.data() + h.offset, early.data(), early.size());
