@@ -20,7 +20,22 @@
  *
  * Thread safety: unless a function says otherwise, calls on one handle must not run
  * concurrently. Functions marked "thread-safe" may be called from any thread at any time between
- * create and destroy, concurrently with any other call on the same handle.
+ * create and destroy, concurrently with any other call on the same handle. No handle's *_destroy
+ * may run concurrently with any other call on that handle, nor from a longhaul callback.
+ *
+ * Rules every call follows unless it says otherwise:
+ *   - A NULL handle, or a NULL pointer where the call needs one, is refused with
+ *     LH_ERR_INVALID_ARGUMENT (the message names the function) and changes nothing.
+ *   - Enum values outside the values declared here are refused with LH_ERR_INVALID_ARGUMENT.
+ *   - Output parameters are written only on LH_OK, except where a call says otherwise and except
+ *     *out of a *_create / *_start, which is NULL after any failure but a NULL argument.
+ *   - A failed call records its message on the calling thread (lh_last_error) and, unless it
+ *     failed for a NULL argument, on the handle it was called on (that handle's *_last_error).
+ *   - Strings the library returns are owned by the library: never free them. lh_status_string and
+ *     lh_version return static strings. A *_last_error string is owned by its handle and stays
+ *     valid until the next failing call on that handle (from any thread) or its *_destroy; with
+ *     concurrent callers, prefer lh_last_error, which is per thread. Passed a NULL handle, a
+ *     *_last_error function returns a static string, never NULL.
  */
 #ifndef LONGHAUL_LONGHAUL_H_
 #define LONGHAUL_LONGHAUL_H_
@@ -48,10 +63,11 @@ typedef enum lh_status {
   LH_ERR_INTERNAL = 11         /* a bug in longhaul; please report it */
 } lh_status;
 
-/* A static, never-NULL English name for a status code ("LH_ERR_PEER_LOST", ...). */
+/* A static, never-NULL English name for a status code ("LH_ERR_PEER_LOST", ...;
+ * "LH_ERR_UNKNOWN" for a value not declared above). Thread-safe. */
 const char* lh_status_string(lh_status status);
 
-/* The library's version as "MAJOR.MINOR.PATCH". */
+/* The library's version as "MAJOR.MINOR.PATCH"; a static string. Thread-safe. */
 const char* lh_version(void);
 
 /* The message of the calling thread's last failed call (any function of this header), or "" if
@@ -60,7 +76,7 @@ const char* lh_last_error(void);
 
 /* Sets the process-wide log level: "debug", "info", "warn" (the default, unless the LONGHAUL_LOG
  * environment variable says otherwise), "error" or "off". Logs go to stderr. Thread-safe.
- * LH_ERR_INVALID_ARGUMENT for any other string. */
+ * LH_ERR_INVALID_ARGUMENT for NULL or any other string (the level is then unchanged). */
 lh_status lh_set_log_level(const char* level);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -92,17 +108,21 @@ typedef struct lh_master_options {
   uint32_t io_threads;
 } lh_master_options;
 
-/* Fills *options with the defaults above. */
+/* Fills *options with the defaults above (the strings it sets are static). NULL is ignored. */
 void lh_master_options_init(lh_master_options* options);
 
 /* Creates a master and binds its listen address (it accepts nobody until lh_master_run).
  * On success *out owns a new handle (release it with lh_master_destroy); on failure *out is NULL
- * and lh_last_error says why (LH_ERR_IO: cannot bind; LH_ERR_INVALID_ARGUMENT: bad options or
- * unreadable TLS files). */
+ * and lh_last_error says why:
+ *   LH_ERR_INVALID_ARGUMENT  `options` or `out` NULL; listen_address not "host:port"; only one of
+ *                            tls_cert_file and tls_key_file set (TLS needs both); a zero
+ *                            handshake_timeout_ms; unreadable TLS files.
+ *   LH_ERR_IO                the listen address cannot be bound.
+ * The strings in *options are copied. */
 lh_status lh_master_create(const lh_master_options* options, lh_master** out);
 
 /* Starts serving peers on background threads and returns at once. LH_ERR_CLOSED after
- * lh_master_stop; calling it twice is harmless. */
+ * lh_master_stop (a stopped master does not restart); calling it twice is harmless. */
 lh_status lh_master_run(lh_master* master);
 
 /* The port the master listens on (useful after asking for port 0). Thread-safe. */
@@ -112,10 +132,11 @@ lh_status lh_master_port(const lh_master* master, uint16_t* port);
  * Idempotent. Must not be called from a longhaul callback. */
 lh_status lh_master_stop(lh_master* master);
 
-/* Stops the master if needed and frees it. NULL is ignored. */
+/* Stops the master if needed (blocking, as lh_master_stop) and frees it. NULL is ignored. */
 void lh_master_destroy(lh_master* master);
 
-/* The message of the last failed call on this master, or "". Valid until the next call. */
+/* The message of the last failed call on this master, or "". Owned by the master: valid until
+ * its next failing call or lh_master_destroy. */
 const char* lh_master_last_error(const lh_master* master);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -169,11 +190,21 @@ typedef struct lh_comm_options {
   uint32_t state_stall_timeout_ms;
 } lh_comm_options;
 
-/* Fills *options with the defaults above. */
+/* Fills *options with the defaults above (the strings it sets are static). NULL is ignored. */
 void lh_comm_options_init(lh_comm_options* options);
 
-/* Creates a communicator and binds its data listener; it does not contact the master yet.
- * On failure *out is NULL and lh_last_error says why. Release with lh_comm_destroy. */
+/* Creates a communicator, binds its data listener and starts its threads (io_threads for the
+ * network, one worker pool sized to the machine); it does not contact the master yet. On success
+ * *out owns a new handle: release it with lh_comm_destroy. On failure *out is NULL and
+ * lh_last_error says why:
+ *   LH_ERR_INVALID_ARGUMENT  `options` or `out` NULL; master_address NULL, "", not "host:port"
+ *                            or with port 0; connections_per_link outside 1..64; a zero
+ *                            handshake_timeout_ms, connect_timeout_ms or link_timeout_ms; a
+ *                            listen_address or advertised_address that does not parse; use_tls
+ *                            without both tls_cert_file and tls_key_file.
+ *   LH_ERR_IO (or the TLS layer's error)  the listen address cannot be bound, a TLS file cannot
+ *                            be read.
+ * The strings in *options are copied. */
 lh_status lh_comm_create(const lh_comm_options* options, lh_comm** out);
 
 /* Connects to the master, registers, and blocks until admitted into an epoch: at once if it is
@@ -209,12 +240,13 @@ typedef enum lh_attribute {
                                  * e.g. to set up a port forward for advertised_address) */
 } lh_attribute;
 
-/* Reads an attribute of the current epoch. Thread-safe. LH_ERR_INVALID_ARGUMENT for an unknown
- * attribute. */
+/* Reads an attribute of the current epoch into *value. Thread-safe. LH_ERR_INVALID_ARGUMENT for
+ * an unknown attribute. */
 lh_status lh_comm_get_attribute(lh_comm* comm, lh_attribute attribute, int64_t* value);
 
 /* Copies the peer ids of this group's ring, in ring order, into ids[0..capacity) and sets *count
- * to the ring's size (which may exceed capacity: call again with a larger buffer). Thread-safe. */
+ * to the ring's size (which may exceed capacity: call again with a larger buffer). `ids` may be
+ * NULL when capacity is 0 (to learn the size). Empty before admission. Thread-safe. */
 lh_status lh_comm_get_ring(lh_comm* comm, uint64_t* ids, size_t capacity, size_t* count);
 
 /* Bytes this communicator has sent and received, as counted at its sockets: every frame its
@@ -248,19 +280,25 @@ lh_status lh_comm_get_traffic(lh_comm* comm, lh_traffic* traffic);
  * LH_ERR_PEER_LOST), or because a member is waiting in lh_comm_update_topology to re-form the ring
  * for a joiner (status LH_ERR_ABORTED); and once more if the communicator fails (the master is lost, or it
  * removed this peer); not for lh_comm_leave or lh_comm_destroy. `reason` is valid during the call
- * only. Set it before lh_comm_connect. */
+ * only. Set it before lh_comm_connect; a NULL callback removes it, a new one replaces the old (a
+ * call of the old one already under way may still finish). Once lh_comm_destroy returns, the
+ * callback is not running and is not called again. */
 typedef void (*lh_abort_callback)(void* user_data, uint64_t epoch, lh_status status, const char* reason);
 lh_status lh_comm_set_abort_callback(lh_comm* comm, lh_abort_callback callback, void* user_data);
 
 /* Leaves gracefully: tells the master (which logs `reason`, may be NULL) and closes every link.
- * The other peers re-form their ring at their next lh_comm_update_topology. */
+ * The other peers re-form their ring at their next lh_comm_update_topology. The communicator is
+ * then of no further use but lh_comm_destroy. */
 lh_status lh_comm_leave(lh_comm* comm, const char* reason);
 
 /* Frees the communicator. Without a prior lh_comm_leave this is an abrupt leave: the master
- * notices the closed connection. NULL is ignored. */
+ * notices the closed connection. All-reduces still in flight fail with LH_ERR_CLOSED and are
+ * waited for; their lh_op handles stay valid (wait on or destroy them later). Destroy every
+ * lh_sync_engine started on it first. NULL is ignored. */
 void lh_comm_destroy(lh_comm* comm);
 
-/* The message of the last failed call on this communicator, or "". Valid until the next call. */
+/* The message of the last failed call on this communicator, or "". Owned by the communicator:
+ * valid until its next failing call (from any thread) or lh_comm_destroy. */
 const char* lh_comm_last_error(const lh_comm* comm);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -327,8 +365,19 @@ typedef struct lh_allreduce_options {
   int restore_input;
 } lh_allreduce_options;
 
-/* Fills *options with the defaults above. */
+/* Fills *options with the defaults above. NULL is ignored. */
 void lh_allreduce_options_init(lh_allreduce_options* options);
+
+/* The rules an all-reduce's arguments must meet (lh_allreduce_async, lh_allreduce and
+ * lh_allreduce_batch check them before anything is sent):
+ *   - count > 0 needs non-NULL send and recv; send and recv are the same buffer or do not
+ *     overlap at all (LH_ERR_INVALID_ARGUMENT).
+ *   - A codec other than LH_CODEC_NONE needs LH_DTYPE_F32 data (LH_ERR_UNSUPPORTED); with
+ *     LH_CODEC_U8, U4 or E3M0, block is 1..2^30 (LH_ERR_INVALID_ARGUMENT).
+ *   - A residual needs a codec other than LH_CODEC_NONE (LH_ERR_INVALID_ARGUMENT).
+ *   - segment_bytes is at least one element's size (LH_ERR_INVALID_ARGUMENT).
+ *   - LH_SCHEDULE_DIRECT needs lh_comm_options.full_mesh (LH_ERR_UNSUPPORTED).
+ *   - A group has at most 256 members (LH_ERR_UNSUPPORTED). */
 
 /* One collective operation in flight. */
 typedef struct lh_op lh_op;
@@ -351,28 +400,40 @@ typedef struct lh_op_info {
  * `recv` holds unspecified values: call lh_comm_update_topology and retry. (An in-place operation
  * with options->restore_input == 0 leaves `send` unspecified too.) Invalid arguments are
  * reported here (LH_ERR_INVALID_ARGUMENT, LH_ERR_UNSUPPORTED) and nothing is sent. `options` may
- * be NULL for the defaults. Release *op with lh_op_destroy. Thread-safe with respect to other
- * collectives on the same communicator, but not to lh_comm_update_topology. */
+ * be NULL for the defaults. On success *out owns a new operation: release it with lh_op_destroy
+ * (which waits for it). On failure *out is NULL and the message is in lh_comm_last_error and
+ * lh_last_error. Thread-safe with respect to other collectives on the same communicator, but not
+ * to lh_comm_update_topology. */
 lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
                              lh_reduce_op op, const lh_allreduce_options* options, lh_op** out);
 
-/* lh_allreduce_async followed by lh_op_wait; `info` may be NULL. */
+/* lh_allreduce_async followed by lh_op_wait and lh_op_destroy: blocks until the all-reduce has
+ * completed and returns its outcome, with the failure message in lh_comm_last_error and
+ * lh_last_error. `info` may be NULL; it is filled once the operation started, whether it then
+ * succeeded or failed. Thread-safe as lh_allreduce_async. */
 lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype, lh_reduce_op op,
                        const lh_allreduce_options* options, lh_op_info* info);
 
-/* *done = 1 once the operation has completed (its status is then what lh_op_wait returns). */
+/* *done = 1 once the operation has completed (its status is then what lh_op_wait returns), else
+ * 0. Never blocks. Thread-safe. */
 lh_status lh_op_test(lh_op* op, int* done);
 
-/* Blocks until the operation completes and returns its outcome. */
+/* Blocks until the operation completes and returns its outcome (the errors of
+ * lh_allreduce_async); the failure message is then in lh_op_last_error and the calling thread's
+ * lh_last_error. Thread-safe: any thread may wait, any number of times, several at once; every
+ * wait returns the same outcome. */
 lh_status lh_op_wait(lh_op* op);
 
-/* Byte counts and the world size of the operation (final once it has completed). */
+/* Byte counts, the world size and the schedule of the operation (final once it has completed).
+ * Thread-safe. */
 lh_status lh_op_get_info(const lh_op* op, lh_op_info* info);
 
-/* The operation's failure message, or "". */
+/* The operation's failure message, or "" (also for a NULL op). Owned by the operation: valid
+ * until the next lh_op_wait on it returns or lh_op_destroy. */
 const char* lh_op_last_error(const lh_op* op);
 
-/* Waits for the operation if it still runs, then frees it. NULL is ignored. */
+/* Waits for the operation if it still runs (the buffers are in use until then), then frees it.
+ * NULL is ignored. No other call on the op may run concurrently with it. */
 void lh_op_destroy(lh_op* op);
 
 /* Runs `count` all-reduces (ops[i] of buffers sends[i] -> recvs[i] with counts[i] elements, all of
@@ -387,7 +448,15 @@ void lh_op_destroy(lh_op* op);
  * are unspecified: LH_ERR_PEER_LOST / LH_ERR_ABORTED after the last attempt (call
  * lh_comm_update_topology and retry), or another error. A decision not received within 10
  * minutes ends the communicator with LH_ERR_TIMEOUT. Every peer of the group must call it with
- * the same shape at the same point of its sequence of collectives. */
+ * the same shape at the same point of its sequence of collectives.
+ *
+ * Arguments: count == 0 returns LH_OK at once (nothing is sent); otherwise sends, recvs and
+ * counts must not be NULL, `options` (NULL for the defaults) applies to every all-reduce of the
+ * batch and meets the rules above, an error-feedback residual needs count == 1 (it serves a batch
+ * of one), and max_attempts >= 1; all LH_ERR_INVALID_ARGUMENT. options->restore_input is ignored.
+ * The failure message is in lh_comm_last_error and lh_last_error. It calls
+ * lh_comm_update_topology itself, so nothing else may run on the communicator meanwhile: no
+ * other collective, no lh_comm_update_topology, no sync engine. */
 lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* const* recvs, const size_t* counts,
                              size_t count, lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
                              uint32_t max_attempts);
@@ -400,17 +469,21 @@ lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* cons
  * The registry only points at the caller's memory: nothing is copied at registration. */
 typedef struct lh_state lh_state;
 
-/* Creates an empty registry at revision 0. Release with lh_state_destroy. */
+/* Creates an empty registry at revision 0. On success *out owns it: release it with
+ * lh_state_destroy. */
 lh_status lh_state_create(lh_state** out);
 
-/* Frees the registry (not the tensors it points at). NULL is ignored. */
+/* Frees the registry (not the tensors it points at). NULL is ignored. Must not run during an
+ * lh_sync_state on it. */
 void lh_state_destroy(lh_state* state);
 
 /* Registers `count` elements of `dtype` at `data` under `name` (1..1024 bytes, unique in this
  * registry; the order of registration does not matter, tensors are matched by name). The memory
  * stays owned by the caller and must stay valid, and must not be written to while lh_sync_state
  * or lh_state_hash runs on this registry. `data` may be NULL only when count is 0.
- * LH_ERR_INVALID_ARGUMENT for a duplicate or bad name, a bad dtype, or NULL data. */
+ * `name` is copied. LH_ERR_INVALID_ARGUMENT for a NULL name, a name already registered or
+ * outside 1..1024 bytes, a bad dtype, NULL data with count > 0, or a count whose byte size
+ * exceeds 2^63. */
 lh_status lh_state_add_tensor(lh_state* state, const char* name, void* data, size_t count, lh_dtype dtype);
 
 /* Sets / reads the revision: the number of syncs this state has been through. A fresh registry
@@ -472,10 +545,13 @@ typedef struct lh_sync_info {
  *                          lh_sync_state running on the same communicator (one at a time).
  * On failure the revision is unchanged; tensors this peer was fetching hold unspecified bytes
  * (re-sync to repair them); tensors it was not fetching are untouched. Neither the tensors nor the
- * registry may be touched by other threads during the call. `info` may be NULL. */
+ * registry may be touched by other threads during the call. `info` may be NULL; it is zeroed on
+ * entry and, once the sync ran, filled whether it succeeded or failed. */
 lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strategy strategy, lh_sync_info* info);
 
-/* The message of the last failed call on this registry, or "". Valid until the next call. */
+/* The message of the last failed call on this registry, or "" (a failed lh_sync_state records its
+ * message here as well as on the communicator). Owned by the registry: valid until its next
+ * failing call or lh_state_destroy. */
 const char* lh_state_last_error(const lh_state* state);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -567,8 +643,17 @@ typedef struct lh_sync_engine_options {
   const char* resume_path;
 } lh_sync_engine_options;
 
-/* Fills *options with the defaults above. */
+/* Fills *options with the defaults above. NULL is ignored. */
 void lh_sync_engine_options_init(lh_sync_engine_options* options);
+
+/* The rules lh_sync_engine_start checks before anything is sent (LH_ERR_INVALID_ARGUMENT unless
+ * said otherwise): ranges non-NULL with range_count >= 1, every range's dtype LH_DTYPE_F32 or
+ * LH_DTYPE_BF16 (another: LH_ERR_UNSUPPORTED); pieces non-NULL when piece_count > 0, each inside
+ * its range, none overlapping, every fragment given an element; 1 <= fragments <= sync_every;
+ * delay < sync_every, and delay <= sync_every / fragments when fragments > 1; LH_OUTER_CO2 and
+ * LH_OUTER_EAGER need fragments = 1 and delay = 0; max_attempts >= 1; a valid codec, and block
+ * 1..2^30 for U8/U4/E3M0; mix in [0, 1); outer_lr > 0 and outer_momentum in [0, 1) (finite);
+ * with LH_OUTER_CO2, co2_lr > 0, co2_momentum in [0, 1), co2_gap_penalty >= 1, co2_clip >= 0. */
 
 /* Starts the engine: a collective of the communicator's admitted peers, which must all call it
  * with the same options (a peer configured differently fails with LH_ERR_STATE_MISMATCH). The
@@ -577,7 +662,10 @@ void lh_sync_engine_options_init(lh_sync_engine_options* options);
  * that starts later downloads the global parameters, the outer state and the step counters and
  * joins the schedule where the group is. The ranges are only pointed at, not copied. Errors:
  * LH_ERR_INVALID_ARGUMENT / LH_ERR_UNSUPPORTED for bad options (nothing is sent), the session's or
- * the state sync's errors. On failure *out is NULL. Release with lh_sync_engine_destroy. */
+ * the state sync's errors. On failure *out is NULL and the message is in lh_comm_last_error and
+ * lh_last_error. On success *out owns the engine: release it with lh_sync_engine_destroy, before
+ * lh_comm_destroy. The options' strings and arrays are copied (the memory the ranges point at is
+ * not). */
 lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_options* options,
                                lh_sync_engine** out);
 
@@ -597,12 +685,12 @@ lh_status lh_sync_engine_close(lh_sync_engine* engine);
 /* Writes the engine's part of a checkpoint to `path` (atomically: PATH.tmp renamed over PATH).
  * Call it right after lh_sync_engine_step, on every peer at the same step: a round in flight is
  * settled with the group first (its all-reduce waited for, its outcome decided) and is applied at
- * its scheduled step after a resume, so the resumed run continues exactly. Errors: LH_ERR_IO,
- * the session's errors, LH_ERR_CLOSED after close. */
+ * its scheduled step after a resume, so the resumed run continues exactly. `path` must not be
+ * NULL. Errors: LH_ERR_IO, the session's errors, LH_ERR_CLOSED after close. */
 lh_status lh_sync_engine_save(lh_sync_engine* engine, const char* path);
 
 /* Frees the engine (a round still in flight is abandoned: the others see it fail). NULL is
- * ignored. Does not close the communicator. */
+ * ignored. Does not close the communicator; must run before lh_comm_destroy. */
 void lh_sync_engine_destroy(lh_sync_engine* engine);
 
 typedef struct lh_sync_stats {
@@ -629,11 +717,12 @@ typedef struct lh_sync_stats {
   uint32_t last_attempts;
 } lh_sync_stats;
 
-/* Fills *stats. Thread-safe. */
+/* Fills *stats (the last_* fields are 0 before the first settled round). Thread-safe. */
 lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_sync_stats* stats);
 
 /* The peer ids whose contribution to the last settled round was excluded as non-finite: up to
- * `capacity` into `ids`, the number in *count. */
+ * `capacity` into `ids`, the number in *count (which may exceed capacity: call again with a
+ * larger buffer; 0 before the first settled round). `ids` may be NULL when capacity is 0. */
 lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, uint64_t* ids,
                                        size_t capacity, size_t* count);
 
@@ -641,11 +730,14 @@ lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, uint64_t* i
  * configuration): the same on every peer between the same steps. */
 lh_status lh_sync_engine_hash(lh_sync_engine* engine, uint64_t* hash);
 
-/* Copies fragment `fragment`'s global parameters (fp32, `count` must equal its size) into `out`. */
+/* Copies fragment `fragment`'s global parameters (fp32) into `out`. LH_ERR_INVALID_ARGUMENT
+ * unless fragment < fragments and `count` equals the fragment's size; `out` may be NULL only
+ * when count is 0. */
 lh_status lh_sync_engine_get_global(lh_sync_engine* engine, uint32_t fragment, float* out,
                                     size_t count);
 
-/* The message of the last failed call on this engine, or "". Valid until the next call. */
+/* The message of the last failed call on this engine, or "" (also for a NULL engine). Owned by
+ * the engine: valid until its next failing call or lh_sync_engine_destroy. */
 const char* lh_sync_engine_last_error(const lh_sync_engine* engine);
 
 #ifdef __cplusplus

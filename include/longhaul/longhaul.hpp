@@ -3,13 +3,19 @@
 // RAII owners for the handles (move-only), option structs with the C defaults, and exceptions:
 // every failing call throws longhaul::Error, which carries the lh_status and the library's message.
 // Thread safety is that of the C functions underneath (see longhaul.h): the const queries of
-// Communicator are thread-safe, the rest must not run concurrently on one object.
+// Communicator, its allreduce/allreduce_async (with one another, not with update_topology) and
+// an Operation's test/wait/info are thread-safe; the rest must not run concurrently on one object.
+// Lifetimes and ownership are those of longhaul.h too: the buffers passed to a collective stay
+// the caller's and must outlive it (an Operation's destructor waits for it).
 //
 //   longhaul::Master master({.listen_address = "127.0.0.1:0"});
 //   master.run();
 //   longhaul::Communicator comm({.master_address = "127.0.0.1:" + std::to_string(master.port())});
 //   comm.connect();
-//   for (;;) { if (comm.peers_pending()) comm.update_topology(); ... }
+//   for (;;) {
+//     if (comm.peers_pending()) comm.update_topology();
+//     comm.allreduce(std::span(gradients), longhaul::ReduceOp::kAvg);  // throws on failure
+//   }
 #ifndef LONGHAUL_LONGHAUL_HPP_
 #define LONGHAUL_LONGHAUL_HPP_
 
@@ -41,11 +47,46 @@ class Error : public std::runtime_error {
 };
 
 namespace detail {
-inline void check(lh_status s, const char* message) {
-  if (s != LH_OK) throw Error(s, message ? message : "");
+// Throws Error(s, message()) unless s is LH_OK. The message is read only once the call has failed:
+// in check(call(), read_message()) the two would run in either order, and a message read before
+// the call is the previous one, or a dangling pointer.
+template <class Message>
+void check(lh_status s, Message message) {
+  if (s == LH_OK) return;
+  const char* m = message();
+  throw Error(s, m ? m : "");
 }
 inline const char* c_str_or_null(const std::string& s) {
   return s.empty() ? nullptr : s.c_str();
+}
+inline std::string or_empty(const char* s) {
+  return s ? s : "";
+}
+// The C defaults (lh_*_options_init), which the option structs below copy: defaults are written
+// once, in the library.
+inline const lh_master_options& master_defaults() {
+  static const lh_master_options o = [] {
+    lh_master_options d;
+    lh_master_options_init(&d);
+    return d;
+  }();
+  return o;
+}
+inline const lh_comm_options& comm_defaults() {
+  static const lh_comm_options o = [] {
+    lh_comm_options d;
+    lh_comm_options_init(&d);
+    return d;
+  }();
+  return o;
+}
+inline const lh_allreduce_options& allreduce_defaults() {
+  static const lh_allreduce_options o = [] {
+    lh_allreduce_options d;
+    lh_allreduce_options_init(&d);
+    return d;
+  }();
+  return o;
 }
 }  // namespace detail
 
@@ -54,20 +95,21 @@ inline std::string version() {
 }
 // "debug", "info", "warn", "error" or "off".
 inline void set_log_level(const std::string& level) {
-  detail::check(lh_set_log_level(level.c_str()), lh_last_error());
+  detail::check(lh_set_log_level(level.c_str()), lh_last_error);
 }
 
-// Mirrors lh_master_options; the defaults are the C defaults.
+// Mirrors lh_master_options; the defaults are read from lh_master_options_init (the fields'
+// meanings and defaults are documented there).
 struct MasterOptions {
-  std::string listen_address = "0.0.0.0:0";
-  std::string secret;
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  uint32_t heartbeat_interval_ms = 1000;
-  uint32_t heartbeat_misses = 3;
-  uint32_t topology_timeout_ms = 30000;
-  uint32_t handshake_timeout_ms = 5000;
-  uint32_t io_threads = 0;
+  std::string listen_address = detail::or_empty(detail::master_defaults().listen_address);
+  std::string secret = detail::or_empty(detail::master_defaults().secret);
+  std::string tls_cert_file = detail::or_empty(detail::master_defaults().tls_cert_file);
+  std::string tls_key_file = detail::or_empty(detail::master_defaults().tls_key_file);
+  uint32_t heartbeat_interval_ms = detail::master_defaults().heartbeat_interval_ms;
+  uint32_t heartbeat_misses = detail::master_defaults().heartbeat_misses;
+  uint32_t topology_timeout_ms = detail::master_defaults().topology_timeout_ms;
+  uint32_t handshake_timeout_ms = detail::master_defaults().handshake_timeout_ms;
+  uint32_t io_threads = detail::master_defaults().io_threads;
 };
 
 class Master {
@@ -85,16 +127,21 @@ class Master {
     o.handshake_timeout_ms = options.handshake_timeout_ms;
     o.io_threads = options.io_threads;
     lh_master* raw = nullptr;
-    detail::check(lh_master_create(&o, &raw), lh_last_error());
+    detail::check(lh_master_create(&o, &raw), lh_last_error);
     handle_.reset(raw);
   }
 
   // Starts serving peers in the background.
-  void run() { detail::check(lh_master_run(get()), lh_master_last_error(get())); }
-  void stop() { detail::check(lh_master_stop(get()), lh_master_last_error(get())); }
+  void run() {
+    detail::check(lh_master_run(get()), [this] { return lh_master_last_error(get()); });
+  }
+  void stop() {
+    detail::check(lh_master_stop(get()), [this] { return lh_master_last_error(get()); });
+  }
   uint16_t port() const {
     uint16_t p = 0;
-    detail::check(lh_master_port(handle_.get(), &p), lh_master_last_error(handle_.get()));
+    detail::check(lh_master_port(handle_.get(), &p),
+                  [this] { return lh_master_last_error(handle_.get()); });
     return p;
   }
   lh_master* get() const { return handle_.get(); }
@@ -106,24 +153,126 @@ class Master {
   std::unique_ptr<lh_master, Deleter> handle_;
 };
 
-// Mirrors lh_comm_options; the defaults are the C defaults.
+// The lh_dtype of an element type (f16/bf16 have no standard C++ type: pass the lh_dtype).
+template <class T>
+constexpr lh_dtype dtype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return LH_DTYPE_F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return LH_DTYPE_F64;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return LH_DTYPE_I8;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return LH_DTYPE_U8;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return LH_DTYPE_I32;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return LH_DTYPE_U32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return LH_DTYPE_I64;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return LH_DTYPE_U64;
+  else
+    static_assert(sizeof(T) == 0, "no lh_dtype for this element type");
+}
+
+// Mirrors lh_reduce_op.
+enum class ReduceOp {
+  kSum = LH_OP_SUM,
+  kAvg = LH_OP_AVG,
+  kMin = LH_OP_MIN,
+  kMax = LH_OP_MAX,
+  kProd = LH_OP_PROD,
+};
+
+// Mirrors lh_allreduce_options; the defaults are read from lh_allreduce_options_init (the fields'
+// meanings and defaults are documented there).
+struct AllReduceOptions {
+  lh_codec codec = detail::allreduce_defaults().codec;
+  uint32_t block = detail::allreduce_defaults().block;
+  lh_schedule schedule = detail::allreduce_defaults().schedule;
+  // Error feedback: empty (the default) is off; else exactly as many floats as the all-reduce has
+  // elements, zeroed before the first call, the caller's memory.
+  std::span<float> residual{};
+  uint32_t segment_bytes = detail::allreduce_defaults().segment_bytes;
+  bool restore_input = detail::allreduce_defaults().restore_input != 0;
+
+  // Throws LH_ERR_INVALID_ARGUMENT unless the residual is off or has `count` elements.
+  void check_residual(size_t count) const {
+    if (!residual.empty() && residual.size() != count)
+      throw Error(LH_ERR_INVALID_ARGUMENT, "the residual must have as many elements as the data");
+  }
+  lh_allreduce_options c_options() const {
+    lh_allreduce_options o;
+    lh_allreduce_options_init(&o);
+    o.codec = codec;
+    o.block = block;
+    o.schedule = schedule;
+    o.residual = residual.empty() ? nullptr : residual.data();
+    o.segment_bytes = segment_bytes;
+    o.restore_input = restore_input ? 1 : 0;
+    return o;
+  }
+};
+
+// One all-reduce in flight (an lh_op), from Communicator::allreduce_async. Move-only RAII owner:
+// its destructor waits for the operation if it still runs (the buffers stay in use until then),
+// then frees it. It may outlive its Communicator (destroying the communicator fails the
+// operations still in flight with LH_ERR_CLOSED). test(), wait() and info() may be called from
+// any thread, any number of times.
+class Operation {
+ public:
+  Operation(Operation&&) noexcept = default;
+  Operation& operator=(Operation&&) noexcept = default;
+
+  // True once the operation has completed (wait() then returns or throws at once).
+  bool test() const {
+    int done = 0;
+    check(lh_op_test(get(), &done));
+    return done != 0;
+  }
+  // Blocks until the operation completes; throws Error with its status if it failed (the send
+  // buffer is then intact, the receive buffer unspecified: see lh_allreduce_async).
+  void wait() const { check(lh_op_wait(get())); }
+  // Bytes moved, the world size and the schedule (final once completed).
+  lh_op_info info() const {
+    lh_op_info i{};
+    check(lh_op_get_info(get(), &i));
+    return i;
+  }
+  lh_op* get() const { return handle_.get(); }
+
+ private:
+  friend class Communicator;
+  explicit Operation(lh_op* op) : handle_(op) {}
+  struct Deleter {
+    void operator()(lh_op* op) const { lh_op_destroy(op); }
+  };
+  void check(lh_status s) const {
+    detail::check(s, [this] { return lh_op_last_error(handle_.get()); });
+  }
+  std::unique_ptr<lh_op, Deleter> handle_;
+};
+
+// Mirrors lh_comm_options; the defaults are read from lh_comm_options_init (the fields' meanings
+// and defaults are documented there). Empty strings stand for NULL.
 struct CommunicatorOptions {
-  std::string master_address;
-  uint32_t peer_group = 0;
-  uint32_t connections_per_link = 1;
-  std::string secret;
-  bool use_tls = false;
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string tls_ca_file;
-  std::string listen_address = "0.0.0.0:0";
-  std::string advertised_address;
-  uint32_t connect_timeout_ms = 30000;
-  uint32_t link_timeout_ms = 10000;
-  uint32_t handshake_timeout_ms = 5000;
-  uint32_t io_threads = 0;
-  bool full_mesh = false;
-  uint32_t state_stall_timeout_ms = 0;
+  std::string master_address = detail::or_empty(detail::comm_defaults().master_address);
+  uint32_t peer_group = detail::comm_defaults().peer_group;
+  uint32_t connections_per_link = detail::comm_defaults().connections_per_link;
+  std::string secret = detail::or_empty(detail::comm_defaults().secret);
+  bool use_tls = detail::comm_defaults().use_tls != 0;
+  std::string tls_cert_file = detail::or_empty(detail::comm_defaults().tls_cert_file);
+  std::string tls_key_file = detail::or_empty(detail::comm_defaults().tls_key_file);
+  std::string tls_ca_file = detail::or_empty(detail::comm_defaults().tls_ca_file);
+  std::string listen_address = detail::or_empty(detail::comm_defaults().listen_address);
+  std::string advertised_address = detail::or_empty(detail::comm_defaults().advertised_address);
+  uint32_t connect_timeout_ms = detail::comm_defaults().connect_timeout_ms;
+  uint32_t link_timeout_ms = detail::comm_defaults().link_timeout_ms;
+  uint32_t handshake_timeout_ms = detail::comm_defaults().handshake_timeout_ms;
+  uint32_t io_threads = detail::comm_defaults().io_threads;
+  bool full_mesh = detail::comm_defaults().full_mesh != 0;
+  uint32_t state_stall_timeout_ms = detail::comm_defaults().state_stall_timeout_ms;
 };
 
 class Communicator {
@@ -153,7 +302,7 @@ class Communicator {
     o.full_mesh = options.full_mesh ? 1 : 0;
     o.state_stall_timeout_ms = options.state_stall_timeout_ms;
     lh_comm* raw = nullptr;
-    detail::check(lh_comm_create(&o, &raw), lh_last_error());
+    detail::check(lh_comm_create(&o, &raw), lh_last_error);
     handle_.reset(raw);
   }
 
@@ -217,13 +366,87 @@ class Communicator {
     return t;
   }
 
+  // All-reduce of `send` into `recv` (the same length; the same span for in place) over the
+  // group's ring; blocks until done and returns what it moved. Throws Error on failure: `send`
+  // is then intact, `recv` unspecified (lh_allreduce_async says which errors to retry).
+  // Thread-safe with respect to other collectives, not to update_topology().
+  template <class T>
+  lh_op_info allreduce(std::span<const std::type_identity_t<T>> send, std::span<T> recv,
+                       ReduceOp op = ReduceOp::kSum, const AllReduceOptions& options = {}) {
+    check_same_size(send.size(), recv.size());
+    options.check_residual(recv.size());
+    const lh_allreduce_options o = options.c_options();
+    lh_op_info info{};
+    detail::check(lh_allreduce(get(), send.data(), recv.data(), recv.size(), dtype_of<T>(),
+                               static_cast<lh_reduce_op>(op), &o, &info),
+                  lh_last_error);
+    return info;
+  }
+  // In place.
+  template <class T>
+  lh_op_info allreduce(std::span<T> data, ReduceOp op = ReduceOp::kSum,
+                       const AllReduceOptions& options = {}) {
+    return allreduce<T>(data, data, op, options);
+  }
+
+  // Starts an all-reduce and returns at once (lh_allreduce_async); the buffers (and the
+  // residual) must stay valid and untouched until the Operation has completed. Throws Error for
+  // invalid arguments (nothing was sent).
+  template <class T>
+  Operation allreduce_async(std::span<const std::type_identity_t<T>> send, std::span<T> recv,
+                            ReduceOp op = ReduceOp::kSum, const AllReduceOptions& options = {}) {
+    check_same_size(send.size(), recv.size());
+    options.check_residual(recv.size());
+    const lh_allreduce_options o = options.c_options();
+    lh_op* raw = nullptr;
+    detail::check(lh_allreduce_async(get(), send.data(), recv.data(), recv.size(), dtype_of<T>(),
+                                     static_cast<lh_reduce_op>(op), &o, &raw),
+                  lh_last_error);
+    return Operation(raw);
+  }
+  // In place.
+  template <class T>
+  Operation allreduce_async(std::span<T> data, ReduceOp op = ReduceOp::kSum,
+                            const AllReduceOptions& options = {}) {
+    return allreduce_async<T>(data, data, op, options);
+  }
+
+  // All-reduces every buffer in place as one all-or-nothing batch for the whole group, retrying
+  // over the survivors up to `max_attempts` attempts in all (lh_allreduce_batch). A residual needs
+  // a batch of one buffer. Throws Error on failure; the buffers then hold what they held on entry.
+  template <class T>
+  void allreduce_batch(std::span<const std::span<T>> buffers, uint32_t max_attempts,
+                       ReduceOp op = ReduceOp::kSum, const AllReduceOptions& options = {}) {
+    std::vector<const void*> sends;
+    std::vector<void*> recvs;
+    std::vector<size_t> counts;
+    for (const std::span<T>& b : buffers) {
+      sends.push_back(b.data());
+      recvs.push_back(b.data());
+      counts.push_back(b.size());
+    }
+    // A residual with several buffers is the C layer's to refuse (with its reason).
+    if (counts.size() == 1) options.check_residual(counts[0]);
+    const lh_allreduce_options o = options.c_options();
+    detail::check(
+        lh_allreduce_batch(get(), sends.data(), recvs.data(), counts.data(), counts.size(),
+                           dtype_of<T>(), static_cast<lh_reduce_op>(op), &o, max_attempts),
+        lh_last_error);
+  }
+
   lh_comm* get() const { return handle_.get(); }
 
  private:
   struct Deleter {
     void operator()(lh_comm* c) const { lh_comm_destroy(c); }
   };
-  void check(lh_status s) const { detail::check(s, lh_comm_last_error(handle_.get())); }
+  static void check_same_size(size_t send, size_t recv) {
+    if (send != recv)
+      throw Error(LH_ERR_INVALID_ARGUMENT, "send and recv must have the same number of elements");
+  }
+  void check(lh_status s) const {
+    detail::check(s, [this] { return lh_comm_last_error(handle_.get()); });
+  }
   static void abort_trampoline(void* user, uint64_t epoch, lh_status status, const char* reason) {
     (*static_cast<AbortHandler*>(user))(epoch, status, reason ? reason : "");
   }
@@ -240,29 +463,6 @@ enum class SyncStrategy {
   kSendOnly = LH_SYNC_SEND_ONLY,
 };
 
-// The lh_dtype of an element type (f16/bf16 have no standard C++ type: pass the lh_dtype).
-template <class T>
-constexpr lh_dtype dtype_of() {
-  if constexpr (std::is_same_v<T, float>)
-    return LH_DTYPE_F32;
-  else if constexpr (std::is_same_v<T, double>)
-    return LH_DTYPE_F64;
-  else if constexpr (std::is_same_v<T, int8_t>)
-    return LH_DTYPE_I8;
-  else if constexpr (std::is_same_v<T, uint8_t>)
-    return LH_DTYPE_U8;
-  else if constexpr (std::is_same_v<T, int32_t>)
-    return LH_DTYPE_I32;
-  else if constexpr (std::is_same_v<T, uint32_t>)
-    return LH_DTYPE_U32;
-  else if constexpr (std::is_same_v<T, int64_t>)
-    return LH_DTYPE_I64;
-  else if constexpr (std::is_same_v<T, uint64_t>)
-    return LH_DTYPE_U64;
-  else
-    static_assert(sizeof(T) == 0, "no lh_dtype for this element type");
-}
-
 // Shared state: named tensors in the caller's memory, kept bit-identical across the peer group by
 // sync() (see lh_sync_state). Move-only RAII owner of an lh_state.
 //
@@ -275,7 +475,7 @@ class State {
  public:
   State() {
     lh_state* raw = nullptr;
-    detail::check(lh_state_create(&raw), lh_last_error());
+    detail::check(lh_state_create(&raw), lh_last_error);
     handle_.reset(raw);
   }
 
@@ -307,7 +507,7 @@ class State {
     lh_sync_info info{};
     const lh_status s =
         lh_sync_state(comm.get(), get(), static_cast<lh_sync_strategy>(strategy), &info);
-    detail::check(s, lh_state_last_error(get()));
+    detail::check(s, [this] { return lh_state_last_error(get()); });
     return info;
   }
 
@@ -317,7 +517,9 @@ class State {
   struct Deleter {
     void operator()(lh_state* s) const { lh_state_destroy(s); }
   };
-  void check(lh_status s) const { detail::check(s, lh_state_last_error(handle_.get())); }
+  void check(lh_status s) const {
+    detail::check(s, [this] { return lh_state_last_error(handle_.get()); });
+  }
   std::unique_ptr<lh_state, Deleter> handle_;
 };
 
@@ -354,7 +556,7 @@ class SyncEngine {
     options.c.resume_path = detail::c_str_or_null(options.resume_path);
     lh_sync_engine* raw = nullptr;
     detail::check(lh_sync_engine_start(comm.get(), &options.c, &raw),
-                  lh_comm_last_error(comm.get()));
+                  [&comm] { return lh_comm_last_error(comm.get()); });
     handle_.reset(raw);
   }
 
@@ -392,7 +594,9 @@ class SyncEngine {
   struct Deleter {
     void operator()(lh_sync_engine* e) const { lh_sync_engine_destroy(e); }
   };
-  void check(lh_status s) const { detail::check(s, lh_sync_engine_last_error(handle_.get())); }
+  void check(lh_status s) const {
+    detail::check(s, [this] { return lh_sync_engine_last_error(handle_.get()); });
+  }
   std::unique_ptr<lh_sync_engine, Deleter> handle_;
 };
 

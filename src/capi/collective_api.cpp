@@ -48,14 +48,17 @@ lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv
 
 }  // namespace
 
+// The defaults are collective::AllReduceSpec's; nothing is written here.
 extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
   if (!o) return;
+  const lh::collective::AllReduceSpec d;
   *o = lh_allreduce_options{};
-  o->codec = LH_CODEC_NONE;
-  o->block = static_cast<uint32_t>(lh::quant::kDefaultBlock);
-  o->schedule = LH_SCHEDULE_AUTO;
-  o->segment_bytes = 1u << 20;
-  o->restore_input = 1;
+  o->codec = static_cast<lh_codec>(d.codec);
+  o->block = static_cast<uint32_t>(d.block);
+  o->schedule = static_cast<lh_schedule>(d.schedule);
+  o->residual = d.residual;
+  o->segment_bytes = static_cast<uint32_t>(d.segment_bytes);
+  o->restore_input = d.restore_input ? 1 : 0;
 }
 
 extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count,

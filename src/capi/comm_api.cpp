@@ -9,14 +9,27 @@ using longhaul::Status;
 using longhaul::capi::finish;
 using longhaul::capi::str;
 
+namespace {
+uint32_t to_ms(std::chrono::milliseconds d) {
+  return static_cast<uint32_t>(d.count());
+}
+}  // namespace
+
+// The defaults are peer::CommunicatorOptions's (and the runtime's); nothing is written here.
 extern "C" void lh_comm_options_init(lh_comm_options* o) {
   if (!o) return;
+  const longhaul::peer::CommunicatorOptions d;
   *o = lh_comm_options{};
-  o->connections_per_link = 1;
-  o->listen_address = "0.0.0.0:0";
-  o->connect_timeout_ms = 30000;
-  o->link_timeout_ms = 10000;
-  o->handshake_timeout_ms = 5000;
+  o->peer_group = d.group;
+  o->connections_per_link = d.connections_per_link;
+  o->use_tls = d.transport.tls.enabled ? 1 : 0;
+  o->listen_address = longhaul::peer::kDefaultListenAddress;
+  o->connect_timeout_ms = to_ms(d.connect_timeout);
+  o->link_timeout_ms = to_ms(d.link_timeout);
+  o->handshake_timeout_ms = to_ms(d.transport.handshake_timeout);
+  o->io_threads = longhaul::runtime::RuntimeOptions{}.io_threads;
+  o->full_mesh = d.full_mesh ? 1 : 0;
+  o->state_stall_timeout_ms = to_ms(d.state_stall_timeout);
 }
 
 extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
@@ -42,7 +55,7 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.transport.tls.key_file = str(o->tls_key_file);
     options.transport.tls.ca_file = str(o->tls_ca_file);
     options.transport.handshake_timeout = std::chrono::milliseconds(o->handshake_timeout_ms);
-    options.listen_address = o->listen_address ? o->listen_address : "0.0.0.0:0";
+    if (o->listen_address) options.listen_address = o->listen_address;
     options.advertised_address = str(o->advertised_address);
     options.connect_timeout = std::chrono::milliseconds(o->connect_timeout_ms);
     options.link_timeout = std::chrono::milliseconds(o->link_timeout_ms);

@@ -8,15 +8,17 @@ using longhaul::Status;
 using longhaul::capi::finish;
 using longhaul::capi::str;
 
+// The defaults are master::MasterOptions's; nothing is written here.
 extern "C" void lh_master_options_init(lh_master_options* o) {
   if (!o) return;
+  const longhaul::master::MasterOptions d;
   *o = lh_master_options{};
-  o->listen_address = "0.0.0.0:0";
-  o->heartbeat_interval_ms = 1000;
-  o->heartbeat_misses = 3;
-  o->topology_timeout_ms = 30000;
-  o->handshake_timeout_ms = 5000;
-  o->io_threads = 0;
+  o->listen_address = longhaul::master::kDefaultListenAddress;
+  o->heartbeat_interval_ms = static_cast<uint32_t>(d.heartbeat_interval.count());
+  o->heartbeat_misses = d.heartbeat_misses;
+  o->topology_timeout_ms = static_cast<uint32_t>(d.topology_timeout.count());
+  o->handshake_timeout_ms = static_cast<uint32_t>(d.transport.handshake_timeout.count());
+  o->io_threads = 0;  // Master::create picks 2
 }
 
 extern "C" lh_status lh_master_create(const lh_master_options* o, lh_master** out) {

@@ -228,83 +228,96 @@ void Membership::start_round() {
   const bool admit = std::all_of(members_.begin(), members_.end(), [](const auto& kv) {
     return kv.second.state != State::kActive || !kv.second.waiting || kv.second.admit_joiners;
   });
-  const auto takes_part = [admit](const Member& m) { return admit || m.state == State::kActive; };
+  // Evicting a peer can leave another group without a ring: solve again until none is evicted.
   for (;;) {
-    std::map<uint32_t, std::vector<PeerId>> groups;
+    Groups groups;
     for (const auto& [id, m] : members_)
-      if (takes_part(m)) groups[m.group].push_back(id);
+      if (admit || m.state == State::kActive) groups[m.group].push_back(id);
     if (groups.empty()) {
       ring_broken_ = false;
       rings_.clear();
       return;
     }
-    std::map<uint32_t, std::vector<PeerId>> rings;
-    std::optional<PeerId> victim;
-    std::string victim_reason;
-    for (auto& [group, ids] : groups) {
-      auto ring = solve_ring(ids, banned_);
-      const bool mesh_broken =
-          std::any_of(unlinkable_.begin(), unlinkable_.end(), [&](const PeerPair& p) {
-            return std::count(ids.begin(), ids.end(), p.first) &&
-                   std::count(ids.begin(), ids.end(), p.second);
-          });
-      if (ring && !mesh_broken) {
-        rings[group] = std::move(*ring);
-        continue;
-      }
-      // No ring keeps every unreachable pair apart, or the group's full mesh misses a pair that no
-      // ring can give it: evict one peer of such a pair. A peer not yet admitted goes before an
-      // admitted one (a newcomer with a broken address must not push out the members that worked
-      // so far); then the one with the most unreachable neighbours; then the newest.
-      const std::set<PeerPair>& blocking = ring ? unlinkable_ : banned_;
-      std::tuple<bool, size_t, PeerId> worst{false, 0, 0};
-      for (PeerId id : ids) {
-        std::vector<PeerId> cut;
-        for (const auto& p : blocking) {
-          if (p.first == id && std::count(ids.begin(), ids.end(), p.second))
-            cut.push_back(p.second);
-          if (p.second == id && std::count(ids.begin(), ids.end(), p.first)) cut.push_back(p.first);
-        }
-        if (cut.empty()) continue;
-        const std::tuple<bool, size_t, PeerId> score{members_.at(id).state == State::kPending,
-                                                     cut.size(), id};
-        if (score < worst) continue;
-        worst = score;
-        victim = id;
-        victim_reason =
-            ring ? fmt::format(
-                       "the full mesh of group {} needs links this peer cannot make "
-                       "(cannot reach peers {})",
-                       group, fmt::join(cut, ", "))
-                 : fmt::format(
-                       "no ring of group {} avoids its unreachable links (cannot reach peers {})",
-                       group, fmt::join(cut, ", "));
-      }
-      break;
-    }
-    if (victim) {
-      evict(*victim, peer_lost(victim_reason));
+    Groups rings;
+    if (auto eviction = solve_rings(groups, &rings)) {
+      evict(eviction->id, peer_lost(eviction->reason));
       round_.reset();
       continue;
     }
-    Round round;
-    round.epoch = ++last_epoch_;
-    round.rings = std::move(rings);
-    round.admits_joiners = admit;
-    wire::TopologyMsg proposal;
-    proposal.epoch = round.epoch;
-    for (const auto& [id, m] : members_) {
-      if (!takes_part(m)) continue;
-      round.participants.insert(id);
-      proposal.members.push_back({id, m.group, m.host, m.port});
-    }
-    for (const auto& [group, order] : round.rings) proposal.rings.push_back({group, order});
-    log::debug("master", "proposing epoch {} to {} peers", round.epoch, round.participants.size());
-    round_ = std::move(round);
-    for (PeerId id : round_->participants) out_.send(id, proposal);
-    out_.round_started(round_->epoch);
+    propose(std::move(rings), admit);
     return;
   }
+}
+
+std::optional<Membership::Eviction> Membership::solve_rings(const Groups& groups,
+                                                            Groups* rings) const {
+  for (const auto& [group, ids] : groups) {
+    auto ring = solve_ring(ids, banned_);
+    const bool mesh_broken =
+        std::any_of(unlinkable_.begin(), unlinkable_.end(), [&](const PeerPair& p) {
+          return std::count(ids.begin(), ids.end(), p.first) &&
+                 std::count(ids.begin(), ids.end(), p.second);
+        });
+    if (ring && !mesh_broken) {
+      (*rings)[group] = std::move(*ring);
+      continue;
+    }
+    // No ring keeps every unreachable pair apart, or the group's full mesh misses a pair that no
+    // ring can give it: evict one peer of such a pair.
+    return choose_eviction(group, ids, ring ? unlinkable_ : banned_, ring.has_value());
+  }
+  return std::nullopt;
+}
+
+std::optional<Membership::Eviction> Membership::choose_eviction(uint32_t group,
+                                                                const std::vector<PeerId>& ids,
+                                                                const std::set<PeerPair>& blocking,
+                                                                bool ring_found) const {
+  // A peer not yet admitted goes before an admitted one (a newcomer with a broken address must
+  // not push out the members that worked so far); then the one with the most unreachable
+  // neighbours; then the newest.
+  std::optional<Eviction> victim;
+  std::tuple<bool, size_t, PeerId> worst{false, 0, 0};
+  for (PeerId id : ids) {
+    std::vector<PeerId> cut;
+    for (const auto& p : blocking) {
+      if (p.first == id && std::count(ids.begin(), ids.end(), p.second)) cut.push_back(p.second);
+      if (p.second == id && std::count(ids.begin(), ids.end(), p.first)) cut.push_back(p.first);
+    }
+    if (cut.empty()) continue;
+    const std::tuple<bool, size_t, PeerId> score{members_.at(id).state == State::kPending,
+                                                 cut.size(), id};
+    if (score < worst) continue;
+    worst = score;
+    victim = Eviction{
+        id, ring_found
+                ? fmt::format("the full mesh of group {} needs links this peer cannot make "
+                              "(cannot reach peers {})",
+                              group, fmt::join(cut, ", "))
+                : fmt::format(
+                      "no ring of group {} avoids its unreachable links (cannot reach peers {})",
+                      group, fmt::join(cut, ", "))};
+  }
+  return victim;
+}
+
+void Membership::propose(Groups rings, bool admit) {
+  Round round;
+  round.epoch = ++last_epoch_;
+  round.rings = std::move(rings);
+  round.admits_joiners = admit;
+  wire::TopologyMsg proposal;
+  proposal.epoch = round.epoch;
+  for (const auto& [id, m] : members_) {
+    if (!admit && m.state != State::kActive) continue;
+    round.participants.insert(id);
+    proposal.members.push_back({id, m.group, m.host, m.port});
+  }
+  for (const auto& [group, order] : round.rings) proposal.rings.push_back({group, order});
+  log::debug("master", "proposing epoch {} to {} peers", round.epoch, round.participants.size());
+  round_ = std::move(round);
+  for (PeerId id : round_->participants) out_.send(id, proposal);
+  out_.round_started(round_->epoch);
 }
 
 void Membership::commit() {

@@ -122,8 +122,24 @@ class Membership {
     bool admits_joiners = true;
   };
 
+  // A peer to evict because its group has no usable ring, and why.
+  struct Eviction {
+    PeerId id = 0;
+    std::string reason;
+  };
+  using Groups = std::map<uint32_t, std::vector<PeerId>>;
+
   void maybe_start_round();
   void start_round();
+  // A ring for every group into *rings, or the peer whose unreachable pairs leave a group none.
+  std::optional<Eviction> solve_rings(const Groups& groups, Groups* rings) const;
+  // The peer of `ids` (group `group`) that goes first when `blocking` pairs leave it no ring
+  // (ring_found: a ring exists but the group's full mesh misses a pair).
+  std::optional<Eviction> choose_eviction(uint32_t group, const std::vector<PeerId>& ids,
+                                          const std::set<PeerPair>& blocking,
+                                          bool ring_found) const;
+  // Proposes a new epoch with these rings to the members taking part.
+  void propose(Groups rings, bool admit);
   void commit();
   // Forgets the peer; aborts its group if it was active. Does not start rounds.
   void forget(PeerId id, const std::string& reason, bool graceful = false);

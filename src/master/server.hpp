@@ -26,6 +26,12 @@
 
 namespace longhaul::master {
 
+// The default listen address as one "host:port" string (lh_master_options_init hands it out); it
+// is listen_host and listen_port below.
+inline constexpr char kDefaultListenAddress[] = "0.0.0.0:0";
+
+// The member defaults are the one place the master's defaults are written: lh_master_options_init
+// copies them, and longhaul.hpp's MasterOptions copies lh_master_options_init.
 struct MasterOptions {
   std::string listen_host = "0.0.0.0";
   uint16_t listen_port = 0;  // 0 = ephemeral (read it back with port())

@@ -1,4 +1,7 @@
-// Options of a peer's communicator: plain struct, documented defaults.
+// Options of a peer's communicator: plain struct, documented defaults. These member defaults are
+// the one place a communicator's defaults are written: lh_comm_options_init copies them from a
+// default-constructed CommunicatorOptions (io_threads from runtime::RuntimeOptions), and
+// longhaul.hpp's CommunicatorOptions from lh_comm_options_init.
 #pragma once
 
 #include <chrono>
@@ -8,6 +11,10 @@
 #include "net/options.hpp"
 
 namespace longhaul::peer {
+
+// The default listen address (all interfaces, an ephemeral port); a C string so that
+// lh_comm_options_init can hand it out.
+inline constexpr char kDefaultListenAddress[] = "0.0.0.0:0";
 
 struct CommunicatorOptions {
   // The master's "host:port" (IPv6 as "[addr]:port"). Required.
@@ -19,10 +26,10 @@ struct CommunicatorOptions {
   uint16_t connections_per_link = 1;
   // Cluster secret and TLS, used for the master link and the peer links alike. With TLS on, the
   // peer's own listener serves tls.cert_file/key_file, so both must be set. The role is forced to
-  // kPeer.
+  // kPeer. The handshake deadline's default is net::TransportOptions's.
   net::TransportOptions transport;
   // Where this peer listens for its ring neighbours' data links; port 0 = ephemeral.
-  std::string listen_address = "0.0.0.0:0";
+  std::string listen_address = kDefaultListenAddress;
   // What the other peers should connect to: "host:port", or "host" (the listener's port), or
   // empty (the address the master sees this peer connect from, and the listener's port). Set it
   // behind NAT with a forwarded port.

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "quant/codec_avx512.hpp"
+#include "quant/codec_layout.hpp"
 #include "quant/e3m0.hpp"
 #include "quant/fp_env.hpp"
 #include "quant/half.hpp"
@@ -24,18 +25,13 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr std::size_t kHeaderBytes = 2 * sizeof(float);
+// The encoded layout: headers, payload sizes, size checks (codec_layout.hpp).
+using namespace layout;
+
 // 1.5 * 2^23: for 0 <= v <= 2^22, (v + kRound) - kRound is v rounded to the nearest integer,
 // ties to even, because the sum's ulp is exactly 1 (round-to-nearest-even mode, no contraction).
 constexpr float kRound = 12582912.0f;
 constexpr std::uint32_t kQuietNan = 0x7FC00000u;
-
-bool is_blockwise(Codec c) {
-  return c == Codec::kU8 || c == Codec::kU4 || c == Codec::kE3M0;
-}
-constexpr std::size_t payload_bytes(Codec c, std::size_t n) {
-  return c == Codec::kU8 ? n : (n + 1) / 2;
-}
 
 // ---- block parameters ------------------------------------------------------------------------
 
@@ -98,17 +94,6 @@ LH_QUANT_INLINE std::uint32_t quantize(float x, float lo, float inv) {
   const float r = (v + kRound) - kRound;
   const auto q = static_cast<std::int32_t>(r);
   return static_cast<std::uint32_t>(q < kLevels ? q : kLevels);
-}
-
-LH_QUANT_INLINE void write_header(std::byte* p, float lo, float scale) {
-  std::memcpy(p, &lo, sizeof(float));
-  std::memcpy(p + sizeof(float), &scale, sizeof(float));
-}
-LH_QUANT_INLINE BlockHeader read_header(const std::byte* p) {
-  BlockHeader h;
-  std::memcpy(&h.lo, p, sizeof(float));
-  std::memcpy(&h.scale, p + sizeof(float), sizeof(float));
-  return h;
 }
 
 // ---- blockwise encode -------------------------------------------------------------------------
@@ -458,62 +443,7 @@ void feedback_any(const float* x, float* r, std::size_t count, std::byte* out, C
   }
 }
 
-Status check_sizes(std::size_t count, std::size_t bytes, Codec codec, std::size_t block,
-                   const char* fn) {
-  Result<std::size_t> need = encoded_size(count, codec, block);
-  if (!need) return need.status().with_context(fn);
-  if (*need != bytes) {
-    return invalid_argument(
-        fmt::format("{}: {} elements with codec {} (block {}) need {} encoded "
-                    "bytes, got {}",
-                    fn, count, codec_name(codec), block, *need, bytes));
-  }
-  return Status::ok();
-}
-
 }  // namespace
-
-std::string_view codec_name(Codec codec) {
-  switch (codec) {
-    case Codec::kNone:
-      return "none";
-    case Codec::kFp16:
-      return "fp16";
-    case Codec::kBf16:
-      return "bf16";
-    case Codec::kU8:
-      return "u8";
-    case Codec::kU4:
-      return "u4";
-    case Codec::kE3M0:
-      return "e3m0";
-  }
-  return "invalid";
-}
-
-Result<std::size_t> encoded_size(std::size_t count, Codec codec, std::size_t block) {
-  switch (codec) {
-    case Codec::kNone:
-      return count * sizeof(float);
-    case Codec::kFp16:
-    case Codec::kBf16:
-      return count * sizeof(std::uint16_t);
-    case Codec::kU8:
-    case Codec::kU4:
-    case Codec::kE3M0: {
-      if (block == 0 || block > kMaxBlock) {
-        return invalid_argument(fmt::format("block size {} outside [1, {}]", block, kMaxBlock));
-      }
-      if (codec == Codec::kE3M0) return e3m0::encoded_size(count, block);
-      const std::size_t full = count / block;
-      const std::size_t rest = count % block;
-      std::size_t bytes = full * (kHeaderBytes + payload_bytes(codec, block));
-      if (rest != 0) bytes += kHeaderBytes + payload_bytes(codec, rest);
-      return bytes;
-    }
-  }
-  return invalid_argument(fmt::format("invalid codec value {}", static_cast<int>(codec)));
-}
 
 Status encode(std::span<const float> in, std::span<std::byte> out, Codec codec, std::size_t block) {
   LH_RETURN_IF_ERROR(check_sizes(in.size(), out.size(), codec, block, "encode"));
@@ -563,21 +493,6 @@ Status encode_with_error_feedback(std::span<const float> in, std::span<float> re
   ScopedDefaultFpEnv fp_env;
   feedback_any(in.data(), residual.data(), in.size(), out.data(), codec, block);
   return Status::ok();
-}
-
-Result<BlockHeader> read_block_header(std::span<const std::byte> encoded, std::size_t count,
-                                      Codec codec, std::size_t block, std::size_t index) {
-  if (!is_blockwise(codec)) {
-    return invalid_argument(fmt::format("codec {} has no block headers", codec_name(codec)));
-  }
-  LH_RETURN_IF_ERROR(check_sizes(count, encoded.size(), codec, block, "read_block_header"));
-  if (index >= (count + block - 1) / block) {
-    return invalid_argument(fmt::format("block {} out of range for {} elements", index, count));
-  }
-  // Every block before `index` is full.
-  if (codec == Codec::kE3M0)
-    return BlockHeader{0.0f, e3m0::block_scale(encoded.data(), block, index)};
-  return read_header(encoded.data() + index * (kHeaderBytes + payload_bytes(codec, block)));
 }
 
 }  // namespace longhaul::quant

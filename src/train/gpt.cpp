@@ -94,8 +94,8 @@ Result<float> Gpt::forward(const int* inputs, const int* targets, int B, int T) 
   have_targets_ = targets != nullptr;
   if (have_targets_) targets_.assign(targets, targets + N);
 
-  const int C = config_.channels, NH = config_.heads, V = config_.vocab;
-  const std::ptrdiff_t att_size = static_cast<std::ptrdiff_t>(B) * NH * T * T;
+  const int C = config_.channels, V = config_.vocab;
+  const std::ptrdiff_t NC = static_cast<std::ptrdiff_t>(N) * C;
   const ParamViews p = param_views();
   Activations& a = acts_;
   Profile* prof = profile_;
@@ -111,58 +111,9 @@ Result<float> Gpt::forward(const int* inputs, const int* targets, int B, int T) 
     layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), a.encoded.data(), p.ln1_w,
                       p.ln1_b, N, C);
   }
-  const float* residual = a.encoded.data();
-  for (int l = 0; l < config_.layers; ++l) {
-    const std::ptrdiff_t lN = static_cast<std::ptrdiff_t>(l) * N;
-    const std::ptrdiff_t lC = static_cast<std::ptrdiff_t>(l) * C;
-    float* ln1 = a.ln1.data() + lN * C;
-    float* qkv = a.qkv.data() + lN * 3 * C;
-    float* atty = a.atty.data() + lN * C;
-    float* att = a.att.data() + l * att_size;
-    float* attproj = a.attproj.data() + lN * C;
-    float* residual2 = a.residual2.data() + lN * C;
-    float* ln2 = a.ln2.data() + lN * C;
-    float* fch = a.fch.data() + lN * 4 * C;
-    float* fch_gelu = a.fch_gelu.data() + lN * 4 * C;
-    float* fcproj = a.fcproj.data() + lN * C;
-    float* residual3 = a.residual3.data() + lN * C;
-    {
-      ScopedPhase t(prof, Phase::kQkvLinear, false);
-      linear_forward(qkv, ln1, p.qkv_w + lC * 3 * C, p.qkv_b + lC * 3, N, C, 3 * C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kAttention, false);
-      attention_forward(atty, att, qkv, B, T, C, NH);
-    }
-    {
-      ScopedPhase t(prof, Phase::kAttProjLinear, false);
-      linear_forward(attproj, atty, p.attproj_w + lC * C, p.attproj_b + lC, N, C, C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kLayerNorm, false);
-      residual_layernorm_forward(residual2, ln2, a.ln2_mean.data() + lN, a.ln2_rstd.data() + lN,
-                                 residual, attproj, p.ln2_w + lC, p.ln2_b + lC, N, C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kFcLinear, false);  // GELU fused into the tiles
-      linear_gelu_forward(fch, fch_gelu, ln2, p.fc_w + lC * 4 * C, p.fc_b + lC * 4, N, C, 4 * C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kFcProjLinear, false);
-      linear_forward(fcproj, fch_gelu, p.fcproj_w + lC * 4 * C, p.fcproj_b + lC, N, 4 * C, C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kLayerNorm, false);
-      const bool last = l + 1 == config_.layers;
-      const std::ptrdiff_t next = (lN + N) * C;  // the next layer's ln1 rows
-      residual_layernorm_forward(residual3, last ? a.lnf.data() : a.ln1.data() + next,
-                                 last ? a.lnf_mean.data() : a.ln1_mean.data() + lN + N,
-                                 last ? a.lnf_rstd.data() : a.ln1_rstd.data() + lN + N, residual2,
-                                 fcproj, last ? p.lnf_w : p.ln1_w + lC + C,
-                                 last ? p.lnf_b : p.ln1_b + lC + C, N, C);
-    }
-    residual = residual3;
-  }
+  // Each block's output stream (residual3) is the next block's input.
+  for (int l = 0; l < config_.layers; ++l)
+    layer_forward(l, l == 0 ? a.encoded.data() : a.residual3.data() + (l - 1) * NC, p);
   {
     ScopedPhase t(prof, Phase::kHead, false);
     linear_forward(a.logits.data(), a.lnf.data(), p.wte, nullptr, N, C, V);
@@ -185,9 +136,8 @@ void Gpt::zero_grad() {
 Status Gpt::backward() {
   if (!have_targets_) return invalid_argument("backward: the last forward() had no targets");
   const int B = B_, T = T_, N = B * T;
-  const int L = config_.layers, C = config_.channels, NH = config_.heads, V = config_.vocab;
+  const int L = config_.layers, C = config_.channels, V = config_.vocab;
   const long NC = static_cast<long>(N) * C;
-  const std::ptrdiff_t att_size = static_cast<std::ptrdiff_t>(B) * NH * T * T;
   const ParamViews p = param_views();
   const ParamViews g = grad_views();
   const Activations& a = acts_;
@@ -209,63 +159,128 @@ Status Gpt::backward() {
     layernorm_backward(d.residual.data(), g.lnf_w, g.lnf_b, d.ln.data(), last_residual, p.lnf_w,
                        a.lnf_mean.data(), a.lnf_rstd.data(), N, C);
   }
-  for (int l = L - 1; l >= 0; --l) {
-    const std::ptrdiff_t lN = static_cast<std::ptrdiff_t>(l) * N;
-    const std::ptrdiff_t lC = static_cast<std::ptrdiff_t>(l) * C;
-    const float* residual =
-        l == 0 ? a.encoded.data() : a.residual3.data() + static_cast<std::ptrdiff_t>(l - 1) * NC;
-    const float* ln1 = a.ln1.data() + lN * C;
-    const float* qkv = a.qkv.data() + lN * 3 * C;
-    const float* atty = a.atty.data() + lN * C;
-    const float* att = a.att.data() + l * att_size;
-    const float* residual2 = a.residual2.data() + lN * C;
-    const float* ln2 = a.ln2.data() + lN * C;
-    const float* fch = a.fch.data() + lN * 4 * C;
-    const float* fch_gelu = a.fch_gelu.data() + lN * 4 * C;
-    // residual3 = residual2 + fcproj: both receive d.residual as it stands.
-    {
-      ScopedPhase t(prof, Phase::kFcProjLinear, true);
-      linear_backward(d.fch_gelu.data(), g.fcproj_w + lC * 4 * C, g.fcproj_b + lC,
-                      d.residual.data(), fch_gelu, p.fcproj_w + lC * 4 * C, N, 4 * C, C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kGelu, true);
-      gelu_backward(d.fch.data(), fch, d.fch_gelu.data(), NC * 4);
-    }
-    {
-      ScopedPhase t(prof, Phase::kFcLinear, true);
-      linear_backward(d.ln.data(), g.fc_w + lC * 4 * C, g.fc_b + lC * 4, d.fch.data(), ln2,
-                      p.fc_w + lC * 4 * C, N, C, 4 * C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kLayerNorm, true);
-      layernorm_backward(d.residual.data(), g.ln2_w + lC, g.ln2_b + lC, d.ln.data(), residual2,
-                         p.ln2_w + lC, a.ln2_mean.data() + lN, a.ln2_rstd.data() + lN, N, C);
-    }
-    // residual2 = residual + attproj
-    {
-      ScopedPhase t(prof, Phase::kAttProjLinear, true);
-      linear_backward(d.atty.data(), g.attproj_w + lC * C, g.attproj_b + lC, d.residual.data(),
-                      atty, p.attproj_w + lC * C, N, C, C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kAttention, true);
-      attention_backward(d.qkv.data(), d.att.data(), d.atty.data(), qkv, att, B, T, C, NH);
-    }
-    {
-      ScopedPhase t(prof, Phase::kQkvLinear, true);
-      linear_backward(d.ln.data(), g.qkv_w + lC * 3 * C, g.qkv_b + lC * 3, d.qkv.data(), ln1,
-                      p.qkv_w + lC * 3 * C, N, C, 3 * C);
-    }
-    {
-      ScopedPhase t(prof, Phase::kLayerNorm, true);
-      layernorm_backward(d.residual.data(), g.ln1_w + lC, g.ln1_b + lC, d.ln.data(), residual,
-                         p.ln1_w + lC, a.ln1_mean.data() + lN, a.ln1_rstd.data() + lN, N, C);
-    }
-  }
+  for (int l = L - 1; l >= 0; --l) layer_backward(l, p, g);
   ScopedPhase t(prof, Phase::kEmbedding, true);
   embedding_backward(g.wte, g.wpe, d.residual.data(), inputs_.data(), B, T, C);
   return Status::ok();
+}
+
+void Gpt::layer_forward(int l, const float* residual, const ParamViews& p) {
+  const int B = B_, T = T_, N = B * T;
+  const int C = config_.channels, NH = config_.heads;
+  const std::ptrdiff_t att_size = static_cast<std::ptrdiff_t>(B) * NH * T * T;
+  Activations& a = acts_;
+  Profile* prof = profile_;
+  const std::ptrdiff_t lN = static_cast<std::ptrdiff_t>(l) * N;
+  const std::ptrdiff_t lC = static_cast<std::ptrdiff_t>(l) * C;
+  float* ln1 = a.ln1.data() + lN * C;
+  float* qkv = a.qkv.data() + lN * 3 * C;
+  float* atty = a.atty.data() + lN * C;
+  float* att = a.att.data() + l * att_size;
+  float* attproj = a.attproj.data() + lN * C;
+  float* residual2 = a.residual2.data() + lN * C;
+  float* ln2 = a.ln2.data() + lN * C;
+  float* fch = a.fch.data() + lN * 4 * C;
+  float* fch_gelu = a.fch_gelu.data() + lN * 4 * C;
+  float* fcproj = a.fcproj.data() + lN * C;
+  float* residual3 = a.residual3.data() + lN * C;
+  {
+    ScopedPhase t(prof, Phase::kQkvLinear, false);
+    linear_forward(qkv, ln1, p.qkv_w + lC * 3 * C, p.qkv_b + lC * 3, N, C, 3 * C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kAttention, false);
+    attention_forward(atty, att, qkv, B, T, C, NH);
+  }
+  {
+    ScopedPhase t(prof, Phase::kAttProjLinear, false);
+    linear_forward(attproj, atty, p.attproj_w + lC * C, p.attproj_b + lC, N, C, C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kLayerNorm, false);
+    residual_layernorm_forward(residual2, ln2, a.ln2_mean.data() + lN, a.ln2_rstd.data() + lN,
+                               residual, attproj, p.ln2_w + lC, p.ln2_b + lC, N, C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kFcLinear, false);  // GELU fused into the tiles
+    linear_gelu_forward(fch, fch_gelu, ln2, p.fc_w + lC * 4 * C, p.fc_b + lC * 4, N, C, 4 * C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kFcProjLinear, false);
+    linear_forward(fcproj, fch_gelu, p.fcproj_w + lC * 4 * C, p.fcproj_b + lC, N, 4 * C, C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kLayerNorm, false);
+    const bool last = l + 1 == config_.layers;
+    const std::ptrdiff_t next = (lN + N) * C;  // the next layer's ln1 rows
+    residual_layernorm_forward(residual3, last ? a.lnf.data() : a.ln1.data() + next,
+                               last ? a.lnf_mean.data() : a.ln1_mean.data() + lN + N,
+                               last ? a.lnf_rstd.data() : a.ln1_rstd.data() + lN + N, residual2,
+                               fcproj, last ? p.lnf_w : p.ln1_w + lC + C,
+                               last ? p.lnf_b : p.ln1_b + lC + C, N, C);
+  }
+}
+
+void Gpt::layer_backward(int l, const ParamViews& p, const ParamViews& g) {
+  const int B = B_, T = T_, N = B * T;
+  const int C = config_.channels, NH = config_.heads;
+  const long NC = static_cast<long>(N) * C;
+  const std::ptrdiff_t att_size = static_cast<std::ptrdiff_t>(B) * NH * T * T;
+  const Activations& a = acts_;
+  GradScratch& d = dacts_;
+  Profile* prof = profile_;
+  const std::ptrdiff_t lN = static_cast<std::ptrdiff_t>(l) * N;
+  const std::ptrdiff_t lC = static_cast<std::ptrdiff_t>(l) * C;
+  const float* residual =
+      l == 0 ? a.encoded.data() : a.residual3.data() + static_cast<std::ptrdiff_t>(l - 1) * NC;
+  const float* ln1 = a.ln1.data() + lN * C;
+  const float* qkv = a.qkv.data() + lN * 3 * C;
+  const float* atty = a.atty.data() + lN * C;
+  const float* att = a.att.data() + l * att_size;
+  const float* residual2 = a.residual2.data() + lN * C;
+  const float* ln2 = a.ln2.data() + lN * C;
+  const float* fch = a.fch.data() + lN * 4 * C;
+  const float* fch_gelu = a.fch_gelu.data() + lN * 4 * C;
+  // residual3 = residual2 + fcproj: both receive d.residual as it stands.
+  {
+    ScopedPhase t(prof, Phase::kFcProjLinear, true);
+    linear_backward(d.fch_gelu.data(), g.fcproj_w + lC * 4 * C, g.fcproj_b + lC, d.residual.data(),
+                    fch_gelu, p.fcproj_w + lC * 4 * C, N, 4 * C, C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kGelu, true);
+    gelu_backward(d.fch.data(), fch, d.fch_gelu.data(), NC * 4);
+  }
+  {
+    ScopedPhase t(prof, Phase::kFcLinear, true);
+    linear_backward(d.ln.data(), g.fc_w + lC * 4 * C, g.fc_b + lC * 4, d.fch.data(), ln2,
+                    p.fc_w + lC * 4 * C, N, C, 4 * C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kLayerNorm, true);
+    layernorm_backward(d.residual.data(), g.ln2_w + lC, g.ln2_b + lC, d.ln.data(), residual2,
+                       p.ln2_w + lC, a.ln2_mean.data() + lN, a.ln2_rstd.data() + lN, N, C);
+  }
+  // residual2 = residual + attproj
+  {
+    ScopedPhase t(prof, Phase::kAttProjLinear, true);
+    linear_backward(d.atty.data(), g.attproj_w + lC * C, g.attproj_b + lC, d.residual.data(), atty,
+                    p.attproj_w + lC * C, N, C, C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kAttention, true);
+    attention_backward(d.qkv.data(), d.att.data(), d.atty.data(), qkv, att, B, T, C, NH);
+  }
+  {
+    ScopedPhase t(prof, Phase::kQkvLinear, true);
+    linear_backward(d.ln.data(), g.qkv_w + lC * 3 * C, g.qkv_b + lC * 3, d.qkv.data(), ln1,
+                    p.qkv_w + lC * 3 * C, N, C, 3 * C);
+  }
+  {
+    ScopedPhase t(prof, Phase::kLayerNorm, true);
+    layernorm_backward(d.residual.data(), g.ln1_w + lC, g.ln1_b + lC, d.ln.data(), residual,
+                       p.ln1_w + lC, a.ln1_mean.data() + lN, a.ln1_rstd.data() + lN, N, C);
+  }
 }
 
 }  // namespace longhaul::train

@@ -47,6 +47,13 @@ class Gpt {
  private:
   explicit Gpt(const GptConfig& config);
   void ensure_activations(int B, int T);
+  // One transformer block of forward() for the (B_, T_) of the last forward: `residual` is the
+  // block's input stream (the embeddings for layer 0); the block's output LayerNorm (the next
+  // layer's ln1, or lnf after the last) is fused into it.
+  void layer_forward(int l, const float* residual, const ParamViews& p);
+  // One transformer block of backward(): takes d.residual at the block's output and leaves it at
+  // its input, accumulating the block's parameter gradients into `g`.
+  void layer_backward(int l, const ParamViews& p, const ParamViews& g);
 
   GptConfig config_;
   std::vector<float> params_, grads_;

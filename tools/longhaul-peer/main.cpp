@@ -183,6 +183,155 @@ lh_comm* connect(const Flags& f) {
   return comm;
 }
 
+// Block the stop signals before any thread starts (the library's threads inherit the mask); one
+// thread waits for them.
+void watch_stop_signals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  std::thread(watch_signals, stop_signals).detach();
+}
+
+// The workload's tensors as shared state.
+lh_state* make_state(SyntheticWorkload& work) {
+  lh_state* state = nullptr;
+  if (lh_status s = lh_state_create(&state); s != LH_OK)
+    fail("lh_state_create", s, lh_last_error());
+  if (lh_status s = work.register_state(state); s != LH_OK)
+    fail("lh_state_add_tensor", s, lh_state_last_error(state));
+  return state;
+}
+
+// The peer's steps until stopped or done: re-form the ring when needed, all-reduce the update,
+// apply it, sync the shared state, report the step. A retryable failure re-forms the ring and
+// runs the step again; any other ends the process (fail()).
+class PeerLoop {
+ public:
+  PeerLoop(const Flags& flags, lh_comm* comm, lh_state* state, SyntheticWorkload& work)
+      : flags_(flags), comm_(comm), state_(state), work_(work) {
+    lh_allreduce_options_init(&ar_);
+    ar_.codec = flags.codec;
+    ar_.schedule = flags.schedule;
+    peer_id_ = static_cast<uint64_t>(attribute(comm, LH_ATTR_PEER_ID));
+    // A newcomer's state is not the group's: its first successful sync only receives, unless it
+    // is the group's first peer (then its initial state is the group's).
+    fresh_ = attribute(comm, LH_ATTR_GROUP_WORLD_SIZE) > 1;
+    epoch_ = attribute(comm, LH_ATTR_EPOCH);
+  }
+
+  // Returns the steps completed.
+  uint64_t run() {
+    while (!stop_requested() && (flags_.steps == 0 || completed_ < flags_.steps)) {
+      const Reconfigured r = reconfigure();
+      if (r == Reconfigured::kNewEpoch) continue;
+      if (r == Reconfigured::kStopped) break;
+      uint64_t step = 0;  // the group's step is the revision of its state: the syncs so far
+      if (lh_status s = lh_state_get_revision(state_, &step); s != LH_OK)
+        fail("lh_state_get_revision", s, lh_state_last_error(state_));
+      int64_t ar_ms = 0, sync_ms = 0;
+      if (!allreduce(step, &ar_ms)) continue;
+      work_.apply();
+      lh_sync_info info{};
+      if (!sync(step, &info, &sync_ms)) continue;
+      fresh_ = false;
+      ++completed_;
+      report(info, ar_ms, sync_ms);
+      pause_between_steps(flags_.step_delay_ms);
+    }
+    return completed_;
+  }
+
+ private:
+  enum class Reconfigured { kNo, kNewEpoch, kStopped };
+
+  // Calls update_topology when a peer waits or a collective failed. kNewEpoch: a new epoch began
+  // (check again, as a newcomer does right after joining: more peers may wait already).
+  Reconfigured reconfigure() {
+    int pending = 0;
+    if (lh_status s = lh_comm_are_peers_pending(comm_, &pending); s != LH_OK)
+      fail("lh_comm_are_peers_pending", s, lh_comm_last_error(comm_));
+    if (!pending && !must_update_) return Reconfigured::kNo;
+    if (lh_status s = lh_comm_update_topology(comm_); s != LH_OK)
+      fail("lh_comm_update_topology", s, lh_comm_last_error(comm_));
+    must_update_ = false;
+    if (int64_t e = attribute(comm_, LH_ATTR_EPOCH); e != epoch_) {
+      epoch_ = e;
+      emit(
+          fmt::format("TOPOLOGY epoch={} world={}", e, attribute(comm_, LH_ATTR_GROUP_WORLD_SIZE)));
+      return Reconfigured::kNewEpoch;
+    }
+    return stop_requested() ? Reconfigured::kStopped : Reconfigured::kNo;
+  }
+
+  // The step's all-reduce; false (after a RETRY line) when it must run again on a new ring.
+  bool allreduce(uint64_t step, int64_t* ms) {
+    const auto t0 = Clock::now();
+    work_.make_update(step, peer_id_);
+    std::string message;
+    lh_status s = flags_.retry == "batch"
+                      ? allreduce_batch_step(comm_, work_, ar_, flags_.batch_attempts, &message)
+                      : allreduce_step(comm_, work_, ar_, &message);
+    *ms = ms_since(t0);
+    if (s == LH_OK) return true;
+    if (!retryable_collective(s))
+      fail(flags_.retry == "batch" ? "lh_allreduce_batch" : "lh_allreduce_async", s,
+           message.c_str());
+    emit(fmt::format("RETRY step={} phase=allreduce status={} message={}", step,
+                     lh_status_string(s), quoted(message.c_str())));
+    must_update_ = true;
+    return false;
+  }
+
+  // The step's state sync; false (after a RETRY line) when the step must run again.
+  bool sync(uint64_t step, lh_sync_info* info, int64_t* ms) {
+    const auto t1 = Clock::now();
+    lh_status s =
+        lh_sync_state(comm_, state_, fresh_ ? LH_SYNC_RECEIVE_ONLY : LH_SYNC_ENFORCE_POPULAR, info);
+    *ms = ms_since(t1);
+    if (s == LH_OK) return true;
+    if (fresh_ && s == LH_ERR_STATE_MISMATCH) {
+      // Every peer left was a newcomer (the peers that held the state are gone): nobody can serve
+      // the group's state, so the newcomers' own (identical: same initial state, same updates)
+      // state becomes the group's.
+      emit(fmt::format("RETRY step={} phase=sync status={} message={}", step, lh_status_string(s),
+                       quoted(lh_comm_last_error(comm_))));
+      fresh_ = false;
+      return false;
+    }
+    if (!retryable_sync(s)) fail("lh_sync_state", s, lh_comm_last_error(comm_));
+    emit(fmt::format("RETRY step={} phase=sync status={} message={}", step, lh_status_string(s),
+                     quoted(lh_comm_last_error(comm_))));
+    must_update_ = true;
+    return false;
+  }
+
+  void report(const lh_sync_info& info, int64_t ar_ms, int64_t sync_ms) {
+    uint64_t hash = 0;
+    if (lh_status h = lh_state_hash(state_, &hash); h != LH_OK)
+      fail("lh_state_hash", h, lh_state_last_error(state_));
+    emit(fmt::format(
+        "STEP step={} rev={} hash={:016x} world={} epoch={} id={} ar_ms={} sync_ms={} rx={} "
+        "tx={} fetched={} aborts={}",
+        info.revision - 1, info.revision, hash, attribute(comm_, LH_ATTR_GROUP_WORLD_SIZE), epoch_,
+        peer_id_, ar_ms, sync_ms, info.rx_bytes, info.tx_bytes, info.blocks_fetched,
+        attribute(comm_, LH_ATTR_ABORT_COUNT)));
+  }
+
+  const Flags& flags_;
+  lh_comm* const comm_;
+  lh_state* const state_;
+  SyntheticWorkload& work_;
+  lh_allreduce_options ar_;
+  uint64_t peer_id_ = 0;
+  bool fresh_ = false;
+  bool must_update_ = false;  // a collective failed: re-form the ring before retrying
+  uint64_t completed_ = 0;
+  int64_t epoch_ = 0;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,108 +341,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "longhaul-peer: --log-level: %s\n", lh_last_error());
     return 2;
   }
-  // Block the stop signals before any thread starts (the library's threads inherit the mask);
-  // one thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  std::thread(watch_signals, stop_signals).detach();
-
+  watch_stop_signals();
   SyntheticWorkload work(flags.tensor_sizes, flags.inflight, flags.seed);
-  lh_state* state = nullptr;
-  if (lh_status s = lh_state_create(&state); s != LH_OK)
-    fail("lh_state_create", s, lh_last_error());
-  if (lh_status s = work.register_state(state); s != LH_OK)
-    fail("lh_state_add_tensor", s, lh_state_last_error(state));
-
+  lh_state* state = make_state(work);
   lh_comm* comm = connect(flags);
-  const auto peer_id = static_cast<uint64_t>(attribute(comm, LH_ATTR_PEER_ID));
-  lh_allreduce_options ar;
-  lh_allreduce_options_init(&ar);
-  ar.codec = flags.codec;
-  ar.schedule = flags.schedule;
-
-  // A newcomer's state is not the group's: its first successful sync only receives, unless it is
-  // the group's first peer (then its initial state is the group's).
-  bool fresh = attribute(comm, LH_ATTR_GROUP_WORLD_SIZE) > 1;
-  bool must_update = false;  // a collective failed: re-form the ring before retrying
-  uint64_t completed = 0;
-  int64_t epoch = attribute(comm, LH_ATTR_EPOCH);
-  while (!stop_requested() && (flags.steps == 0 || completed < flags.steps)) {
-    int pending = 0;
-    if (lh_status s = lh_comm_are_peers_pending(comm, &pending); s != LH_OK)
-      fail("lh_comm_are_peers_pending", s, lh_comm_last_error(comm));
-    if (pending || must_update) {
-      if (lh_status s = lh_comm_update_topology(comm); s != LH_OK)
-        fail("lh_comm_update_topology", s, lh_comm_last_error(comm));
-      must_update = false;
-      if (int64_t e = attribute(comm, LH_ATTR_EPOCH); e != epoch) {
-        epoch = e;
-        emit(fmt::format("TOPOLOGY epoch={} world={}", e,
-                         attribute(comm, LH_ATTR_GROUP_WORLD_SIZE)));
-        // Check again, as a newcomer does right after joining: more peers may wait already.
-        continue;
-      }
-      if (stop_requested()) break;
-    }
-    uint64_t step = 0;  // the group's step is the revision of its state: the syncs so far
-    if (lh_status s = lh_state_get_revision(state, &step); s != LH_OK)
-      fail("lh_state_get_revision", s, lh_state_last_error(state));
-
-    const auto t0 = Clock::now();
-    work.make_update(step, peer_id);
-    std::string message;
-    lh_status s = flags.retry == "batch"
-                      ? allreduce_batch_step(comm, work, ar, flags.batch_attempts, &message)
-                      : allreduce_step(comm, work, ar, &message);
-    const int64_t ar_ms = ms_since(t0);
-    if (s != LH_OK) {
-      if (!retryable_collective(s))
-        fail(flags.retry == "batch" ? "lh_allreduce_batch" : "lh_allreduce_async", s,
-             message.c_str());
-      emit(fmt::format("RETRY step={} phase=allreduce status={} message={}", step,
-                       lh_status_string(s), quoted(message.c_str())));
-      must_update = true;
-      continue;
-    }
-    work.apply();
-
-    const auto t1 = Clock::now();
-    lh_sync_info info{};
-    s = lh_sync_state(comm, state, fresh ? LH_SYNC_RECEIVE_ONLY : LH_SYNC_ENFORCE_POPULAR, &info);
-    const int64_t sync_ms = ms_since(t1);
-    if (s != LH_OK && fresh && s == LH_ERR_STATE_MISMATCH) {
-      // Every peer left was a newcomer (the peers that held the state are gone): nobody can serve
-      // the group's state, so the newcomers' own (identical: same initial state, same updates)
-      // state becomes the group's.
-      emit(fmt::format("RETRY step={} phase=sync status={} message={}", step, lh_status_string(s),
-                       quoted(lh_comm_last_error(comm))));
-      fresh = false;
-      continue;
-    }
-    if (s != LH_OK) {
-      if (!retryable_sync(s)) fail("lh_sync_state", s, lh_comm_last_error(comm));
-      emit(fmt::format("RETRY step={} phase=sync status={} message={}", step, lh_status_string(s),
-                       quoted(lh_comm_last_error(comm))));
-      must_update = true;
-      continue;
-    }
-    fresh = false;
-    ++completed;
-    uint64_t hash = 0;
-    if (lh_status h = lh_state_hash(state, &hash); h != LH_OK)
-      fail("lh_state_hash", h, lh_state_last_error(state));
-    emit(fmt::format(
-        "STEP step={} rev={} hash={:016x} world={} epoch={} id={} ar_ms={} sync_ms={} rx={} "
-        "tx={} fetched={} aborts={}",
-        info.revision - 1, info.revision, hash, attribute(comm, LH_ATTR_GROUP_WORLD_SIZE), epoch,
-        peer_id, ar_ms, sync_ms, info.rx_bytes, info.tx_bytes, info.blocks_fetched,
-        attribute(comm, LH_ATTR_ABORT_COUNT)));
-    pause_between_steps(flags.step_delay_ms);
-  }
+  const uint64_t completed = PeerLoop(flags, comm, state, work).run();
 
   const char* reason = stop_requested() ? "stopped by a signal" : "completed its steps";
   if (lh_status s = lh_comm_leave(comm, reason); s != LH_OK)
