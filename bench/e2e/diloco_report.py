@@ -242,6 +242,8 @@ def print_table(res):
             terms = "; ".join(f"{_fmt(a)} / {_fmt(b)}" for a, b in res["ratio_terms_per_seed"].get(n, []))
             print(f"{n:<34}{_fmt(res[n]):>10}{_fmt(res.get(n + '_std')):>8}  {terms:<44}{'(none)':>9}")
     for rate, s in res["shaped"].items():
+        if not s["shaping"]:
+            continue
         print(f"cu at {rate} ({s['shaping']}): " + ", ".join(
             f"{k} {'/'.join(_fmt(x, 3) for x in v)}" for k, v in s["cu"].items())
             + f"; no-sync {'/'.join(_fmt(x, 0) for x in s['nosync_tokens_per_s'])} tok/s (4 peers)")
