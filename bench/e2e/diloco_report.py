@@ -200,6 +200,7 @@ def _method_figures(key, seeds, p):
     fig["sync"] = good[0]["sync"]
     fig["params"] = good[0]["params"]
     fig["wall_s_per_seed"] = [r.get("wall_s") if _ok(r) else None for r in runs]
+    fig["runs_per_seed"] = runs  # every figure of every run (bytes by kind, rounds, loads)
     return fig
 
 
