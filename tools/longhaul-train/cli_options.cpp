@@ -25,6 +25,7 @@ struct Scratch {
   std::vector<CLI::Option*> engine_flags;  // meaningless with --method dp
   CLI::Option *fragments = nullptr, *delay = nullptr;
   CLI::Option *outer_lr = nullptr, *outer_momentum = nullptr;
+  std::vector<CLI::Option*> co2_only;  // flags of CO2's outer optimizer alone
 };
 
 void add_data_and_model(CLI::App& app, Options& o) {
@@ -185,6 +186,12 @@ void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {
                                        "outer learning rate (--method co2: 1.0)"));
   s.outer_momentum = engine(tool::add_number(app, "--outer-momentum", e.outer_momentum, 0.0, 1.0,
                                              "outer momentum (--method co2: 0.2)"));
+  s.co2_only.push_back(engine(tool::add_number(
+      app, "--co2-gap-penalty", e.co2_gap_penalty, 1.0, HUGE_VAL,
+      "CO2's staleness gap penalty: the delayed average is divided by it (1: off)")));
+  s.co2_only.push_back(
+      engine(tool::add_number(app, "--co2-clip", e.co2_clip, 0.0, HUGE_VAL,
+                              "CO2's outer momentum, clipped element-wise to [-X, X] (0: off)")));
   engine(tool::add_choice(app, "--on-loss", e.on_loss,
                           {{"retry", LH_LOSS_RETRY}, {"drop", LH_LOSS_DROP}},
                           "a round that lost a peer: run it again over the survivors, or drop it")
@@ -226,6 +233,9 @@ Status check_peer(const Options& o, const Scratch& s) {
   } else if (p.join && !o.resume.empty()) {
     return invalid_argument("--join takes the group's state: it cannot --resume the engine's");
   }
+  if (p.method != Method::kCo2)
+    if (const CLI::Option* f = first_given(s.co2_only))
+      return invalid_argument(f->get_name() + " is a setting of --method co2");
   if (p.sync.mix >= 1.0f) return invalid_argument("--mix must be below 1");
   return Status::ok();
 }
