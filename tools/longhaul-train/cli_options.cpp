@@ -280,7 +280,8 @@ std::optional<int> parse(int argc, char** argv, Options* o) {
   CLI::App app{kDescription, "longhaul-train"};
   tool::configure(app, "");
   TrainOptions& t = o->train;
-  Scratch s{t.init_seed, t.schedule.max_lr, t.schedule.min_lr, {}, {}};
+  Scratch s{t.init_seed, t.schedule.max_lr, t.schedule.min_lr, {},      {},
+            nullptr,     nullptr,           nullptr,           nullptr, {}};
   lh_sync_engine_options_init(&o->peer.sync);
   add_data_and_model(app, *o);
   add_training(app, *o, s);
