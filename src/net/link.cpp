@@ -124,7 +124,7 @@ void Link::recv(uint64_t op_id, std::span<std::byte> dst, Completion done) {
     if (auto it = unexpected_.find(op_id); it != unexpected_.end()) {
       Unexpected early = std::move(it->second);
       unexpected_.erase(it);
-      for (auto& [offset, bytes] : early.segments) unexpected_bytes_ -= bytes.size();
+      for (auto& [offset, bytes] : early.segments) unexpected_bytes_ -= unexpected_cost(bytes.size());
       if (early.total != dst.size()) {
         op->status = protocol_error(fmt::format("op {}: {} sends {} bytes but the receive expects {}", op_id, peer_,
                                                 early.total, dst.size()));
@@ -198,7 +198,7 @@ void Link::cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pendi
       ++it;
       continue;
     }
-    for (auto& [offset, bytes] : it->second.segments) unexpected_bytes_ -= bytes.size();
+    for (auto& [offset, bytes] : it->second.segments) unexpected_bytes_ -= unexpected_cost(bytes.size());
     it = unexpected_.erase(it);
   }
 }

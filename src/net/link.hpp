@@ -143,9 +143,13 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
     uint64_t total = 0;
     std::vector<std::pair<uint64_t, std::vector<std::byte>>> segments;  // (offset, bytes)
   };
+  // What one early segment counts against max_unexpected_bytes: its bytes and the bookkeeping that
+  // holds them, so that empty segments under fresh op ids cannot grow the table for free.
+  static constexpr uint64_t kUnexpectedSegmentOverhead = 128;
+  static uint64_t unexpected_cost(uint64_t bytes) { return bytes + kUnexpectedSegmentOverhead; }
   std::map<uint64_t, Unexpected> unexpected_;
-  uint64_t unexpected_bytes_ = 0;
-  std::set<uint64_t> cancelled_;  // exact ids
+  uint64_t unexpected_bytes_ = 0;  // unexpected_cost of every segment held or being read
+  std::set<uint64_t> cancelled_;   // exact ids
   std::deque<uint64_t> cancelled_order_;
   std::deque<std::pair<uint64_t, uint64_t>> cancelled_prefixes_;  // (id & mask, mask)
 };

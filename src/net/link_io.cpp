@@ -63,7 +63,11 @@ asio::awaitable<void> Link::reader(size_t index) {
     Status s;
     switch (h.type) {
       case FrameType::kData:
-        s = co_await receive_data(conn, h, index);
+        // A master posts no receives: DATA to it could only fill the unexpected-data buffer.
+        if (options_.role == Role::kMaster)
+          s = protocol_error(fmt::format("{} sent a DATA frame to the master", peer_));
+        else
+          s = co_await receive_data(conn, h, index);
         break;
       case FrameType::kControl: {
         std::vector<std::byte> message(h.length);
@@ -144,10 +148,10 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
         } else {
           ++op->reads_in_flight;
         }
-      } else if (h.length > 0 && unexpected_bytes_ + h.length > options_.max_unexpected_bytes) {
+      } else if (unexpected_bytes_ + unexpected_cost(h.length) > options_.max_unexpected_bytes) {
         park = true;
       } else {
-        unexpected_bytes_ += h.length;  // reserved now, so concurrent readers respect the bound
+        unexpected_bytes_ += unexpected_cost(h.length);  // reserved now: concurrent readers see it
         early.resize(h.length);
       }
     }
@@ -172,7 +176,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
     }
     complete_recv_if_done(op, pending);
   } else if (!drain && failure_.is_ok()) {
-    unexpected_bytes_ -= h.length;
+    unexpected_bytes_ -= unexpected_cost(h.length);
     if (!s) co_return s;
     if (auto it = recvs_.find(h.op_id); it != recvs_.end()) {
       // The receive was posted while this segment was in flight.
@@ -192,7 +196,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
       if (u.segments.empty()) u.total = h.total;
       if (u.total != h.total)
         co_return protocol_error(fmt::format("op {}: {} changed its size mid-op", h.op_id, peer_));
-      unexpected_bytes_ += h.length;
+      unexpected_bytes_ += unexpected_cost(h.length);
       u.segments.emplace_back(h.offset, std::move(early));
     }
   }
