@@ -74,6 +74,13 @@ Status Link::failure() const {
   return failure_;
 }
 
+size_t Link::unexpected_segments() const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, u] : unexpected_) n += u.segments.size();
+  return n;
+}
+
 void Link::send(uint64_t op_id, std::span<const std::byte> data, Completion done) {
   {
     Pending pending;

@@ -83,6 +83,8 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   bool is_tls() const { return connections_.front()->is_tls(); }
   // OK while the link works; afterwards the reason it failed.
   Status failure() const override;
+  // Segments that arrived before their receive was posted, held now (for tests and metrics).
+  size_t unexpected_segments() const;
 
  private:
   struct SendOp;
