@@ -136,6 +136,16 @@ class TrainPeersTest : public ::testing::Test {
   std::vector<std::unique_ptr<Child>> peers_;
 };
 
+// A resumed group ends with the uninterrupted group's state and validation loss.
+void expect_as_uninterrupted(const std::vector<Json>& resumed, const std::vector<Json>& straight) {
+  ASSERT_EQ(resumed.size(), 2u);
+  ASSERT_EQ(straight.size(), 2u);
+  for (const Json& j : resumed) {
+    EXPECT_EQ(j["state_hash"], straight[0]["state_hash"]);
+    EXPECT_EQ(j["final_val_loss"], straight[0]["final_val_loss"]);
+  }
+}
+
 // Every summary holds the same value at `key`.
 void expect_same(const std::vector<Json>& s, const char* key) {
   for (const Json& j : s) EXPECT_EQ(j.at(key), s.at(0).at(key)) << key;
@@ -267,12 +277,7 @@ TEST_F(TrainPeersTest, ADataParallelGroupResumedFromItsCheckpointsEndsAsIfUninte
   ASSERT_EQ(halves.size(), 2u);
   EXPECT_EQ(halves[0]["steps"], 20);
   const std::vector<Child*> resumed = resume_group("halves", 2, args);
-  const std::vector<Json> s = summaries(resumed);
-  ASSERT_EQ(s.size(), 2u);
-  ASSERT_EQ(straight.size(), 2u);
-  EXPECT_EQ(s[0]["state_hash"], straight[0]["state_hash"]);
-  EXPECT_EQ(s[1]["state_hash"], straight[0]["state_hash"]);
-  EXPECT_EQ(s[0]["final_val_loss"], straight[0]["final_val_loss"]);
+  expect_as_uninterrupted(summaries(resumed), straight);
   EXPECT_EQ(csv_rows(out_dir("halves0") + "/log.csv").size(), 41u);  // appended, not restarted
 }
 
@@ -285,12 +290,7 @@ TEST_F(TrainPeersTest, ADiLoCoGroupResumedFromItsCheckpointsEndsAsIfUninterrupte
   stop.insert(stop.end(), {"--stop-at", "30"});
   ASSERT_EQ(summaries(start_group("halves", 2, stop)).size(), 2u);
   const std::vector<Child*> resumed = resume_group("halves", 2, args);
-  const std::vector<Json> s = summaries(resumed);
-  ASSERT_EQ(s.size(), 2u);
-  ASSERT_EQ(straight.size(), 2u);
-  EXPECT_EQ(s[0]["state_hash"], straight[0]["state_hash"]);
-  EXPECT_EQ(s[1]["state_hash"], straight[0]["state_hash"]);
-  EXPECT_EQ(s[0]["final_val_loss"], straight[0]["final_val_loss"]);
+  expect_as_uninterrupted(summaries(resumed), straight);
 }
 
 }  // namespace
