@@ -44,6 +44,9 @@ struct MasterOptions {
   // A reconfiguration round whose participants have not all reported their links after this long
   // evicts the ones that have not.
   std::chrono::milliseconds topology_timeout{30000};
+  // A member's state report may name at most this many tensors; beyond it the member is dropped
+  // with the reason (planning a sync costs the master time in the number of tensors reported).
+  uint32_t max_state_tensors = 65536;
 };
 
 // A point-in-time view of the master's state, for tools and tests.
@@ -107,7 +110,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer round_timer_;
   Membership membership_{*this};
-  StateArbiter state_{*this, membership_};
+  StateArbiter state_{*this, membership_, options_.max_state_tensors};
   BatchArbiter batch_{*this, membership_};
   std::map<uint64_t, Session> sessions_;
   std::map<PeerId, uint64_t> by_peer_;

@@ -19,6 +19,11 @@ Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
   if (report.epoch != membership_.epoch())
     return protocol_error(fmt::format("STATE_REPORT for epoch {} but the epoch is {}", report.epoch,
                                       membership_.epoch()));
+  if (report.tensors.size() > max_tensors_)
+    return invalid_argument(fmt::format(
+        "a state report of {} tensors exceeds this master's limit of {} (longhaul-master "
+        "--max-state-tensors)",
+        report.tensors.size(), max_tensors_));
   LH_RETURN_IF_ERROR(state::validate_report(report));
   const uint32_t group = it->second.group;
   if (reconfiguring(group)) {

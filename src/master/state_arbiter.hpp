@@ -26,8 +26,8 @@ namespace longhaul::master {
 
 class StateArbiter {
  public:
-  StateArbiter(Outbox& outbox, const Membership& membership)
-      : out_(outbox), membership_(membership) {}
+  StateArbiter(Outbox& outbox, const Membership& membership, uint32_t max_tensors)
+      : out_(outbox), membership_(membership), max_tensors_(max_tensors) {}
 
   // A non-OK result is a protocol violation by `id` (the caller drops it).
   Status on_report(PeerId id, wire::StateReportMsg report);
@@ -59,6 +59,7 @@ class StateArbiter {
 
   Outbox& out_;
   const Membership& membership_;
+  const uint32_t max_tensors_;
   std::map<uint32_t, Round> rounds_;
   std::map<uint32_t, uint64_t> revisions_;
 };

@@ -81,5 +81,45 @@ TEST(HostileMember, DataSentToTheMasterClosesTheLink) {
   EXPECT_TRUE(cluster.wait_agreement({&honest}, 1, 30s));
 }
 
+// A member reporting more tensors than the master allows is dropped with the reason; the honest
+// member's sync completes (the old tree planned any report up to the wire's 1,048,576 tensors:
+// ~100 ms of the master's CPU per sync at 400,000).
+TEST(HostileMember, AStateReportOfTooManyTensorsDropsItsSenderAndTheOthersSync) {
+  Cluster cluster({"--max-state-tensors", "100"});
+  std::string layout;
+  for (int i = 0; i < 150; ++i) layout += (i ? ",t" : "t") + std::to_string(i) + ":f32:1";
+  Child honest(
+      {LONGHAUL_STATE_PEER_BIN, "--master", cluster.master_address(), "--layout", "w:f32:1024"},
+      cluster.dir().path() + "/honest.log");
+  Child many({LONGHAUL_STATE_PEER_BIN, "--master", cluster.master_address(), "--layout", layout},
+             cluster.dir().path() + "/many.log");
+  for (Child* p : {&honest, &many}) {
+    ASSERT_TRUE(p->wait_line([](const std::string& l) { return l.rfind("ready", 0) == 0; }, 30s))
+        << p->stderr_text();
+    p->send("world 2");
+  }
+  for (Child* p : {&honest, &many})
+    ASSERT_TRUE(p->wait_line([](const std::string& l) { return l.rfind("world 2", 0) == 0; }, 30s))
+        << p->stderr_text();
+  honest.send("sync enforce");
+  many.send("sync enforce");
+  const auto refused =
+      many.wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; }, 30s);
+  ASSERT_TRUE(refused.has_value()) << many.stderr_text();
+  EXPECT_EQ(refused->find("sync LH_OK"), std::string::npos) << *refused;
+  EXPECT_NE(cluster.master().stderr_text().find("--max-state-tensors"), std::string::npos)
+      << cluster.master().stderr_text();
+  // The honest member's sync fails at most once (its group lost a member mid-sync), then passes.
+  auto line = honest.wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; }, 30s);
+  ASSERT_TRUE(line.has_value()) << honest.stderr_text();
+  if (line->rfind("sync LH_OK", 0) != 0) {
+    honest.send("update");
+    honest.send("sync enforce");
+    line =
+        honest.wait_line([](const std::string& l) { return l.rfind("sync LH_OK", 0) == 0; }, 30s);
+  }
+  EXPECT_TRUE(line.has_value() && line->rfind("sync LH_OK", 0) == 0) << honest.stderr_text();
+}
+
 }  // namespace
 }  // namespace longhaul::testing

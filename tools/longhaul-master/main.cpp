@@ -115,6 +115,10 @@ void add_flags(CLI::App& app, Flags& f, Timing& t) {
                   "peers that have not set up their links N ms after a membership "
                   "change are evicted")
       ->group("Failure detection");
+  cli::add_number(app, "--max-state-tensors", f.options.max_state_tensors, 1, 1u << 20,
+                  "a member's shared-state report may name at most N tensors; beyond it the "
+                  "member is dropped with the reason")
+      ->group("Members");
   cli::add_number(app, "--handshake-timeout-ms", t.handshake_timeout_ms, 1, 600'000,
                   "a connection that has not proven the secret within N ms is dropped")
       ->group("Connections before authentication");

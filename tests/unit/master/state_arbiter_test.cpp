@@ -29,7 +29,8 @@ class StateArbiterTest : public MasterFixture {
       arbiter.on_group_reconfiguring(out.reconfiguring[i]);
   }
 
-  StateArbiter arbiter{out, m};
+  static constexpr uint32_t kMaxTensors = 3;
+  StateArbiter arbiter{out, m, kMaxTensors};
 
   // One tensor "w" of two blocks whose hashes are (content, content + 1).
   Status report(PeerId id, uint64_t content, wire::SyncStrategy strategy) {
@@ -67,6 +68,25 @@ TEST_F(StateArbiterTest, ALostSourceIsNamedToTheFetchersThatStillUseIt) {
   EXPECT_EQ(complete.size(), 3u) << "peers 1, 3 and 4 are released";
   m.drop_peer(ids[0], "connection lost");
   EXPECT_TRUE(out.take<wire::StateSourceLostMsg>().empty()) << "no sync runs any more";
+}
+
+// A report naming more tensors than the master's limit is refused (the server drops its sender)
+// with the limit and the flag that sets it; the others' round goes on without it.
+TEST_F(StateArbiterTest, AReportOfMoreTensorsThanTheLimitIsRefusedWithTheLimit) {
+  const auto ids = form(2);
+  std::vector<wire::TensorReport> tensors;
+  for (uint32_t i = 0; i <= kMaxTensors; ++i)
+    tensors.push_back({"t" + std::to_string(i), 0, 1, {i}, {0}});
+  const Status refused = arbiter.on_report(
+      ids[0], wire::StateReportMsg{m.epoch(), static_cast<uint32_t>(state::kBlockBytes), 0,
+                                   wire::SyncStrategy::kEnforcePopular, tensors});
+  EXPECT_EQ(refused.code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(refused.message().find("limit of 3 (longhaul-master --max-state-tensors)"),
+            std::string::npos)
+      << refused.message();
+  m.drop_peer(ids[0], "refused");
+  ASSERT_TRUE(report(ids[1], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+  EXPECT_EQ(out.take<wire::StatePlanMsg>().size(), 1u);
 }
 
 TEST_F(StateArbiterTest, ALostFetcherIsNobodysSource) {
