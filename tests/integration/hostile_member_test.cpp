@@ -88,16 +88,19 @@ TEST(HostileMember, AStateReportOfTooManyTensorsDropsItsSenderAndTheOthersSync) 
   Cluster cluster({"--max-state-tensors", "100"});
   std::string layout;
   for (int i = 0; i < 150; ++i) layout += (i ? ",t" : "t") + std::to_string(i) + ":f32:1";
+  const auto ready = [](Child& p) {
+    return p.wait_line([](const std::string& l) { return l.rfind("ready", 0) == 0; }, 30s);
+  };
+  // The honest member first (a later one waits in connect until a member admits it).
   Child honest(
       {LONGHAUL_STATE_PEER_BIN, "--master", cluster.master_address(), "--layout", "w:f32:1024"},
       cluster.dir().path() + "/honest.log");
+  ASSERT_TRUE(ready(honest)) << honest.stderr_text();
   Child many({LONGHAUL_STATE_PEER_BIN, "--master", cluster.master_address(), "--layout", layout},
              cluster.dir().path() + "/many.log");
-  for (Child* p : {&honest, &many}) {
-    ASSERT_TRUE(p->wait_line([](const std::string& l) { return l.rfind("ready", 0) == 0; }, 30s))
-        << p->stderr_text();
-    p->send("world 2");
-  }
+  honest.send("world 2");
+  ASSERT_TRUE(ready(many)) << many.stderr_text();
+  many.send("world 2");
   for (Child* p : {&honest, &many})
     ASSERT_TRUE(p->wait_line([](const std::string& l) { return l.rfind("world 2", 0) == 0; }, 30s))
         << p->stderr_text();
