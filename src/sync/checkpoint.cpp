@@ -53,7 +53,7 @@ class Reader {
     uint64_t n = 0;
     if (!get(&n) || n > (b_.size() - pos_) / sizeof(T)) return false;
     v->resize(n);
-    std::memcpy(v->data(), b_.data() + pos_, n * sizeof(T));
+    if (n > 0) std::memcpy(v->data(), b_.data() + pos_, n * sizeof(T));  // data() may be null
     pos_ += n * sizeof(T);
     return true;
   }
