@@ -20,8 +20,7 @@ void HandshakeSlots::release(uint64_t id) {
   std::lock_guard lock(mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
-  const std::string& address = it->second->address;
-  if (--per_address_[address] == 0) per_address_.erase(address);
+  release_address_locked(it->second->address);
   slots_.erase(it->second);
   by_id_.erase(it);
 }
@@ -36,10 +35,15 @@ bool HandshakeSlots::shed_oldest() {
 void HandshakeSlots::drop_front_locked() {
   Slot& oldest = slots_.front();
   if (auto conn = oldest.conn.lock()) conn->close();
-  if (--per_address_[oldest.address] == 0) per_address_.erase(oldest.address);
+  release_address_locked(oldest.address);
   by_id_.erase(oldest.id);
   slots_.pop_front();
   ++shed_;
+}
+
+void HandshakeSlots::release_address_locked(const std::string& address) {
+  auto it = per_address_.find(address);
+  if (--it->second == 0) per_address_.erase(it);
 }
 
 size_t HandshakeSlots::size() const {

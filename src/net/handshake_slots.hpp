@@ -40,7 +40,8 @@ class HandshakeSlots {
     std::weak_ptr<Connection> conn;
     std::string address;
   };
-  void drop_front_locked();  // closes and forgets the oldest slot
+  void drop_front_locked();                                 // closes and forgets the oldest slot
+  void release_address_locked(const std::string& address);  // one slot fewer from `address`
 
   const size_t max_total_, max_per_address_;
   mutable std::mutex mu_;
