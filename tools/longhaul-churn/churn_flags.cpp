@@ -44,9 +44,10 @@ constexpr const char* kFooter =
 (a replacement joins with --join and takes the shard of the peer it replaces). Each reports the
 hash of theta_g after every step; two peers reporting one step with different hashes is a
 VIOLATION. Training lasts --train-steps group steps; the churn stops at --duration or when the
-group reaches 90% of them, whichever is first, and the survivors train to the end. A churn-free
-run of the same peers and steps runs first, in the same invocation: the survivors' final
-validation loss above --max-loss-ratio times the reference's is a VIOLATION too.
+group reaches 90% of them, whichever is first, and the survivors train to the end. Then a
+churn-free run of the same peers trains on as many tokens (fewer steps: the churn run's group was
+short at times), in the same invocation: the survivors' final validation loss above
+--max-loss-ratio times the reference's is a VIOLATION too.
 
 Examples (a one-minute soak, half of the peers behind a 20 ms WAN; four trainers under churn):
   longhaul-churn --peers 8 --duration 60 --wanem 0.5 --latency-ms 20 --json

@@ -59,7 +59,7 @@ void ChurnRun::append_log(const std::string& name, const std::string& line) {
   out << "[" << fmt_seconds(now_ms()) << "] " << line << "\n";
 }
 
-int ChurnRun::run() {
+int ChurnRun::execute() {
   uv_timer_init(&loop_, &tick_timer_);
   tick_timer_.data = this;
   uv_timer_start(
@@ -78,6 +78,10 @@ int ChurnRun::run() {
   }
   start_master();
   uv_run(&loop_, UV_RUN_DEFAULT);
+  return exit_status_;
+}
+
+int ChurnRun::report_run() {
   if (kind_ == RunKind::kReference)
     report_reference();
   else

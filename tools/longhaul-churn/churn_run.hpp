@@ -43,12 +43,25 @@ class ChurnRun {
  public:
   ChurnRun(const Flags& flags, Binaries bins, std::string log_dir, RunKind kind = RunKind::kChurn);
   ~ChurnRun();
-  // Runs to the end; returns the process exit status (0 clean, 1 violations, 3 setup failure,
-  // 130 interrupted).
-  int run();
-  // The train workload: the reference run's result, compared in this run's checks and report.
-  void set_reference(const TrainRun& reference) { reference_ = reference; }
-  // The train workload's result, once run() returned with the survivors judged.
+  // Runs to the end and reports; returns the process exit status (0 clean, 1 violations, 3
+  // setup failure, 130 interrupted).
+  int run() {
+    execute();
+    return report_run();
+  }
+  // The two halves of run(), for the train workload, which judges the churn run against a
+  // reference run between them: execute() runs to the end without reporting and returns the
+  // exit status so far; report_run() prints the report (and --json line) and returns the final
+  // exit status.
+  int execute();
+  int report_run();
+  // The train workload, between execute() and report_run(): the churn-free reference run's
+  // result; a final loss above --max-loss-ratio times the reference's becomes a violation.
+  void judge_loss(const TrainRun& reference);
+  // The train workload, between execute() and report_run(): the reference run could not be
+  // judged against (it failed with `exit_status`).
+  void fail(int exit_status, const std::string& why);
+  // The train workload's result, once execute() returned with the survivors judged.
   const std::optional<TrainRun>& train_result() const { return train_result_; }
 
  private:

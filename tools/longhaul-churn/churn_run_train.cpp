@@ -59,17 +59,30 @@ void ChurnRun::finish_train() {
   for (const std::string& problem : end.problems) monitor_.add_violation(now, problem);
   TrainRun r;
   r.val_loss = end.val_loss;
-  r.tokens = monitor_.summary().world_steps * static_cast<uint64_t>(end.tokens_per_batch);
+  r.steps = flags_.train_steps;
+  r.world_steps = monitor_.summary().world_steps;
+  r.tokens = r.world_steps * static_cast<uint64_t>(end.tokens_per_batch);
   r.survivors = end.survivors;
   r.unadmitted = unadmitted_;
   r.seconds = (now - churn_start_ms_) / 1000;
   r.churn_seconds = (churn_end_ms_ - churn_start_ms_) / 1000;
-  train_result_ = r;
-  if (reference_ && end.problems.empty()) {
-    loss_comparison_ = compare_losses(r.val_loss, reference_->val_loss, flags_.max_loss_ratio);
-    if (loss_comparison_->problem) monitor_.add_violation(now, *loss_comparison_->problem);
-  }
+  if (end.problems.empty()) train_result_ = r;
   shutdown(monitor_.violations().empty() ? 0 : 1, "");
+}
+
+void ChurnRun::judge_loss(const TrainRun& reference) {
+  reference_ = reference;
+  if (!train_result_) return;
+  loss_comparison_ =
+      compare_losses(train_result_->val_loss, reference.val_loss, flags_.max_loss_ratio);
+  if (!loss_comparison_->problem) return;
+  monitor_.add_violation(now_ms(), *loss_comparison_->problem);
+  if (exit_status_ == 0) exit_status_ = 1;
+}
+
+void ChurnRun::fail(int exit_status, const std::string& why) {
+  exit_status_ = exit_status;
+  fatal_ = why;
 }
 
 void ChurnRun::print_train_lines(const TrainFigures& t) const {
@@ -83,9 +96,9 @@ void ChurnRun::print_train_lines(const TrainFigures& t) const {
         static_cast<unsigned long long>(r->tokens), static_cast<unsigned long long>(r->unadmitted));
   if (ref)
     std::printf(
-        "  reference     no churn: %zu peers at step %lld, %.1f s; %llu tokens; val loss "
-        "%.5f\n",
-        ref->survivors, static_cast<long long>(flags_.train_steps), ref->seconds,
+        "  reference     no churn, equal tokens: %zu peers at step %lld, %.1f s; %llu tokens; "
+        "val loss %.5f\n",
+        ref->survivors, static_cast<long long>(ref->steps), ref->seconds,
         static_cast<unsigned long long>(ref->tokens), ref->val_loss);
   if (r && t.ratio)
     std::printf("  val loss      %.5f, %.4f times the reference's (at most %.4f)\n", r->val_loss,
@@ -99,7 +112,7 @@ void ChurnRun::report_reference() {
     std::printf(
         "longhaul-churn: reference run without churn: %zu peers, %lld steps, %.1f s, "
         "val loss %.5f, %llu tokens\n",
-        r.survivors, static_cast<long long>(flags_.train_steps), r.seconds, r.val_loss,
+        r.survivors, static_cast<long long>(r.steps), r.seconds, r.val_loss,
         static_cast<unsigned long long>(r.tokens));
     std::fflush(stdout);
     return;

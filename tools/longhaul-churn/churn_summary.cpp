@@ -58,6 +58,7 @@ void add_train(nlohmann::ordered_json& j, const Flags& flags, const TrainFigures
   j["max_loss_ratio"] = flags.max_loss_ratio;
   j["tokens"] = run ? Json(run->tokens) : null;
   j["reference_tokens"] = ref ? Json(ref->tokens) : null;
+  j["reference_steps"] = ref ? Json(ref->steps) : null;
   j["train_s"] = run ? Json(tenths(run->seconds)) : null;
   j["reference_s"] = ref ? Json(tenths(ref->seconds)) : null;
   j["churn_s"] = run ? Json(tenths(run->churn_seconds)) : null;

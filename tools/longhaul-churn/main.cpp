@@ -46,29 +46,35 @@ int run_churn(const longhaul_churn::Flags& flags, const longhaul_churn::Binaries
   return run.run();
 }
 
-// The train workload: first the same peers and steps without churn (in LOG_DIR/reference), then
-// the churn run, whose final validation loss is compared with the reference's.
+// The train workload: first the churn run, then, in LOG_DIR/reference, the same peers without
+// churn for the steps that train on the churn run's tokens (issue 20: the losses compare "at
+// equal tokens"; the churn run's group was short while peers were dead or not yet admitted).
+// The churn run's final validation loss is judged against the reference's and reported last.
 int run_train(const longhaul_churn::Flags& flags, const longhaul_churn::Binaries& bins,
               const std::string& log_dir) {
+  longhaul_churn::ChurnRun churn(flags, bins, log_dir);
+  if (churn.execute() != 0 || !churn.train_result()) return churn.report_run();
   longhaul_churn::Flags calm = flags;
   calm.kill_interval_ms = 0;
+  calm.json = false;  // one JSON line: the churn run's, last
+  calm.train_steps = longhaul_churn::equal_token_steps(*churn.train_result(), flags.peers);
   const std::string reference_dir = log_dir + "/reference";
   std::error_code ec;
   fs::create_directories(reference_dir, ec);
   if (ec) {
-    std::fprintf(stderr, "longhaul-churn: cannot create %s: %s\n", reference_dir.c_str(),
-                 ec.message().c_str());
-    return 3;
+    churn.fail(3, "cannot create " + reference_dir + ": " + ec.message());
+    return churn.report_run();
   }
-  std::optional<longhaul_churn::TrainRun> reference;
-  {
-    longhaul_churn::ChurnRun run(calm, bins, reference_dir, longhaul_churn::RunKind::kReference);
-    if (int status = run.run(); status != 0) return status;
-    reference = run.train_result();
-  }
-  longhaul_churn::ChurnRun run(flags, bins, log_dir);
-  run.set_reference(*reference);
-  return run.run();
+  longhaul_churn::ChurnRun reference(calm, bins, reference_dir,
+                                     longhaul_churn::RunKind::kReference);
+  const int reference_status = reference.execute();
+  reference.report_run();
+  if (reference_status != 0 || !reference.train_result())
+    churn.fail(reference_status == 0 ? 3 : reference_status,
+               "the churn-free reference run failed (its logs in " + reference_dir + ")");
+  else
+    churn.judge_loss(*reference.train_result());
+  return churn.report_run();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "train_outcome.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -71,6 +72,11 @@ LossComparison compare_losses(double val_loss, double reference_val_loss, double
                 " times the churn-free run's " + number(reference_val_loss) +
                 " (--max-loss-ratio " + number(max_ratio) + ")";
   return c;
+}
+
+int64_t equal_token_steps(const TrainRun& run, uint32_t peers) {
+  const uint64_t n = peers == 0 ? 1 : peers;
+  return std::max<int64_t>(1, static_cast<int64_t>((run.world_steps + n / 2) / n));
 }
 
 }  // namespace longhaul_churn

@@ -39,7 +39,9 @@ TrainEnd judge_survivors(const std::vector<TrainSummary>& summaries, int64_t ste
 // A train run's result, for its summary and for comparing a churn run with its reference.
 struct TrainRun {
   double val_loss = 0;
-  uint64_t tokens = 0;  // batches trained (world_steps) x batch x context
+  int64_t steps = 0;         // the group's steps (--train-steps)
+  uint64_t world_steps = 0;  // the sum over the group's steps of the group's size
+  uint64_t tokens = 0;       // world_steps x batch x context
   size_t survivors = 0;
   uint64_t unadmitted = 0;   // replacements the group never admitted before it finished
   double seconds = 0;        // from the first peer's start to the last one's exit
@@ -53,5 +55,9 @@ struct LossComparison {
   std::optional<std::string> problem;
 };
 LossComparison compare_losses(double val_loss, double reference_val_loss, double max_ratio);
+
+// The steps of a churn-free run of `peers` peers that trains on the tokens of `run`: its
+// world_steps over the group's nominal size, rounded to the nearest step (at least one).
+int64_t equal_token_steps(const TrainRun& run, uint32_t peers);
 
 }  // namespace longhaul_churn

@@ -132,5 +132,15 @@ TEST(CompareLosses, ARatioAboveTheBoundIsAViolation) {
   EXPECT_TRUE(compare_losses(2.0, 0.0, 1.03).problem);  // no reference: never a pass
 }
 
+TEST(EqualTokenSteps, TheReferenceTrainsOnTheChurnRunsTokens) {
+  TrainRun churn;
+  churn.world_steps = 4 * 1000 - 7;  // four peers, seven peer-steps short
+  EXPECT_EQ(equal_token_steps(churn, 4), 998);
+  churn.world_steps = 4 * 1000 - 1;  // rounds to the nearest step
+  EXPECT_EQ(equal_token_steps(churn, 4), 1000);
+  churn.world_steps = 0;  // never a run of no steps
+  EXPECT_EQ(equal_token_steps(churn, 4), 1);
+}
+
 }  // namespace
 }  // namespace longhaul_churn
