@@ -178,35 +178,39 @@ void ChurnRun::wanem_command(const std::string& command,
   wanem_->write_line(command);
 }
 
-void ChurnRun::start_peer(int shard, bool join) {
-  const std::string name = "p" + std::to_string(next_peer_++);
+void ChurnRun::start_peer(int shard, bool join, const std::string& node, uint32_t rail) {
+  const std::string name =
+      node.empty() ? "p" + std::to_string(next_peer_) : node + ".r" + std::to_string(rail);
+  ++next_peer_;
   // Route the fraction asked for, spread evenly over the peers as they start.
   const bool routed =
       wanem_ && static_cast<double>(routed_count_ + 1) <=
                     flags_.wanem_fraction * static_cast<double>(next_peer_ - 1) + 1e-9;
   if (!routed) {
-    launch_peer(name, false, 0, shard, join);
+    launch_peer(name, false, 0, shard, join, node, rail);
     return;
   }
   ++routed_count_;
   wanem_command("route " + name + " 127.0.0.1:0 -",
-                [this, name, shard, join](const std::string& answer) {
+                [this, name, shard, join, node, rail](const std::string& answer) {
                   // OK ROUTE NAME PORT
                   std::istringstream in(answer);
                   std::string ok, route, n;
                   uint16_t port = 0;
                   in >> ok >> route >> n >> port;
-                  launch_peer(name, true, port, shard, join);
+                  launch_peer(name, true, port, shard, join, node, rail);
                 });
 }
 
 void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advertise_port, int shard,
-                           bool join) {
+                           bool join, const std::string& node, uint32_t rail) {
   if (phase_ == Phase::kShutdown) return;
   auto proc = std::make_unique<PeerProc>();
   proc->name = name;
   proc->routed = routed;
   proc->shard = shard;
+  proc->node = node;
+  proc->rail = rail;
   PeerLaunch launch;
   launch.binary = train() ? bins_.train : bins_.peer;
   launch.master_port = routed ? master_route_port_ : master_port_;
@@ -214,6 +218,8 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
   launch.shard = shard;
   launch.join = join;
   launch.out_dir = log_path(name, "");
+  launch.node = node;
+  launch.rail = rail;
   const std::vector<std::string> argv = peer_command(flags_, launch);
   PeerProc* raw = proc.get();
   std::string error;
@@ -224,7 +230,9 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
         append_log(raw->name, "exited: " + (status < 0 ? "signal " + std::to_string(sig)
                                                        : "status " + std::to_string(status)));
         monitor_.on_exit(raw->name, status, sig, now_ms());
-        if (phase_ == Phase::kChurn)
+        if (!raw->node.empty())
+          on_rank_exit(*raw);
+        else if (phase_ == Phase::kChurn)
           respawns_.push_back({now_ms() + flags_.rejoin_delay_ms, raw->shard});
       },
       &error);
@@ -236,7 +244,7 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
              "started pid " + std::to_string(proc->child->pid()) +
                  (routed ? " (through longhaul-wanem)" : "") +
                  (train() ? " shard " + std::to_string(shard) + (join ? " (joins)" : "") : ""));
-  monitor_.on_spawn(name, now_ms());
+  monitor_.on_spawn(name, now_ms(), rail, !node.empty());
   peers_.push_back(std::move(proc));
 }
 
@@ -265,6 +273,10 @@ void ChurnRun::schedule_next_event() {
 }
 
 void ChurnRun::disrupt() {
+  if (nodes()) {
+    disrupt_node();
+    return;
+  }
   std::vector<std::string> candidates = monitor_.disruptable();
   // Keep at least --min-alive peers stepping.
   if (candidates.size() < flags_.min_alive + 1) return;
@@ -273,15 +285,23 @@ void ChurnRun::disrupt() {
   auto it =
       std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) { return p->name == victim; });
   if (it == peers_.end()) return;
-  PeerProc& p = **it;
+  act(**it, pick_action());
+}
+
+ChurnRun::Action ChurnRun::pick_action() {
   const uint32_t total = flags_.weight_kill + flags_.weight_term + flags_.weight_stop;
   const uint32_t r = std::uniform_int_distribution<uint32_t>(0, total - 1)(rng_);
+  if (r < flags_.weight_kill) return Action::kKill;
+  return r < flags_.weight_kill + flags_.weight_term ? Action::kTerm : Action::kStop;
+}
+
+void ChurnRun::act(PeerProc& p, Action action) {
   const double now = now_ms();
-  if (r < flags_.weight_kill) {
+  if (action == Action::kKill) {
     append_log(p.name, "churn: SIGKILL");
     monitor_.on_kill(p.name, now);
     p.child->send_signal(SIGKILL);
-  } else if (r < flags_.weight_kill + flags_.weight_term) {
+  } else if (action == Action::kTerm) {
     append_log(p.name, "churn: SIGTERM");
     monitor_.on_term(p.name, now);
     p.child->send_signal(SIGTERM);
@@ -310,7 +330,10 @@ void ChurnRun::tick_starting(double now) {
   if (ready) {
     phase_ = Phase::kChurn;
     churn_start_ms_ = now;
-    for (uint32_t i = 0; i < flags_.peers; ++i) start_peer(static_cast<int>(i), false);
+    if (nodes())
+      for (uint32_t i = 0; i < flags_.nodes; ++i) start_node();
+    else
+      for (uint32_t i = 0; i < flags_.peers; ++i) start_peer(static_cast<int>(i), false);
     schedule_next_event();
     // Give the first peers time to join before the churn starts.
     next_event_ms_ =
@@ -338,8 +361,12 @@ void ChurnRun::tick_churn(double now) {
   for (auto it = respawns_.begin(); it != respawns_.end();) {
     if (now >= it->at_ms) {
       const int shard = it->shard;
+      const bool node = it->node;
       it = respawns_.erase(it);
-      if (monitor_.running() < flags_.peers) start_peer(shard, train());
+      if (node && live_nodes_.size() < flags_.nodes)
+        start_node();
+      else if (!node && monitor_.running() < flags_.peers)
+        start_peer(shard, train());
     } else {
       ++it;
     }
