@@ -329,15 +329,15 @@ void PeerSession::fail(Status why) {
   if (state_handler) state_handler(why);
   if (why.code() != LH_ERR_CLOSED)
     log::warn("peer", "peer {}: session ended: {}", id_, why.to_string());
-  shutdown_network();
+  shutdown_network(why);  // operations failing on a closed link report why, not "closed"
   complete_call(why);
   if (handler && why.code() != LH_ERR_CLOSED) handler(epoch_, why);  // not for a local close
 }
 
-void PeerSession::shutdown_network() {
+void PeerSession::shutdown_network(const Status& why) {
   heartbeat_timer_.cancel();
   if (master_) master_->close(closed_error("session closed"));
-  mesh_->close();
+  mesh_->close(why);
 }
 
 void PeerSession::arm_heartbeat() {

@@ -164,7 +164,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   StateHandler state_handler() const;  // a copy, taken under mu_
   void send(const wire::ControlMessage& m);
   void fail(Status why);
-  void shutdown_network();
+  // Closes the master link and the mesh; the mesh's links fail with `why`.
+  void shutdown_network(const Status& why = closed_error("communicator closed"));
   void arm_heartbeat();
   void publish_view(const Topology& t);
 
