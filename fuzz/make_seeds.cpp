@@ -205,6 +205,13 @@ int main(int argc, char** argv) {
              wire::encode_control(wire::StateFetchMsg{9, 1, 16, 8, false}));
   write_seed("control_state_source_lost", fz::kControl,
              wire::encode_control(wire::StateSourceLostMsg{9, 5}));
+  // Nodes (protocol version 5): a rank's claim, a waiting node, and a claim past the rails limit.
+  write_seed("control_register_node", fz::kControl,
+             wire::encode_control(wire::RegisterMsg{1, "", 4000, "gpu-box-7", 1, 8}));
+  write_seed("control_node_waiting", fz::kControl,
+             wire::encode_control(wire::NodeWaitingMsg{8, {0, 1, 5}}));
+  write_seed("bad_control_register_rail_out_of_range", fz::kControl,
+             wire::encode_control(wire::RegisterMsg{1, "", 4000, "gpu-box-7", 8, 8}));
   write_seed(
       "control_topology", fz::kControl,
       wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));

@@ -60,7 +60,12 @@ typedef enum lh_status {
   LH_ERR_UNSUPPORTED = 8,      /* a valid request this build or configuration cannot serve */
   LH_ERR_CLOSED = 9,           /* the object was closed or shut down locally */
   LH_ERR_STATE_MISMATCH = 10,  /* shared state differs in keys, types, sizes or revision */
-  LH_ERR_INTERNAL = 11         /* a bug in longhaul; please report it */
+  LH_ERR_INTERNAL = 11,        /* a bug in longhaul; please report it */
+  /* Another rank of this peer's node died, left or was removed, so the master evicted every rail
+   * of the node (nodes join, move and leave as a whole: lh_comm_options.node). The communicator
+   * is finished: abort the node's intra-node collectives, end its ranks, and start the node again
+   * to rejoin. Not retryable on this communicator. */
+  LH_ERR_NODE_EVICTED = 12
 } lh_status;
 
 /* A static, never-NULL English name for a status code ("LH_ERR_PEER_LOST", ...;
@@ -188,6 +193,20 @@ typedef struct lh_comm_options {
    * other sources for its blocks; with no source left the sync fails with LH_ERR_TIMEOUT.
    * 0 (the default): the environment's LONGHAUL_STATE_STALL_TIMEOUT_MS if set, else 30000. */
   uint32_t state_stall_timeout_ms;
+  /* The node (machine) this rank belongs to, and its rail: rank `node_rail` of the node's
+   * `node_rails` ranks, one per GPU or local process. The master admits a node only once all its
+   * rails have registered, moves them into every epoch together, and when any of them dies, is
+   * declared dead or is removed it evicts the others, whose calls then fail (and whose abort
+   * callback runs) with LH_ERR_NODE_EVICTED. Rails of one node must be in different peer groups
+   * (typically peer_group = node_rail), and every rail must name the same node and node_rails.
+   * node NULL or "" is a node of one rail (node_rail 0, node_rails 1), as in earlier versions.
+   * Defaults, from the launcher's environment when LOCAL_WORLD_SIZE and LOCAL_RANK are set (as
+   * torchrun sets them): node = GROUP_RANK (or, if that is unset, the host name), node_rail =
+   * LOCAL_RANK, node_rails = LOCAL_WORLD_SIZE, and peer_group = LOCAL_RANK. Otherwise NULL, 0, 1
+   * (and peer_group 0). node is at most 255 bytes. */
+  const char* node;
+  uint32_t node_rail;
+  uint32_t node_rails;
 } lh_comm_options;
 
 /* Fills *options with the defaults above (the strings it sets are static). NULL is ignored. */
@@ -201,17 +220,25 @@ void lh_comm_options_init(lh_comm_options* options);
  *                            or with port 0; connections_per_link outside 1..64; a zero
  *                            handshake_timeout_ms, connect_timeout_ms or link_timeout_ms; a
  *                            listen_address or advertised_address that does not parse; use_tls
- *                            without both tls_cert_file and tls_key_file.
+ *                            without both tls_cert_file and tls_key_file; node_rails outside
+ *                            1..1024, node_rail >= node_rails, node_rails > 1 without a node,
+ *                            a node longer than 255 bytes.
  *   LH_ERR_IO (or the TLS layer's error)  the listen address cannot be bound, a TLS file cannot
  *                            be read.
  * The strings in *options are copied. */
 lh_status lh_comm_create(const lh_comm_options* options, lh_comm** out);
 
 /* Connects to the master, registers, and blocks until admitted into an epoch: at once if it is
- * the first peer, otherwise when every admitted peer has reached lh_comm_update_topology.
- * LH_ERR_TIMEOUT after connect_timeout_ms; LH_ERR_AUTH for a wrong secret; LH_ERR_PROTOCOL for an
- * incompatible master; LH_ERR_PEER_LOST if the master is unreachable. On failure the communicator
- * is unusable (destroy it). Call once. */
+ * the first peer, otherwise when every admitted peer has reached lh_comm_update_topology. A rank
+ * of a node (lh_comm_options.node) is admitted only together with all its node's rails, so it
+ * waits until every one of them has registered too.
+ * LH_ERR_TIMEOUT after connect_timeout_ms (for a rank of an incomplete node the message names
+ * the rails still missing); LH_ERR_AUTH for a wrong secret; LH_ERR_PROTOCOL for an incompatible
+ * master; LH_ERR_PEER_LOST if the master is unreachable; LH_ERR_INVALID_ARGUMENT with the
+ * master's reason when the node claim is refused (another machine already uses the node's
+ * identity, the rail counts of its ranks disagree, the rail is registered already, or two rails
+ * share a peer group); LH_ERR_NODE_EVICTED if another rail of the node died first. On failure the
+ * communicator is unusable (destroy it). Call once. */
 lh_status lh_comm_connect(lh_comm* comm);
 
 /* The reconfiguration point of a training loop. Returns at once (LH_OK) if nothing needs to
@@ -219,7 +246,8 @@ lh_status lh_comm_connect(lh_comm* comm);
  * admitted, lost peers removed, links to the new ring neighbours set up, and every peer enters
  * the same new epoch together. It waits as long as other peers take to arrive, but never on a
  * dead one: a peer that dies is detected (socket error or missed heartbeats) and dropped.
- * LH_ERR_PEER_LOST if the master is lost; LH_ERR_* with the master's reason if it removed this
+ * LH_ERR_PEER_LOST if the master is lost; LH_ERR_NODE_EVICTED if another rail of this peer's
+ * node is gone (or its node is leaving); LH_ERR_* with the master's reason if it removed this
  * peer. Any failure ends the communicator. */
 lh_status lh_comm_update_topology(lh_comm* comm);
 
@@ -279,7 +307,9 @@ lh_status lh_comm_get_traffic(lh_comm* comm, lh_traffic* traffic);
  * aborts the in-flight operations of this peer's group: because a peer or link was lost (status
  * LH_ERR_PEER_LOST), or because a member is waiting in lh_comm_update_topology to re-form the ring
  * for a joiner (status LH_ERR_ABORTED); and once more if the communicator fails (the master is lost, or it
- * removed this peer); not for lh_comm_leave or lh_comm_destroy. `reason` is valid during the call
+ * removed this peer: LH_ERR_NODE_EVICTED when another rail of this peer's node died, so a
+ * trainer can abort its intra-node collectives instead of hanging in them); not for lh_comm_leave
+ * or lh_comm_destroy. `reason` is valid during the call
  * only. Set it before lh_comm_connect; a NULL callback removes it, a new one replaces the old (a
  * call of the old one already under way may still finish). Once lh_comm_destroy returns, the
  * callback is not running and is not called again. */

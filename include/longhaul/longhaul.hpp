@@ -273,6 +273,9 @@ struct CommunicatorOptions {
   uint32_t io_threads = detail::comm_defaults().io_threads;
   bool full_mesh = detail::comm_defaults().full_mesh != 0;
   uint32_t state_stall_timeout_ms = detail::comm_defaults().state_stall_timeout_ms;
+  std::string node = detail::or_empty(detail::comm_defaults().node);
+  uint32_t node_rail = detail::comm_defaults().node_rail;
+  uint32_t node_rails = detail::comm_defaults().node_rails;
 };
 
 class Communicator {
@@ -301,6 +304,9 @@ class Communicator {
     o.io_threads = options.io_threads;
     o.full_mesh = options.full_mesh ? 1 : 0;
     o.state_stall_timeout_ms = options.state_stall_timeout_ms;
+    o.node = detail::c_str_or_null(options.node);
+    o.node_rail = options.node_rail;
+    o.node_rails = options.node_rails;
     lh_comm* raw = nullptr;
     detail::check(lh_comm_create(&o, &raw), lh_last_error);
     handle_.reset(raw);

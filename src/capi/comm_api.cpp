@@ -1,9 +1,11 @@
 // lh_comm_*: the C face of peer::Communicator.
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "capi/handles.hpp"
+#include "peer/node_identity.hpp"
 
 using longhaul::Status;
 using longhaul::capi::finish;
@@ -12,6 +14,13 @@ using longhaul::capi::str;
 namespace {
 uint32_t to_ms(std::chrono::milliseconds d) {
   return static_cast<uint32_t>(d.count());
+}
+
+// The launcher's node identity, read once: lh_comm_options_init hands out its name, which must
+// stay valid for the process's life.
+const std::optional<longhaul::peer::NodeIdentity>& environment_node() {
+  static const auto node = longhaul::peer::node_from_environment();
+  return node;
 }
 }  // namespace
 
@@ -30,6 +39,15 @@ extern "C" void lh_comm_options_init(lh_comm_options* o) {
   o->io_threads = longhaul::runtime::RuntimeOptions{}.io_threads;
   o->full_mesh = d.full_mesh ? 1 : 0;
   o->state_stall_timeout_ms = to_ms(d.state_stall_timeout);
+  o->node = nullptr;
+  o->node_rail = d.rail;
+  o->node_rails = d.rails;
+  if (const auto& env = environment_node()) {
+    o->node = env->node.c_str();
+    o->node_rail = env->rail;
+    o->node_rails = env->rails;
+    o->peer_group = env->rail;
+  }
 }
 
 extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
@@ -61,6 +79,10 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.link_timeout = std::chrono::milliseconds(o->link_timeout_ms);
     options.full_mesh = o->full_mesh != 0;
     options.state_stall_timeout = std::chrono::milliseconds(o->state_stall_timeout_ms);
+    options.node = str(o->node);
+    options.rail = o->node_rail;
+    options.rails = o->node_rails;
+    if (lh::Status s = lh::peer::validate_node(options); !s) return lh::capi::fail(s);
     auto h = std::make_unique<lh_comm>();
     lh::runtime::RuntimeOptions runtime;
     runtime.io_threads = o->io_threads;  // 0 picks 2; the workers are sized to the machine

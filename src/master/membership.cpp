@@ -10,7 +10,8 @@
 
 namespace longhaul::master {
 
-void Membership::add_pending(PeerId id, uint32_t group, std::string host, uint16_t port) {
+void Membership::add_pending(PeerId id, uint32_t group, std::string host, uint16_t port,
+                             const NodeClaim& node) {
   Member m;
   m.id = id;
   m.group = group;
@@ -19,14 +20,16 @@ void Membership::add_pending(PeerId id, uint32_t group, std::string host, uint16
   log::info("master", "peer {} joined group {} (data address {}:{}); waiting for admission", id,
             group, m.host, port);
   members_.emplace(id, std::move(m));
+  if (const Node* n = nodes_.add(id, node)) note_rail_registered(*n);
   maybe_start_round();
   sync_pending_flags();
 }
 
 bool Membership::reconfiguration_needed() const {
   if (ring_broken_) return true;
-  return std::any_of(members_.begin(), members_.end(),
-                     [](const auto& kv) { return kv.second.state == State::kPending; });
+  return std::any_of(members_.begin(), members_.end(), [this](const auto& kv) {
+    return kv.second.state == State::kPending && admissible(kv.first);
+  });
 }
 
 bool Membership::pending_flag() const {
@@ -54,6 +57,7 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch, bool admit_join
   if (epoch != committed_epoch_)
     return protocol_error(
         fmt::format("UPDATE_TOPOLOGY for epoch {} but the epoch is {}", epoch, committed_epoch_));
+  if (leave_departing_node(id)) return Status::ok();
   if (!reconfiguration_needed()) {
     out_.send(id, wire::TopologyUnchangedMsg{committed_epoch_});
     return Status::ok();
@@ -191,6 +195,7 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
     ring_broken_ = true;
   }
   out_.peer_forgotten(id);
+  follow_node(id, reason, graceful);  // the node goes as a whole
 }
 
 void Membership::evict(PeerId id, const Status& why) {
@@ -232,7 +237,7 @@ void Membership::start_round() {
   for (;;) {
     Groups groups;
     for (const auto& [id, m] : members_)
-      if (admit || m.state == State::kActive) groups[m.group].push_back(id);
+      if ((admit && admissible(id)) || m.state == State::kActive) groups[m.group].push_back(id);
     if (groups.empty()) {
       ring_broken_ = false;
       rings_.clear();
@@ -309,7 +314,7 @@ void Membership::propose(Groups rings, bool admit) {
   wire::TopologyMsg proposal;
   proposal.epoch = round.epoch;
   for (const auto& [id, m] : members_) {
-    if (!admit && m.state != State::kActive) continue;
+    if (m.state != State::kActive && (!admit || !admissible(id))) continue;
     round.participants.insert(id);
     proposal.members.push_back({id, m.group, m.host, m.port});
   }

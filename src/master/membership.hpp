@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "master/nodes.hpp"
 #include "master/ring_order.hpp"
 #include "wire/control_messages.hpp"
 
@@ -75,8 +76,12 @@ class Membership {
 
   // A fresh peer id (ids are never reused; ascending ids are join order).
   PeerId allocate_id() { return ++last_id_; }
-  // The registered peer `id` waits to be admitted.
-  void add_pending(PeerId id, uint32_t group, std::string host, uint16_t port);
+  // Why a registration claiming `node` must be refused (membership_nodes.cpp), or OK.
+  Status check_node_claim(const NodeClaim& node) const { return nodes_.check(node); }
+  // The registered peer `id` waits to be admitted. A rail of a node (node.name set, check passed)
+  // waits until every rail of its node has registered: the node is admitted whole.
+  void add_pending(PeerId id, uint32_t group, std::string host, uint16_t port,
+                   const NodeClaim& node = {});
 
   // Messages from a registered peer. A non-OK result means the peer broke the protocol; the
   // caller drops it (drop_peer) and closes its connection. Nothing was changed in that case.
@@ -111,6 +116,7 @@ class Membership {
   // Committed ring order per group.
   const std::map<uint32_t, std::vector<PeerId>>& rings() const { return rings_; }
   const std::set<PeerPair>& unreachable_pairs() const { return banned_; }
+  const NodeTable& nodes() const { return nodes_; }
 
  private:
   struct Round {
@@ -146,6 +152,20 @@ class Membership {
   void evict(PeerId id, const Status& why);
   void abort_group(uint32_t group, lh_status code, const std::string& reason);
   void sync_pending_flags();
+  // Whether pending peer `id` may join a round (its node, if any, is complete).
+  bool admissible(PeerId id) const { return nodes_.admissible(id); }
+  // Nodes (membership_nodes.cpp). A rail registered: tell an incomplete node's rails what is
+  // missing, or log that the node is complete.
+  void note_rail_registered(const Node& node);
+  // `id` is being forgotten: its node goes with it. After an abrupt loss every other rail is
+  // evicted with LH_ERR_NODE_EVICTED; after a graceful leave the node is departing, and its rails
+  // that cannot leave on their own any more (not admitted, or waiting in update_topology) go now.
+  void follow_node(PeerId id, const std::string& reason, bool graceful);
+  // A rail of a departing node asked to go on (update_topology): it is removed instead.
+  bool leave_departing_node(PeerId id);
+  // Removes a rail of a departing node that runs no collective (graceful: its group is not
+  // aborted) and tells it why.
+  void remove_departing_rail(PeerId id, const std::string& why);
   // Whether a and b are next to each other in a ring of the current round.
   bool neighbours_in_round(PeerId a, PeerId b) const;
 
@@ -157,6 +177,7 @@ class Membership {
   // group is a full mesh, which no ring order can give them. A subset of banned_.
   std::set<PeerPair> unlinkable_;
   std::optional<Round> round_;
+  NodeTable nodes_;
   PeerId last_id_ = 0;
   uint64_t committed_epoch_ = 0;
   uint64_t last_epoch_ = 0;    // last epoch number proposed

@@ -148,20 +148,22 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
       return protocol_error(
           fmt::format("expected REGISTER first, got {}", wire::control_type_name(type)));
     if (reg->advertised_port == 0) return protocol_error("REGISTER with data port 0");
-    std::string host = reg->advertised_host;
-    if (host.empty()) {
-      uint16_t ignored = 0;
-      if (Status p = net::parse_host_port(session.link->peer(), &host, &ignored); !p)
-        return internal_error(
-            fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
-    }
+    std::string seen_from;
+    uint16_t ignored = 0;
+    if (Status p = net::parse_host_port(session.link->peer(), &seen_from, &ignored); !p)
+      return internal_error(
+          fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
+    const std::string host = reg->advertised_host.empty() ? seen_from : reg->advertised_host;
+    // A rank's node claim is checked before it gets an id: a refused claim joins nothing.
+    const NodeClaim node{reg->node, reg->rail, reg->rails, reg->group, seen_from};
+    LH_RETURN_IF_ERROR(membership_.check_node_claim(node));
     session.register_deadline.reset();
     const PeerId id = membership_.allocate_id();
     session.peer = id;
     by_peer_[id] = conn;
     send(id, wire::WelcomeMsg{id, static_cast<uint32_t>(options_.heartbeat_interval.count()),
                               options_.heartbeat_misses});
-    membership_.add_pending(id, reg->group, std::move(host), reg->advertised_port);
+    membership_.add_pending(id, reg->group, host, reg->advertised_port, node);
     return Status::ok();
   }
   const PeerId id = session.peer;

@@ -62,6 +62,7 @@ void StateArbiter::maybe_plan(uint32_t group) {
   state::Election e =
       state::elect(round.reports, it == revisions_.end() ? std::nullopt : std::optional(it->second),
                    round.epoch);
+  node_sources_.apply(group, membership_.nodes(), e);
   round.planned = true;
   round.next_revision = e.revision + 1;
   size_t fetchers = 0, refused = 0, blocks = 0;

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "master/membership.hpp"
+#include "master/state_sources.hpp"
 #include "state/election.hpp"
 
 namespace longhaul::master {
@@ -62,6 +63,7 @@ class StateArbiter {
   const uint32_t max_tensors_;
   std::map<uint32_t, Round> rounds_;
   std::map<uint32_t, uint64_t> revisions_;
+  StateSources node_sources_;  // one source node per fetching node
 };
 
 }  // namespace longhaul::master

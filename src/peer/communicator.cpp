@@ -72,7 +72,13 @@ collective::RingView Communicator::ring_view() const {
 Result<std::shared_ptr<collective::AllReduceOp>> Communicator::allreduce(
     const collective::AllReduceSpec& spec) {
   if (Status s = session_->failure(); !s) return s;
-  return engine_->allreduce(ring_view(), spec);
+  auto op = engine_->allreduce(ring_view(), spec);
+  // The session may have failed meanwhile (its links closed under the start): its reason, e.g.
+  // LH_ERR_NODE_EVICTED, says more than the closed link.
+  if (!op) {
+    if (Status s = session_->failure(); !s) return s;
+  }
+  return op;
 }
 
 namespace {

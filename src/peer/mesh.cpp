@@ -374,18 +374,18 @@ RingLinks Mesh::ring_links() const {
   return ring_links_;
 }
 
-void Mesh::close() {
+void Mesh::close(const Status& why) {
   if (closed_) return;
   closed_ = true;
   deadline_.cancel();
   listener_->close();
-  for (auto& [id, link] : links_) link->close(closed_error("communicator closed"));
+  for (auto& [id, link] : links_) link->close(why);
   for (auto& [raw, link] : anonymous_) {
-    link->close(closed_error("communicator closed"));
+    link->close(why);
     link->count_traffic(data_traffic_);
   }
-  for (auto& [id, e] : early_hellos_) e.second->close(closed_error("communicator closed"));
-  for (auto& [raw, link] : service_links_) link->close(closed_error("communicator closed"));
+  for (auto& [id, e] : early_hellos_) e.second->close(why);
+  for (auto& [raw, link] : service_links_) link->close(why);
   service_links_.clear();
   links_.clear();
   anonymous_.clear();

@@ -67,8 +67,9 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   void propose(const Topology& topology);
   // The proposal for `epoch` is now the committed epoch.
   void commit(uint64_t epoch);
-  // Closes the listener and every link.
-  void close();
+  // Closes the listener and every link; operations on the links fail with `why` (the session's
+  // failure, e.g. LH_ERR_NODE_EVICTED, or LH_ERR_CLOSED for a local close).
+  void close(const Status& why = closed_error("communicator closed"));
 
   RingLinks ring_links() const;
 

@@ -42,6 +42,12 @@ struct CommunicatorOptions {
   // Link to every member of the group, not only the ring neighbours, so the direct all-reduce
   // schedule can run (it sends each chunk straight to its owner). Costs N-1 links per peer.
   bool full_mesh = false;
+  // The node (machine) this communicator is one rank of, and its rail among the node's `rails`
+  // (docs/protocol.md, "Nodes"): the master admits, moves and evicts all rails of a node
+  // together. Empty node: a node of one rail, as a peer without a node always was.
+  std::string node;
+  uint32_t rail = 0;
+  uint32_t rails = 1;
   // A state sync drops a source that delivers nothing for this long. 0: the environment's
   // LONGHAUL_STATE_STALL_TIMEOUT_MS if set, else 30 s (state/sync.cpp).
   std::chrono::milliseconds state_stall_timeout{0};

@@ -6,6 +6,7 @@
 #include <asio/post.hpp>
 
 #include "common/log.hpp"
+#include "peer/node_identity.hpp"
 
 namespace longhaul::peer {
 namespace {
@@ -48,6 +49,7 @@ Result<std::shared_ptr<PeerSession>> PeerSession::create(
   LH_RETURN_IF_ERROR(parse_advertised(options.advertised_address, &host, &port));
   if (options.connect_timeout.count() <= 0 || options.link_timeout.count() <= 0)
     return invalid_argument("connect and link timeouts must be positive");
+  LH_RETURN_IF_ERROR(validate_node(options));
   Strand strand = asio::make_strand(io.context());
   auto mesh = Mesh::create(io, strand, options, std::move(data_traffic));
   if (!mesh) return mesh.status();
@@ -122,9 +124,11 @@ Status PeerSession::run_call(std::function<void()> start,
   });
   if (timeout && future.wait_for(*timeout) == std::future_status::timeout) {
     asio::post(strand_, [self = shared_from_this(), promise, timeout, what] {
-      if (self->call_ == promise)
-        self->fail(
-            timeout_error(fmt::format("{} did not complete within {} ms", what, timeout->count())));
+      if (self->call_ != promise) return;
+      const bool node_incomplete = self->state_ == State::kJoining && !self->node_waiting_.empty();
+      self->fail(
+          timeout_error(fmt::format("{} did not complete within {} ms{}", what, timeout->count(),
+                                    node_incomplete ? ": " + self->node_waiting_ : std::string())));
     });
   }
   return future.get();
@@ -302,7 +306,8 @@ void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
   std::string host;
   uint16_t port = 0;
   (void)parse_advertised(options_.advertised_address, &host, &port);  // validated in create()
-  send(wire::RegisterMsg{options_.group, host, port ? port : mesh_->port()});
+  send(wire::RegisterMsg{options_.group, host, port ? port : mesh_->port(), options_.node,
+                         options_.rail, options_.rails});
 }
 
 void PeerSession::send(const wire::ControlMessage& m) {
@@ -324,15 +329,15 @@ void PeerSession::fail(Status why) {
   if (state_handler) state_handler(why);
   if (why.code() != LH_ERR_CLOSED)
     log::warn("peer", "peer {}: session ended: {}", id_, why.to_string());
-  shutdown_network();
+  shutdown_network(why);  // operations failing on a closed link report why, not "closed"
   complete_call(why);
   if (handler && why.code() != LH_ERR_CLOSED) handler(epoch_, why);  // not for a local close
 }
 
-void PeerSession::shutdown_network() {
+void PeerSession::shutdown_network(const Status& why) {
   heartbeat_timer_.cancel();
   if (master_) master_->close(closed_error("session closed"));
-  mesh_->close();
+  mesh_->close(why);
 }
 
 void PeerSession::arm_heartbeat() {

@@ -154,6 +154,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   Status on(wire::StatePlanMsg&& plan);
   Status on(wire::StateCompleteMsg&& complete);
   Status on(wire::StateSourceLostMsg&& source_lost);
+  Status on(const wire::NodeWaitingMsg& waiting);
   // OK in one of the `legal` states; otherwise unexpected(type).
   Status expect_state(wire::ControlType type, std::initializer_list<State> legal) const;
   // The protocol error for a message of `type` that the current state does not allow.
@@ -163,7 +164,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   StateHandler state_handler() const;  // a copy, taken under mu_
   void send(const wire::ControlMessage& m);
   void fail(Status why);
-  void shutdown_network();
+  // Closes the master link and the mesh; the mesh's links fail with `why`.
+  void shutdown_network(const Status& why = closed_error("communicator closed"));
   void arm_heartbeat();
   void publish_view(const Topology& t);
 
@@ -186,6 +188,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   uint32_t heartbeat_misses_ = 3;
   Clock::time_point last_heard_;
   std::shared_ptr<std::promise<Status>> call_;
+  // While this rank's node is incomplete, which rails it still waits for (NODE_WAITING); a
+  // connect that times out says so.
+  std::string node_waiting_;
   uint64_t batch_attempt_ = 0;            // batch reports sent in the current epoch
   std::shared_ptr<bool> batch_decision_;  // set while decide_batch waits for attempt batch_attempt_
 

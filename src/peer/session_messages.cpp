@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <asio/post.hpp>
 
 #include "common/log.hpp"
@@ -165,6 +166,20 @@ Status PeerSession::on(wire::StateSourceLostMsg&& source_lost) {
   // failed before its STATE_DONE has nothing left to hurry.
   StateHandler handler = state_handler();
   if (handler) handler(wire::ControlMessage(std::move(source_lost)));
+  return Status::ok();
+}
+
+// Only while waiting for admission: the master tells a rank of an incomplete node what is missing.
+Status PeerSession::on(const wire::NodeWaitingMsg& waiting) {
+  LH_RETURN_IF_ERROR(expect_state(wire::ControlType::kNodeWaiting, {State::kJoining}));
+  std::vector<uint32_t> missing;
+  for (uint32_t rail = 0; rail < waiting.rails; ++rail)
+    if (!std::ranges::binary_search(waiting.registered, rail)) missing.push_back(rail);
+  node_waiting_ = fmt::format(
+      "node '{}' was never complete: {} of its {} rails registered, rail(s) {} missing (the "
+      "master admits a node only with all its rails)",
+      options_.node, waiting.registered.size(), waiting.rails, fmt::join(missing, ", "));
+  log::info("peer", "peer {}: {}", id_, node_waiting_);
   return Status::ok();
 }
 

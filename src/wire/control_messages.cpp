@@ -25,6 +25,10 @@ template <class V, OneOf<uint64_t> M>  // an element of a list of peer ids or bl
 void fields(V& v, M& id) {
   v.u64(id);
 }
+template <class V, OneOf<uint32_t> M>  // an element of a list of rail indices
+void fields(V& v, M& rail) {
+  v.u32(rail);
+}
 template <class V, OneOf<HeartbeatMsg, ByeMsg> M>
 void fields(V&, M&) {}
 
@@ -33,6 +37,9 @@ void fields(V& v, M& m) {
   v.u32(m.group);
   v.string(m.advertised_host, kMaxHostBytes);
   v.u16(m.advertised_port);
+  v.string(m.node, kMaxNodeNameBytes);
+  v.u32(m.rail);
+  v.u32(m.rails);
 }
 template <class V, OneOf<WelcomeMsg> M>
 void fields(V& v, M& m) {
@@ -195,10 +202,17 @@ void fields(V& v, M& m) {
   v.boolean(m.ok);
 }
 
+// Nodes.
+template <class V, OneOf<NodeWaitingMsg> M>
+void fields(V& v, M& m) {
+  v.u32(m.rails);
+  v.list(m.registered, kMaxRails);
+}
+
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
-constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kStateSourceLost);
+constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kNodeWaiting);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
 // ---- The rules between fields, checked once a message is read whole ---------------------------
@@ -212,6 +226,34 @@ Status validate(const WelcomeMsg& m) {
   if (m.peer_id == 0) return protocol_error("peer id 0 is reserved");
   if (m.heartbeat_interval_ms == 0 || m.heartbeat_misses == 0)
     return protocol_error("heartbeat interval and misses must be positive");
+  return Status::ok();
+}
+
+// A rail inside its node; a peer without a node is rail 0 of 1.
+Status validate(const RegisterMsg& m) {
+  if (m.rails == 0 || m.rails > kMaxRails)
+    return protocol_error(fmt::format("a node of {} rails (1..{})", m.rails, kMaxRails));
+  if (m.rail >= m.rails)
+    return protocol_error(fmt::format("rail {} out of range: the node has {} rails (0..{})", m.rail,
+                                      m.rails, m.rails - 1));
+  if (m.node.empty() && m.rails != 1)
+    return protocol_error(fmt::format("{} rails without a node name", m.rails));
+  return Status::ok();
+}
+
+// Some rails registered, fewer than the node has, each once in ascending order.
+Status validate(const NodeWaitingMsg& m) {
+  if (m.rails == 0 || m.rails > kMaxRails)
+    return protocol_error(fmt::format("a node of {} rails (1..{})", m.rails, kMaxRails));
+  if (m.registered.empty() || m.registered.size() >= m.rails)
+    return protocol_error(
+        fmt::format("{} of {} rails registered in a waiting node", m.registered.size(), m.rails));
+  for (size_t i = 0; i < m.registered.size(); ++i) {
+    if (m.registered[i] >= m.rails)
+      return protocol_error(fmt::format("rail {} of a node of {} rails", m.registered[i], m.rails));
+    if (i > 0 && m.registered[i] <= m.registered[i - 1])
+      return protocol_error("registered rails out of order or listed twice");
+  }
   return Status::ok();
 }
 
@@ -397,6 +439,8 @@ const char* control_type_name(ControlType t) {
       return "BATCH_DECISION";
     case ControlType::kStateSourceLost:
       return "STATE_SOURCE_LOST";
+    case ControlType::kNodeWaiting:
+      return "NODE_WAITING";
   }
   return "UNKNOWN";
 }

@@ -51,6 +51,8 @@ enum class ControlType : uint8_t {
   kBatchDecision = 25,  // master -> peer: the group's outcome of that attempt
   // Shared state, added in protocol version 3.
   kStateSourceLost = 26,  // master -> fetcher: a source of your plan was lost; stop using it
+  // Nodes, added in protocol version 5 (docs/protocol.md, "Nodes").
+  kNodeWaiting = 27,  // master -> peer: your node is admitted once all its rails have registered
 };
 const char* control_type_name(ControlType t);
 
@@ -62,11 +64,19 @@ inline constexpr uint32_t kMaxTensors = 1u << 20;
 // A compressed fetch answers at most this many blocks in one STATE_BLOCKS_Z message.
 inline constexpr uint32_t kMaxBlocksPerCompressedFetch = 4;
 inline constexpr uint32_t kMaxStateBlockBytes = 16u << 20;
+// A node's identity (lh_comm_options.node) and its rail count.
+inline constexpr uint32_t kMaxNodeNameBytes = 255;
+inline constexpr uint32_t kMaxRails = 1024;
 
 struct RegisterMsg {
   uint32_t group = 0;
   std::string advertised_host;  // empty: the master uses the address it sees the peer connect from
   uint16_t advertised_port = 0;
+  // The node (machine) this peer is one rank of (protocol version 5): every rail of a node is
+  // admitted, moved and evicted together. Empty: a node of one rail (rail 0 of 1).
+  std::string node;
+  uint32_t rail = 0;   // this rank's rail, 0..rails-1
+  uint32_t rails = 1;  // ranks of the node, one per rail
 };
 struct WelcomeMsg {
   uint64_t peer_id = 0;
@@ -217,6 +227,14 @@ struct StateSourceLostMsg {
   uint64_t peer_id = 0;
 };
 
+// The registering peer's node is incomplete: it is admitted once every rail has registered.
+// Sent to each registered rail whenever the set changes, so a rank waiting in connect can say
+// which rails its node still lacks.
+struct NodeWaitingMsg {
+  uint32_t rails = 1;
+  std::vector<uint32_t> registered;  // ascending rail indices
+};
+
 // Batch all-reduce: attempts are numbered 1, 2, ... per epoch on every member (all members of an
 // epoch run the same attempts), so (epoch, attempt) names one attempt of the whole group.
 struct BatchReportMsg {
@@ -237,7 +255,7 @@ using ControlMessage =
                  ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg,
                  StateReportMsg, StatePlanMsg, StateDoneMsg, StateCompleteMsg, StateFetchMsg,
                  StateBlocksZMsg, StateFetchFailedMsg, BatchReportMsg, BatchDecisionMsg,
-                 StateSourceLostMsg>;
+                 StateSourceLostMsg, NodeWaitingMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

@@ -145,7 +145,7 @@ class FieldReader {
     read([&] {
       uint32_t v = 0;
       LH_RETURN_IF_ERROR(r_.u32(&v));
-      if ((v == LH_OK && allowed == StatusField::kFailure) || v > LH_ERR_INTERNAL)
+      if ((v == LH_OK && allowed == StatusField::kFailure) || v > kLastStatus)
         return protocol_error(fmt::format("invalid status code {}", v));
       code = static_cast<lh_status>(v);
       return Status::ok();

@@ -141,7 +141,7 @@ TEST(Rejection, WrongSecretWrongVersionAndRandomBytesAreRefusedAndTheRunGoesOn) 
 std::vector<std::vector<std::byte>> hostile_control_messages(std::mt19937_64& rng) {
   using namespace wire;
   std::vector<ControlMessage> valid = {
-      RegisterMsg{0, "127.0.0.1", 1},
+      RegisterMsg{0, "127.0.0.1", 1, "", 0, 1},
       WelcomeMsg{1, 1000, 3},
       HeartbeatMsg{},
       UpdateTopologyMsg{1},
@@ -247,7 +247,8 @@ TEST(MasterFuzz, SurvivesRandomTruncatedAndHostileMessagesAndStillAdmitsPeers) {
     auto link = net::connect_link(io, "127.0.0.1", cluster.port(), 1, options);
     ASSERT_TRUE(link.is_ok()) << link.status().to_string();
     (*link)->start();
-    if (i % 2 == 1) (*link)->send_control(wire::encode_control(wire::RegisterMsg{0, "", 9}));
+    if (i % 2 == 1)
+      (*link)->send_control(wire::encode_control(wire::RegisterMsg{0, "", 9, "", 0, 1}));
     (*link)->send_control(messages[i]);
     links.push_back(*link);
   }

@@ -106,6 +106,12 @@ int main(int argc, char** argv) {
       options.link_timeout_ms = static_cast<uint32_t>(std::atoi(value));
     else if (flag == "--advertise")
       options.advertised_address = value;
+    else if (flag == "--node")
+      options.node = value;
+    else if (flag == "--rail")
+      options.node_rail = static_cast<uint32_t>(std::atoi(value));
+    else if (flag == "--rails")
+      options.node_rails = static_cast<uint32_t>(std::atoi(value));
     else if (flag == "--tls-cert") {
       options.use_tls = 1;
       options.tls_cert_file = value;

@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/parse_number.hpp"
@@ -97,6 +99,13 @@ constexpr uint64_t kDayMs = 86'400'000, kHourMs = 3'600'000;
 
 void add_run_and_churn(CLI::App& app, Flags& f) {
   cli::add_number(app, "--peers", f.peers, 1, 1000, "peers kept running")->group("Run");
+  cli::add_number(app, "--nodes", f.nodes, 0, 250,
+                  "run N nodes of --rails ranks each instead of --peers single peers; churn "
+                  "kills one rank or a whole node, and a node with a dead rank is evicted whole")
+      ->group("Run");
+  cli::add_number(app, "--rails", f.rails, 1, 64,
+                  "ranks per node, one per rail (peer group); with --nodes")
+      ->group("Run");
   cli::add_parsed(
       app, "--duration", f.duration_s, parse_duration, "a duration like 60, 90s, 30m or 2h",
       "how long to inflict churn: seconds, or with s/m/h", fmt::format("{}", f.duration_s))
@@ -230,6 +239,13 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
   // longhaul-train prints no LISTEN line before it joins, which routing a peer needs.
   if (f->workload == Workload::kTrain && f->wanem_fraction > 0)
     return cli::usage_error(app, "--wanem is not supported with --workload train");
+  if (f->nodes > 0 && f->workload == Workload::kTrain)
+    return cli::usage_error(app, "--nodes is not supported with --workload train");
+  if (f->nodes > 0) {
+    f->peers = f->nodes * f->rails;
+    // --min-alive counts nodes: one node is always left to disrupt.
+    f->min_alive = std::min(f->min_alive, std::max(f->nodes, 1u) - 1);
+  }
   if (f->min_alive > f->peers) f->min_alive = f->peers;
   return std::nullopt;
 }

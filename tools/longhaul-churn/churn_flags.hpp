@@ -14,6 +14,11 @@ enum class Workload { kPeer, kTrain };
 struct Flags {
   Workload workload = Workload::kPeer;
   uint32_t peers = 8;
+  // Nodes (issue 21): > 0 runs `nodes` machines of `rails` longhaul-peer ranks each (peers is
+  // then nodes x rails); a disruption hits one rank or a whole node, and a node whose ranks are
+  // all gone is replaced by a new node.
+  uint32_t nodes = 0;
+  uint32_t rails = 1;
   double duration_s = 60;
   uint64_t seed = 1;
   // Churn: one disruptive event every kill_interval_ms on average (uniform in [0.5, 1.5] times it),

@@ -182,35 +182,39 @@ void ChurnRun::wanem_command(const std::string& command,
   wanem_->write_line(command);
 }
 
-void ChurnRun::start_peer(int shard, bool join) {
-  const std::string name = "p" + std::to_string(next_peer_++);
+void ChurnRun::start_peer(int shard, bool join, const std::string& node, uint32_t rail) {
+  const std::string name =
+      node.empty() ? "p" + std::to_string(next_peer_) : node + ".r" + std::to_string(rail);
+  ++next_peer_;
   // Route the fraction asked for, spread evenly over the peers as they start.
   const bool routed =
       wanem_ && static_cast<double>(routed_count_ + 1) <=
                     flags_.wanem_fraction * static_cast<double>(next_peer_ - 1) + 1e-9;
   if (!routed) {
-    launch_peer(name, false, 0, shard, join);
+    launch_peer(name, false, 0, shard, join, node, rail);
     return;
   }
   ++routed_count_;
   wanem_command("route " + name + " 127.0.0.1:0 -",
-                [this, name, shard, join](const std::string& answer) {
+                [this, name, shard, join, node, rail](const std::string& answer) {
                   // OK ROUTE NAME PORT
                   std::istringstream in(answer);
                   std::string ok, route, n;
                   uint16_t port = 0;
                   in >> ok >> route >> n >> port;
-                  launch_peer(name, true, port, shard, join);
+                  launch_peer(name, true, port, shard, join, node, rail);
                 });
 }
 
 void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advertise_port, int shard,
-                           bool join) {
+                           bool join, const std::string& node, uint32_t rail) {
   if (phase_ == Phase::kShutdown) return;
   auto proc = std::make_unique<PeerProc>();
   proc->name = name;
   proc->routed = routed;
   proc->shard = shard;
+  proc->node = node;
+  proc->rail = rail;
   PeerLaunch launch;
   launch.binary = train() ? bins_.train : bins_.peer;
   launch.master_port = routed ? master_route_port_ : master_port_;
@@ -218,6 +222,8 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
   launch.shard = shard;
   launch.join = join;
   launch.out_dir = log_path(name, "");
+  launch.node = node;
+  launch.rail = rail;
   const std::vector<std::string> argv = peer_command(flags_, launch);
   PeerProc* raw = proc.get();
   std::string error;
@@ -228,7 +234,9 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
         append_log(raw->name, "exited: " + (status < 0 ? "signal " + std::to_string(sig)
                                                        : "status " + std::to_string(status)));
         monitor_.on_exit(raw->name, status, sig, now_ms());
-        if (phase_ == Phase::kChurn)
+        if (!raw->node.empty())
+          on_rank_exit(*raw);
+        else if (phase_ == Phase::kChurn)
           respawns_.push_back({now_ms() + flags_.rejoin_delay_ms, raw->shard});
       },
       &error);
@@ -240,7 +248,7 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
              "started pid " + std::to_string(proc->child->pid()) +
                  (routed ? " (through longhaul-wanem)" : "") +
                  (train() ? " shard " + std::to_string(shard) + (join ? " (joins)" : "") : ""));
-  monitor_.on_spawn(name, now_ms());
+  monitor_.on_spawn(name, now_ms(), rail, !node.empty());
   peers_.push_back(std::move(proc));
 }
 
@@ -269,6 +277,10 @@ void ChurnRun::schedule_next_event() {
 }
 
 void ChurnRun::disrupt() {
+  if (nodes()) {
+    disrupt_node();
+    return;
+  }
   std::vector<std::string> candidates = monitor_.disruptable();
   // Keep at least --min-alive peers stepping.
   if (candidates.size() < flags_.min_alive + 1) return;
@@ -277,15 +289,23 @@ void ChurnRun::disrupt() {
   auto it =
       std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) { return p->name == victim; });
   if (it == peers_.end()) return;
-  PeerProc& p = **it;
+  act(**it, pick_action());
+}
+
+ChurnRun::Action ChurnRun::pick_action() {
   const uint32_t total = flags_.weight_kill + flags_.weight_term + flags_.weight_stop;
   const uint32_t r = std::uniform_int_distribution<uint32_t>(0, total - 1)(rng_);
+  if (r < flags_.weight_kill) return Action::kKill;
+  return r < flags_.weight_kill + flags_.weight_term ? Action::kTerm : Action::kStop;
+}
+
+void ChurnRun::act(PeerProc& p, Action action) {
   const double now = now_ms();
-  if (r < flags_.weight_kill) {
+  if (action == Action::kKill) {
     append_log(p.name, "churn: SIGKILL");
     monitor_.on_kill(p.name, now);
     p.child->send_signal(SIGKILL);
-  } else if (r < flags_.weight_kill + flags_.weight_term) {
+  } else if (action == Action::kTerm) {
     append_log(p.name, "churn: SIGTERM");
     monitor_.on_term(p.name, now);
     p.child->send_signal(SIGTERM);
@@ -314,7 +334,10 @@ void ChurnRun::tick_starting(double now) {
   if (ready) {
     phase_ = Phase::kChurn;
     churn_start_ms_ = now;
-    for (uint32_t i = 0; i < flags_.peers; ++i) start_peer(static_cast<int>(i), false);
+    if (nodes())
+      for (uint32_t i = 0; i < flags_.nodes; ++i) start_node();
+    else
+      for (uint32_t i = 0; i < flags_.peers; ++i) start_peer(static_cast<int>(i), false);
     schedule_next_event();
     // Give the first peers time to join before the churn starts.
     next_event_ms_ =
@@ -342,8 +365,12 @@ void ChurnRun::tick_churn(double now) {
   for (auto it = respawns_.begin(); it != respawns_.end();) {
     if (now >= it->at_ms) {
       const int shard = it->shard;
+      const bool node = it->node;
       it = respawns_.erase(it);
-      if (monitor_.running() < flags_.peers) start_peer(shard, train());
+      if (node && live_nodes_.size() < flags_.nodes)
+        start_node();
+      else if (!node && monitor_.running() < flags_.peers)
+        start_peer(shard, train());
     } else {
       ++it;
     }
@@ -464,87 +491,6 @@ bool ChurnRun::all_children_gone() const {
   if (wanem_ && wanem_->running()) return false;
   return std::none_of(peers_.begin(), peers_.end(),
                       [](const auto& p) { return p->child->running(); });
-}
-
-void ChurnRun::print_status(bool final_line) {
-  if (!status_tty_ && !flags_.status) return;
-  const double now = now_ms();
-  if (!final_line && now - last_status_ms_ < (status_tty_ ? 500 : 5000)) return;
-  last_status_ms_ = now;
-  const auto s = monitor_.summary();
-  char buf[512];
-  std::snprintf(buf, sizeof(buf),
-                "[%6ss] peers %zu (%zu stepping, %zu stopped) rev %llu | kills %llu terms %llu "
-                "stops %llu joins %llu "
-                "| retried %llu | recovery p50 %.0f p99 %.0f ms | violations %zu",
-                fmt_seconds(now - churn_start_ms_).c_str(), monitor_.running(),
-                monitor_.joined_running(), monitor_.stopped(),
-                static_cast<unsigned long long>(s.group_steps),
-                static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
-                static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.joins),
-                static_cast<unsigned long long>(s.aborted_ops + s.sync_retries), s.recovery_p50_ms,
-                s.recovery_p99_ms, monitor_.violations().size());
-  if (status_tty_)
-    std::fprintf(stderr, "\r\033[K%s%s", buf, final_line ? "\n" : "");
-  else
-    std::fprintf(stderr, "%s\n", buf);
-  std::fflush(stderr);
-}
-
-void ChurnRun::report() {
-  if (flags_.max_recovery_ms > 0 && exit_status_ == 0) {
-    const auto r = monitor_.summary();
-    if (r.recovery_p99_ms > flags_.max_recovery_ms)
-      monitor_.add_violation(
-          now_ms(), "recovery p99 " + std::to_string(static_cast<int>(r.recovery_p99_ms)) +
-                        " ms exceeds --max-recovery-ms " + std::to_string(flags_.max_recovery_ms));
-    if (r.unrecovered > 0)
-      monitor_.add_violation(now_ms(),
-                             std::to_string(r.unrecovered) + " kill(s) never recovered from");
-    if (!monitor_.violations().empty()) exit_status_ = 1;
-  }
-  const auto s = monitor_.summary();
-  const auto& v = monitor_.violations();
-  std::printf("longhaul-churn: %s\n", exit_status_ == 0   ? "PASS"
-                                      : exit_status_ == 1 ? "FAIL (violations)"
-                                                          : ("ERROR: " + fatal_).c_str());
-  std::printf("  duration      %.1f s of churn, %u peers, seed %llu, %s\n", flags_.duration_s,
-              flags_.peers, static_cast<unsigned long long>(flags_.seed),
-              flags_.wanem_fraction > 0 ? ("wanem " + std::to_string(flags_.wanem_fraction)).c_str()
-                                        : "no wanem");
-  std::printf("  steps         %llu (group %s), %llu peer-steps, %llu hash comparisons\n",
-              static_cast<unsigned long long>(s.group_steps), train() ? "steps" : "revisions",
-              static_cast<unsigned long long>(s.peer_steps),
-              static_cast<unsigned long long>(s.hashes_compared));
-  std::printf(
-      "  churn         %llu SIGKILL, %llu SIGTERM (%s), %llu SIGSTOP; %llu peers started, "
-      "%llu joins, %llu evicted after a long stop\n",
-      static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
-      // Train peers end by themselves: no final SIGTERM.
-      train() ? "graceful leaves" : "incl. the final leave",
-      static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.spawned),
-      static_cast<unsigned long long>(s.joins),
-      static_cast<unsigned long long>(s.evicted_after_stop));
-  std::printf("  retried       %llu all-reduce steps aborted and retried, %llu syncs retried\n",
-              static_cast<unsigned long long>(s.aborted_ops),
-              static_cast<unsigned long long>(s.sync_retries));
-  std::printf(
-      "  recovery      %zu measured: p50 %.0f ms, p99 %.0f ms, max %.0f ms; %llu unrecovered\n",
-      s.recoveries_ms.size(), s.recovery_p50_ms, s.recovery_p99_ms, s.recovery_max_ms,
-      static_cast<unsigned long long>(s.unrecovered));
-  std::optional<TrainFigures> train_figures;
-  if (train()) {
-    train_figures = TrainFigures{train_result_, reference_, std::nullopt};
-    if (loss_comparison_) train_figures->ratio = loss_comparison_->ratio;
-    print_train_lines(*train_figures);
-  }
-  std::printf("  violations    %zu\n", v.size());
-  for (const auto& text : v) std::printf("  VIOLATION %s\n", text.c_str());
-  if (exit_status_ != 0 || !flags_.log_dir.empty() || flags_.keep_logs)
-    std::printf("  logs          %s\n", log_dir_.c_str());
-  if (flags_.json)
-    std::printf("%s\n", summary_json(flags_, exit_status_, s, v.size(), train_figures).c_str());
-  std::fflush(stdout);
 }
 
 }  // namespace longhaul_churn

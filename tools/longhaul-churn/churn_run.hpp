@@ -74,11 +74,15 @@ class ChurnRun {
     bool leaving = false;        // SIGTERMed already: a second SIGTERM would make it exit at once
     int shard = 0;               // train: its --peer-index, which its replacement takes over
     double finished_at_ms = -1;  // train: when it printed its final summary
+    std::string node;            // nodes: the node it is a rank of, and its rail
+    uint32_t rail = 0;
   };
   struct Respawn {
     double at_ms;
     int shard;
+    bool node = false;  // a whole new node (--nodes)
   };
+  enum class Action { kKill, kTerm, kStop };
 
   double now_ms() const;
   void tick();
@@ -86,12 +90,23 @@ class ChurnRun {
   void tick_churn(double now);
   void schedule_next_event();
   void disrupt();
+  // The next disruption's kind, drawn with the --mix weights.
+  Action pick_action();
+  // Sends the action's signal to one peer and records it.
+  void act(PeerProc& p, Action action);
+  // Nodes (churn_nodes.cpp): a new node of --rails ranks; a disruption of one rank or a whole
+  // node; a rank's exit (a node whose ranks have all gone is replaced).
+  bool nodes() const { return flags_.nodes > 0; }
+  void start_node();
+  void disrupt_node();
+  void on_rank_exit(const PeerProc& p);
+  std::vector<PeerProc*> ranks_of(const std::string& node);
   void start_master();
   void start_wanem();
   bool train() const { return flags_.workload == Workload::kTrain; }
-  void start_peer(int shard, bool join);
+  void start_peer(int shard, bool join, const std::string& node = "", uint32_t rail = 0);
   void launch_peer(const std::string& name, bool routed, uint16_t advertise_port, int shard,
-                   bool join);
+                   bool join, const std::string& node, uint32_t rail);
   void on_peer_line(PeerProc& p, const std::string& line);
   void on_train_summary(PeerProc& p, const TrainSummary& summary);
   void tick_train_final(double now);
@@ -133,7 +148,9 @@ class ChurnRun {
   std::vector<std::unique_ptr<PeerProc>> peers_;
   uint64_t next_peer_ = 1;
   uint64_t routed_count_ = 0;
-  std::vector<Respawn> respawns_;  // replacements waiting to start
+  std::vector<Respawn> respawns_;        // replacements waiting to start
+  std::vector<std::string> live_nodes_;  // nodes with a rank still running
+  uint64_t next_node_ = 1;
 
   std::vector<TrainSummary> train_summaries_;
   uint64_t unadmitted_ = 0;

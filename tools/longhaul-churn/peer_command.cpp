@@ -51,6 +51,11 @@ std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& laun
     argv.push_back("127.0.0.1:" + std::to_string(launch.advertise_port));
   }
   if (flags.workload == Workload::kPeer) {
+    if (!launch.node.empty())
+      for (const std::string& a :
+           {std::string("--node"), launch.node, std::string("--rail"), std::to_string(launch.rail),
+            std::string("--rails"), std::to_string(flags.rails)})
+        argv.push_back(a);
     add_defaults(kPeerDefaults, flags.peer_args, argv);
     argv.insert(argv.end(), flags.peer_args.begin(), flags.peer_args.end());
     return argv;

@@ -20,6 +20,9 @@ struct PeerLaunch {
   int shard = 0;
   bool join = false;
   std::string out_dir;
+  // Nodes: the rank's node name and rail (longhaul-peer --node/--rail/--rails); "" for none.
+  std::string node;
+  uint32_t rail = 0;
 };
 
 std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch);

@@ -72,10 +72,12 @@ void RunMonitor::add_violation(double now, std::string text) {
   violation(now, text);
 }
 
-void RunMonitor::on_spawn(const std::string& peer, double now) {
+void RunMonitor::on_spawn(const std::string& peer, double now, uint32_t rail, bool in_node) {
   Peer p;
   p.started_ms = now;
   p.progress_ms = now;
+  p.rail = rail;
+  p.in_node = in_node;
   peers_[peer] = p;
   ++s_.spawned;
 }
@@ -118,16 +120,18 @@ void RunMonitor::on_report(const std::string& peer, Peer& p, const Report& r, bo
   ++s_.peer_steps;
   s_.group_steps = std::max(s_.group_steps, r.key);
   max_epoch_ = std::max(max_epoch_, r.epoch);
-  auto [it, inserted] = revisions_.try_emplace(r.key, RevisionRecord{r.hash, peer, r.world});
+  auto [it, inserted] =
+      revisions_.try_emplace({p.rail, r.key}, RevisionRecord{r.hash, peer, r.world});
   if (!inserted) {
     ++s_.hashes_compared;
     it->second.world = std::max(it->second.world, r.world);
     if (it->second.hash != r.hash)
-      violation(now, (theta ? "theta_g divergence after step " + std::to_string(r.key)
-                            : "state divergence at revision " + std::to_string(r.key) + " (step " +
-                                  std::to_string(r.key - 1) + ")") +
-                         ": " + it->second.peer + " has hash " + it->second.hash + ", " + peer +
-                         " has hash " + r.hash + " (epoch " + std::to_string(r.epoch) + ")");
+      violation(now,
+                (theta ? "theta_g divergence after step " + std::to_string(r.key)
+                       : "state divergence at revision " + std::to_string(r.key) + " (step " +
+                             std::to_string(r.key - 1) + ", rail " + std::to_string(p.rail) + ")") +
+                    ": " + it->second.peer + " has hash " + it->second.hash + ", " + peer +
+                    " has hash " + r.hash + " (epoch " + std::to_string(r.epoch) + ")");
   }
   // A survivor completed a step in an epoch after the kill: the group has re-formed without the
   // victim and reduces again.
@@ -139,6 +143,10 @@ void RunMonitor::on_report(const std::string& peer, Peer& p, const Report& r, bo
       ++k;
     }
   }
+}
+
+void RunMonitor::on_node_disrupted(const std::string& peer) {
+  if (Peer* p = find(peer)) p->node_disrupted = true;
 }
 
 void RunMonitor::on_kill(const std::string& peer, double now) {
@@ -188,6 +196,14 @@ void RunMonitor::on_exit(const std::string& peer, int64_t exit_status, int term_
   p->exited = true;
   const std::string how = exit_status < 0 ? "signal " + std::to_string(term_signal)
                                           : "exit status " + std::to_string(exit_status);
+  // Exit status 4: its node was evicted, as it must be when another of its ranks died, stalled
+  // or left (or this one was told to leave while its node was already going).
+  constexpr int64_t kNodeEvicted = 4;
+  if (exit_status == kNodeEvicted && p->in_node && p->fate != Fate::kKilled &&
+      (p->node_disrupted || p->fate == Fate::kTermed)) {
+    ++s_.node_evictions;
+    return;
+  }
   switch (p->fate) {
     case Fate::kKilled:
       if (exit_status < 0 && term_signal == 9) return;
@@ -299,8 +315,9 @@ RunMonitor::Summary RunMonitor::summary() const {
   Summary s = s_;
   uint64_t previous = 0;
   for (const auto& [key, record] : revisions_) {
-    s.world_steps += record.world * (key - previous);
-    previous = key;
+    if (key.first != 0) continue;  // world steps are the train workload's (one rail)
+    s.world_steps += record.world * (key.second - previous);
+    previous = key.second;
   }
   s.unrecovered = pending_recoveries_.size();
   s.recovery_p50_ms = percentile(s.recoveries_ms, 0.50);

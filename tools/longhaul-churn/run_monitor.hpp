@@ -23,7 +23,12 @@ class RunMonitor {
  public:
   explicit RunMonitor(MonitorLimits limits) : limits_(limits) {}
 
-  void on_spawn(const std::string& peer, double now);
+  // `rail`: the peer group whose state hashes it reports (nodes), 0 otherwise; `in_node`: a rank
+  // of a node, which ends with exit status 4 when its node is evicted.
+  void on_spawn(const std::string& peer, double now, uint32_t rail = 0, bool in_node = false);
+  // Something was done to another rank of the peer's node: its node may be evicted, so its exit
+  // with status 4 (LH_ERR_NODE_EVICTED) is expected.
+  void on_node_disrupted(const std::string& peer);
   void on_line(const std::string& peer, const std::string& line, double now);
   void on_kill(const std::string& peer, double now);
   void on_term(const std::string& peer, double now);
@@ -68,8 +73,9 @@ class RunMonitor {
     // reported there), times the steps since the previous reported one: the batches trained.
     uint64_t world_steps = 0;
     uint64_t spawned = 0, joins = 0, kills = 0, terms = 0, stops = 0, evicted_after_stop = 0;
-    uint64_t aborted_ops = 0;   // all-reduce steps that failed and were retried
-    uint64_t sync_retries = 0;  // syncs that failed and were retried
+    uint64_t node_evictions = 0;  // ranks that ended with their node evicted (exit status 4)
+    uint64_t aborted_ops = 0;     // all-reduce steps that failed and were retried
+    uint64_t sync_retries = 0;    // syncs that failed and were retried
     uint64_t hashes_compared = 0;
     std::vector<double> recoveries_ms;
     uint64_t unrecovered = 0;  // kills with no recovery by the end of the run
@@ -96,6 +102,9 @@ class RunMonitor {
     bool exited = false;
     bool hang_reported = false;
     bool finished = false;  // printed its final summary
+    uint32_t rail = 0;
+    bool in_node = false;
+    bool node_disrupted = false;  // another rank of its node was disrupted
     uint64_t steps_since_final = 0;
     std::deque<std::string> last_lines;
   };
@@ -124,7 +133,8 @@ class RunMonitor {
 
   MonitorLimits limits_;
   std::map<std::string, Peer> peers_;
-  std::map<uint64_t, RevisionRecord> revisions_;  // by revision, or (train) by step
+  // By (rail, revision), or (train) by (0, step): each rail is its own peer group.
+  std::map<std::pair<uint32_t, uint64_t>, RevisionRecord> revisions_;
   std::vector<PendingRecovery> pending_recoveries_;
   int64_t max_epoch_ = 0;
   bool final_ = false;

@@ -42,10 +42,17 @@ std::string quoted(const char* message) {
   return out + "\"";
 }
 
+// Exit status 4: the node was evicted (another of its ranks died or left), the expected end of
+// a rank whose sibling is gone; 1: any other error.
 [[noreturn]] void fail(const char* what, lh_status s, const char* message) {
   emit(fmt::format("ERROR what={} status={} message={}", what, lh_status_string(s),
                    quoted(message)));
-  std::_Exit(1);
+  std::_Exit(s == LH_ERR_NODE_EVICTED ? 4 : 1);
+}
+
+// The abort callback: only the node's eviction is reported (the other aborts show as RETRY).
+void on_abort(void*, uint64_t, lh_status status, const char* reason) {
+  if (status == LH_ERR_NODE_EVICTED) emit(fmt::format("EVICTED message={}", quoted(reason)));
 }
 
 // Stop requests: the first SIGTERM/SIGINT asks the loop to leave after the current step, a
@@ -159,7 +166,12 @@ lh_comm* connect(const Flags& f) {
   lh_comm_options o;
   lh_comm_options_init(&o);
   o.master_address = f.master.c_str();
-  o.peer_group = f.group;
+  if (!f.node.empty()) {
+    o.node = f.node.c_str();
+    o.node_rail = f.rail;
+    o.node_rails = f.rails;
+  }
+  if (f.group_given || !f.node.empty()) o.peer_group = f.group;
   o.connections_per_link = f.connections;
   o.secret = f.secret.empty() ? nullptr : f.secret.c_str();
   o.use_tls = f.tls_cert.empty() ? 0 : 1;
@@ -173,6 +185,7 @@ lh_comm* connect(const Flags& f) {
   lh_comm* comm = nullptr;
   if (lh_status s = lh_comm_create(&o, &comm); s != LH_OK)
     fail("lh_comm_create", s, lh_last_error());
+  lh_comm_set_abort_callback(comm, on_abort, nullptr);
   // Printed before joining: a forward to this port (an emulated WAN, a NAT rule) must exist before
   // the neighbours dial the advertised address.
   emit(fmt::format("LISTEN port={}", attribute(comm, LH_ATTR_LISTEN_PORT)));

@@ -42,8 +42,11 @@ constexpr const char* kFooter =
                                         the master pushed so far
   RETRY step=S phase=allreduce|sync status=LH_ERR_.. message=".."
   TOPOLOGY epoch=E world=W              after an update_topology that changed the epoch
+  EVICTED message=".."                  another rank of this node died or left: the master
+                                        evicted the whole node (then ERROR ... status=
+                                        LH_ERR_NODE_EVICTED and exit status 4)
   LEFT reason=".."                      after a graceful leave (exit status 0)
-  ERROR what=.. status=LH_ERR_.. message=".."   (then exit status 1)
+  ERROR what=.. status=LH_ERR_.. message=".."   (then exit status 1; 4 for LH_ERR_NODE_EVICTED)
 
 Example:
   longhaul-master --listen 127.0.0.1:48484 &
@@ -56,7 +59,17 @@ void add_run_and_network(CLI::App& app, Flags& f) {
       ->required()
       ->group("Run");
   cli::add_number(app, "--group", f.group, 0, UINT32_MAX,
-                  "peer group; peers reduce with their own group only")
+                  "peer group; peers reduce with their own group only (default: the rail)")
+      ->group("Run");
+  app.add_option("--node", f.node,
+                 "the node (machine) this rank belongs to; all its rails join, move and leave "
+                 "together (default: GROUP_RANK or the host name when the launcher sets "
+                 "LOCAL_RANK and LOCAL_WORLD_SIZE, else a node of one rail)")
+      ->group("Run");
+  cli::add_number(app, "--rail", f.rail, 0, 1023, "this rank's rail in its node (LOCAL_RANK)")
+      ->group("Run");
+  cli::add_number(app, "--rails", f.rails, 1, 1024,
+                  "the node's ranks, one per rail (LOCAL_WORLD_SIZE)")
       ->group("Run");
   cli::add_number(app, "--steps", f.steps, 0, UINT64_MAX,
                   "stop after N completed steps; 0: run until stopped")
@@ -176,6 +189,12 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
     f->secret = std::move(*secret);
   }
   if (f->schedule == LH_SCHEDULE_DIRECT) f->full_mesh = true;
+  if (f->rail >= f->rails)
+    return cli::usage_error(app,
+                            fmt::format("--rail {} must be below --rails {}", f->rail, f->rails));
+  if (f->rails > 1 && f->node.empty()) return cli::usage_error(app, "--rails above 1 needs --node");
+  f->group_given = app.get_option("--group")->count() > 0;
+  if (!f->group_given && !f->node.empty()) f->group = f->rail;
   return std::nullopt;
 }
 

@@ -17,6 +17,11 @@ struct Flags {
   bool allow_weak_secret = false;
   std::string tls_cert, tls_key, tls_ca;
   uint32_t group = 0;
+  bool group_given = false;  // --group was on the command line (else: the rail, or the default)
+  // The node this rank belongs to (empty: the launcher's environment, else a node of one rail).
+  std::string node;
+  uint32_t rail = 0;
+  uint32_t rails = 1;
   uint32_t connections = 1;
   std::string listen = "0.0.0.0:0";
   std::string advertise;  // empty: the address the master sees

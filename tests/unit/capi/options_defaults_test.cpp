@@ -48,6 +48,10 @@ TEST(OptionDefaults, CommunicatorOptionsAgreeInCInitCppAndPeer) {
   EXPECT_EQ(c.io_threads, longhaul::runtime::RuntimeOptions{}.io_threads);
   EXPECT_EQ(c.full_mesh != 0, peer.full_mesh);
   EXPECT_EQ(c.state_stall_timeout_ms, ms(peer.state_stall_timeout));
+  // No launcher environment under ctest: a node of one rail.
+  EXPECT_EQ(str(c.node), peer.node);
+  EXPECT_EQ(c.node_rail, peer.rail);
+  EXPECT_EQ(c.node_rails, peer.rails);
 
   EXPECT_EQ(cpp.master_address, str(c.master_address));
   EXPECT_EQ(cpp.peer_group, c.peer_group);
@@ -65,6 +69,9 @@ TEST(OptionDefaults, CommunicatorOptionsAgreeInCInitCppAndPeer) {
   EXPECT_EQ(cpp.io_threads, c.io_threads);
   EXPECT_EQ(cpp.full_mesh, c.full_mesh != 0);
   EXPECT_EQ(cpp.state_stall_timeout_ms, c.state_stall_timeout_ms);
+  EXPECT_EQ(cpp.node, str(c.node));
+  EXPECT_EQ(cpp.node_rail, c.node_rail);
+  EXPECT_EQ(cpp.node_rails, c.node_rails);
 }
 
 TEST(OptionDefaults, MasterOptionsAgreeInCInitCppAndMaster) {

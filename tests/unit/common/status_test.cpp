@@ -31,7 +31,7 @@ TEST(Status, ResultHoldsValueOrError) {
 }
 
 TEST(Status, EveryCodeHasAName) {
-  for (int c = LH_OK; c <= LH_ERR_INTERNAL; ++c)
+  for (int c = LH_OK; c <= kLastStatus; ++c)
     EXPECT_NE(std::strcmp(lh_status_string(static_cast<lh_status>(c)), "LH_ERR_UNKNOWN"), 0) << c;
   volatile int unknown = 999;
   EXPECT_STREQ(lh_status_string(static_cast<lh_status>(unknown)), "LH_ERR_UNKNOWN");

@@ -12,7 +12,8 @@ namespace {
 
 std::vector<ControlMessage> samples() {
   return {
-      RegisterMsg{3, "203.0.113.7", 40000},
+      RegisterMsg{3, "203.0.113.7", 40000, "", 0, 1},
+      RegisterMsg{1, "", 40001, "host-7", 1, 2},
       WelcomeMsg{42, 250, 5},
       HeartbeatMsg{},
       UpdateTopologyMsg{7},
@@ -52,6 +53,8 @@ std::vector<ControlMessage> samples() {
       BatchDecisionMsg{9, 2, true},
       BatchDecisionMsg{9, 3, false},
       StateSourceLostMsg{9, 4},
+      NodeWaitingMsg{4, {0, 2}},
+      RemovedMsg{LH_ERR_NODE_EVICTED, "node 'a' evicted"},
   };
 }
 

@@ -1,0 +1,74 @@
+// Membership's node rules (membership.hpp, nodes.hpp): a node's rails are admitted together once
+// all have registered, and leave together: the loss of one evicts the others.
+#include <ranges>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/log.hpp"
+#include "master/membership.hpp"
+
+namespace longhaul::master {
+
+void Membership::note_rail_registered(const Node& node) {
+  const std::vector<uint32_t> rails = node.registered_rails();
+  if (node.complete()) {
+    log::info("master", "{} is complete: rails 0..{} are peers {}; admitted at the next round",
+              node.label(), node.rails - 1, fmt::join(std::views::values(node.members), ", "));
+    return;
+  }
+  log::info("master", "{}: rails [{}] of {} registered; admission waits for the others",
+            node.label(), fmt::join(rails, " "), node.rails);
+  const wire::NodeWaitingMsg waiting{node.rails, rails};
+  for (const auto& [rail, peer] : node.members) out_.send(peer, waiting);
+}
+
+void Membership::follow_node(PeerId id, const std::string& reason, bool graceful) {
+  const Node* node = nodes_.node_of(id);
+  if (!node) return;
+  const std::string label = node->label();
+  const NodeId node_id = node->id;
+  const uint32_t rail = node->rail_of(id);
+  const std::vector<PeerId> siblings = nodes_.remove(id, graceful);
+  if (graceful) {
+    // The node is departing. Rails that will not leave on their own go now: those not admitted
+    // yet, and those waiting in update_topology (they would take the node into a new epoch).
+    const Node* departing = nodes_.find(node_id);
+    if (!departing) return;
+    std::vector<PeerId> stuck;
+    for (const auto& [r, peer] : departing->members) {
+      const Member& m = members_.at(peer);
+      if (m.state == State::kPending || m.waiting) stuck.push_back(peer);
+    }
+    for (PeerId peer : stuck)
+      remove_departing_rail(
+          peer, fmt::format("{} is leaving: its rail {} (peer {}) {}", label, rail, id, reason));
+    return;
+  }
+  if (siblings.empty()) return;
+  log::warn("master", "{} evicted: its rail {} (peer {}) is gone ({}); evicting peers {}", label,
+            rail, id, reason, fmt::join(siblings, ", "));
+  for (PeerId sibling : siblings)
+    evict(sibling, node_evicted(fmt::format("{} evicted: its rail {} (peer {}) is gone: {}", label,
+                                            rail, id, reason)));
+}
+
+bool Membership::leave_departing_node(PeerId id) {
+  const Node* node = nodes_.node_of(id);
+  if (!node || !node->departing) return false;
+  remove_departing_rail(id,
+                        fmt::format("{} is leaving: {}", node->label(), node->departing_reason));
+  maybe_start_round();
+  sync_pending_flags();
+  return true;
+}
+
+void Membership::remove_departing_rail(PeerId id, const std::string& why) {
+  if (!members_.contains(id)) return;
+  // Graceful: it runs no collective (not admitted, or waiting in update_topology), so its group
+  // needs no ABORT; the group re-forms without it at the round it waits for.
+  forget(id, fmt::format("evicted: {}", why), /*graceful=*/true);
+  out_.disconnect(id, node_evicted(why));
+}
+
+}  // namespace longhaul::master
