@@ -76,7 +76,7 @@ int ChurnRun::run() {
         },
         sig);
   }
-  start_master();
+  if (prepare_security()) start_master();
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (kind_ == RunKind::kReference)
     report_reference();
@@ -98,6 +98,7 @@ void ChurnRun::start_master() {
                                    std::to_string(flags_.heartbeat_interval_ms),
                                    "--heartbeat-misses",
                                    std::to_string(flags_.heartbeat_misses)};
+  argv.insert(argv.end(), master_security_args_.begin(), master_security_args_.end());
   std::string error;
   master_ = ChildProcess::spawn(
       &loop_, argv, log_path("master", ".err"), false, [](const std::string&) {},
@@ -214,6 +215,7 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
   launch.shard = shard;
   launch.join = join;
   launch.out_dir = log_path(name, "");
+  launch.security = peer_security_args_;
   const std::vector<std::string> argv = peer_command(flags_, launch);
   PeerProc* raw = proc.get();
   std::string error;
@@ -262,38 +264,6 @@ void ChurnRun::schedule_next_event() {
   }
   std::uniform_real_distribution<double> d(0.5, 1.5);
   next_event_ms_ = now_ms() + d(rng_) * flags_.kill_interval_ms;
-}
-
-void ChurnRun::disrupt() {
-  std::vector<std::string> candidates = monitor_.disruptable();
-  // Keep at least --min-alive peers stepping.
-  if (candidates.size() < flags_.min_alive + 1) return;
-  std::uniform_int_distribution<size_t> pick(0, candidates.size() - 1);
-  const std::string victim = candidates[pick(rng_)];
-  auto it =
-      std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) { return p->name == victim; });
-  if (it == peers_.end()) return;
-  PeerProc& p = **it;
-  const uint32_t total = flags_.weight_kill + flags_.weight_term + flags_.weight_stop;
-  const uint32_t r = std::uniform_int_distribution<uint32_t>(0, total - 1)(rng_);
-  const double now = now_ms();
-  if (r < flags_.weight_kill) {
-    append_log(p.name, "churn: SIGKILL");
-    monitor_.on_kill(p.name, now);
-    p.child->send_signal(SIGKILL);
-  } else if (r < flags_.weight_kill + flags_.weight_term) {
-    append_log(p.name, "churn: SIGTERM");
-    monitor_.on_term(p.name, now);
-    p.child->send_signal(SIGTERM);
-    p.leaving = true;
-  } else {
-    const double ms =
-        std::uniform_int_distribution<uint32_t>(flags_.stop_min_ms, flags_.stop_max_ms)(rng_);
-    append_log(p.name, "churn: SIGSTOP for " + std::to_string(static_cast<int>(ms)) + " ms");
-    monitor_.on_stop(p.name, now);
-    p.child->send_signal(SIGSTOP);
-    p.resume_at_ms = now + ms;
-  }
 }
 
 // The master's port (and the emulator's READY), then the first peers.
@@ -393,6 +363,7 @@ void ChurnRun::tick() {
       }
       return;
   }
+  heal_links(now);
   // Stopped peers whose time is up resume (also when the churn has ended).
   for (auto& p : peers_) {
     if (p->resume_at_ms >= 0 && (now >= p->resume_at_ms || phase_ != Phase::kChurn)) {
@@ -460,87 +431,6 @@ bool ChurnRun::all_children_gone() const {
   if (wanem_ && wanem_->running()) return false;
   return std::none_of(peers_.begin(), peers_.end(),
                       [](const auto& p) { return p->child->running(); });
-}
-
-void ChurnRun::print_status(bool final_line) {
-  if (!status_tty_ && !flags_.status) return;
-  const double now = now_ms();
-  if (!final_line && now - last_status_ms_ < (status_tty_ ? 500 : 5000)) return;
-  last_status_ms_ = now;
-  const auto s = monitor_.summary();
-  char buf[512];
-  std::snprintf(buf, sizeof(buf),
-                "[%6ss] peers %zu (%zu stepping, %zu stopped) rev %llu | kills %llu terms %llu "
-                "stops %llu joins %llu "
-                "| retried %llu | recovery p50 %.0f p99 %.0f ms | violations %zu",
-                fmt_seconds(now - churn_start_ms_).c_str(), monitor_.running(),
-                monitor_.joined_running(), monitor_.stopped(),
-                static_cast<unsigned long long>(s.group_steps),
-                static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
-                static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.joins),
-                static_cast<unsigned long long>(s.aborted_ops + s.sync_retries), s.recovery_p50_ms,
-                s.recovery_p99_ms, monitor_.violations().size());
-  if (status_tty_)
-    std::fprintf(stderr, "\r\033[K%s%s", buf, final_line ? "\n" : "");
-  else
-    std::fprintf(stderr, "%s\n", buf);
-  std::fflush(stderr);
-}
-
-void ChurnRun::report() {
-  if (flags_.max_recovery_ms > 0 && exit_status_ == 0) {
-    const auto r = monitor_.summary();
-    if (r.recovery_p99_ms > flags_.max_recovery_ms)
-      monitor_.add_violation(
-          now_ms(), "recovery p99 " + std::to_string(static_cast<int>(r.recovery_p99_ms)) +
-                        " ms exceeds --max-recovery-ms " + std::to_string(flags_.max_recovery_ms));
-    if (r.unrecovered > 0)
-      monitor_.add_violation(now_ms(),
-                             std::to_string(r.unrecovered) + " kill(s) never recovered from");
-    if (!monitor_.violations().empty()) exit_status_ = 1;
-  }
-  const auto s = monitor_.summary();
-  const auto& v = monitor_.violations();
-  std::printf("longhaul-churn: %s\n", exit_status_ == 0   ? "PASS"
-                                      : exit_status_ == 1 ? "FAIL (violations)"
-                                                          : ("ERROR: " + fatal_).c_str());
-  std::printf("  duration      %.1f s of churn, %u peers, seed %llu, %s\n", flags_.duration_s,
-              flags_.peers, static_cast<unsigned long long>(flags_.seed),
-              flags_.wanem_fraction > 0 ? ("wanem " + std::to_string(flags_.wanem_fraction)).c_str()
-                                        : "no wanem");
-  std::printf("  steps         %llu (group %s), %llu peer-steps, %llu hash comparisons\n",
-              static_cast<unsigned long long>(s.group_steps), train() ? "steps" : "revisions",
-              static_cast<unsigned long long>(s.peer_steps),
-              static_cast<unsigned long long>(s.hashes_compared));
-  std::printf(
-      "  churn         %llu SIGKILL, %llu SIGTERM (%s), %llu SIGSTOP; %llu peers started, "
-      "%llu joins, %llu evicted after a long stop\n",
-      static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),
-      // Train peers end by themselves: no final SIGTERM.
-      train() ? "graceful leaves" : "incl. the final leave",
-      static_cast<unsigned long long>(s.stops), static_cast<unsigned long long>(s.spawned),
-      static_cast<unsigned long long>(s.joins),
-      static_cast<unsigned long long>(s.evicted_after_stop));
-  std::printf("  retried       %llu all-reduce steps aborted and retried, %llu syncs retried\n",
-              static_cast<unsigned long long>(s.aborted_ops),
-              static_cast<unsigned long long>(s.sync_retries));
-  std::printf(
-      "  recovery      %zu measured: p50 %.0f ms, p99 %.0f ms, max %.0f ms; %llu unrecovered\n",
-      s.recoveries_ms.size(), s.recovery_p50_ms, s.recovery_p99_ms, s.recovery_max_ms,
-      static_cast<unsigned long long>(s.unrecovered));
-  std::optional<TrainFigures> train_figures;
-  if (train()) {
-    train_figures = TrainFigures{train_result_, reference_, std::nullopt};
-    if (loss_comparison_) train_figures->ratio = loss_comparison_->ratio;
-    print_train_lines(*train_figures);
-  }
-  std::printf("  violations    %zu\n", v.size());
-  for (const auto& text : v) std::printf("  VIOLATION %s\n", text.c_str());
-  if (exit_status_ != 0 || !flags_.log_dir.empty() || flags_.keep_logs)
-    std::printf("  logs          %s\n", log_dir_.c_str());
-  if (flags_.json)
-    std::printf("%s\n", summary_json(flags_, exit_status_, s, v.size(), train_figures).c_str());
-  std::fflush(stdout);
 }
 
 }  // namespace longhaul_churn

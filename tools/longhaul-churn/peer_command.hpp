@@ -20,6 +20,7 @@ struct PeerLaunch {
   int shard = 0;
   bool join = false;
   std::string out_dir;
+  std::vector<std::string> security;  // --tls-cert/--tls-key, --secret-file of the run
 };
 
 std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch);
