@@ -1,5 +1,7 @@
 #include "master/server.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <asio/bind_executor.hpp>
 #include <asio/post.hpp>
@@ -231,8 +233,16 @@ void MasterServer::drop_connection(uint64_t conn, const Status& why) {
   if (id) membership_.drop_peer(id, fmt::format("dropped: {}", why.to_string()));
 }
 
+// Silence is checked four times per heartbeat interval, so a silent peer is declared dead at most
+// a quarter interval after its limit: a check once per interval let the detection drift up to a
+// whole interval past it (3.0 to 4.0 s with the defaults; bench/run membership, detect_silent_ms).
+std::chrono::milliseconds MasterServer::silence_check() const {
+  return std::max<std::chrono::milliseconds>(std::chrono::milliseconds(1),
+                                             options_.heartbeat_interval / 4);
+}
+
 void MasterServer::arm_heartbeat() {
-  heartbeat_timer_.expires_after(options_.heartbeat_interval);
+  heartbeat_timer_.expires_after(silence_check());
   heartbeat_timer_.async_wait([weak = weak_from_this()](asio::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->stopped_) return;
@@ -244,6 +254,11 @@ void MasterServer::arm_heartbeat() {
 void MasterServer::heartbeat_tick() {
   const auto now = Clock::now();
   const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
+  // Heartbeats go out at the first check at least (interval - check) after the last one, so two
+  // are never further apart than one interval and a timer's lateness (as when a beat went out on
+  // every tick of an interval timer); a peer's own silence limit never sees a longer gap.
+  const bool beat_due = now - last_beat_ >= options_.heartbeat_interval - silence_check();
+  if (beat_due) last_beat_ = now;
   const auto beat = wire::encode_control(wire::HeartbeatMsg{});
   std::vector<std::pair<PeerId, std::chrono::milliseconds>> silent;
   for (auto& [conn, session] : sessions_) {
@@ -252,7 +267,7 @@ void MasterServer::heartbeat_tick() {
         std::chrono::duration_cast<std::chrono::milliseconds>(now - session.last_heard);
     if (quiet > limit)
       silent.emplace_back(session.peer, quiet);
-    else
+    else if (beat_due)
       session.link->send_control(beat);
   }
   for (const auto& [id, quiet] : silent) {

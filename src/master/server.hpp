@@ -5,7 +5,8 @@
 // strictly (wire/control_messages.hpp) and any violation (malformed bytes, a message only the
 // master sends, a message out of order) drops that connection with a logged reason and, when it
 // was a registered peer, counts as that peer leaving. A peer silent for heartbeat_misses
-// intervals, or whose socket fails, is gone too. Nothing a remote end sends can stop the master.
+// intervals (checked every quarter interval), or whose socket fails, is gone too. Nothing a remote
+// end sends can stop the master.
 #pragma once
 
 #include <chrono>
@@ -93,6 +94,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void drop_connection(uint64_t conn, const Status& why);
   void heartbeat_tick();
   void arm_heartbeat();
+  std::chrono::milliseconds silence_check() const;  // the period of heartbeat_tick
 
   // Outbox
   void send(PeerId to, const wire::ControlMessage& message) override;
@@ -108,6 +110,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   uint16_t port_ = 0;
   asio::strand<asio::io_context::executor_type> strand_;
   asio::steady_timer heartbeat_timer_;
+  Clock::time_point last_beat_{};  // when the last heartbeat went to every peer
   asio::steady_timer round_timer_;
   Membership membership_{*this};
   StateArbiter state_{*this, membership_, options_.max_state_tensors};

@@ -68,31 +68,45 @@ bool parse_duration(std::string_view text, double* seconds) {
   return true;
 }
 
-// K:T:S, three weights in 0..1000, not all zero.
+// K:T:S or K:T:S:R:B, weights in 0..1000, not all zero.
 bool parse_mix(std::string_view text, Flags* f) {
-  const size_t a = text.find(':'), b = text.find(':', a == std::string_view::npos ? a : a + 1);
-  uint64_t k = 0, t = 0, s = 0;
-  if (a == std::string_view::npos || b == std::string_view::npos ||
-      !parse_u64(text.substr(0, a), 0, 1000, &k) ||
-      !parse_u64(text.substr(a + 1, b - a - 1), 0, 1000, &t) ||
-      !parse_u64(text.substr(b + 1), 0, 1000, &s) || k + t + s == 0)
-    return false;
-  f->weight_kill = static_cast<uint32_t>(k);
-  f->weight_term = static_cast<uint32_t>(t);
-  f->weight_stop = static_cast<uint32_t>(s);
+  uint64_t w[5] = {0, 0, 0, 0, 0};
+  size_t n = 0;
+  for (size_t from = 0; n < 5; ++n) {
+    const size_t colon = text.find(':', from);
+    if (!parse_u64(text.substr(from, colon == std::string_view::npos ? colon : colon - from), 0,
+                   1000, &w[n]))
+      return false;
+    if (colon == std::string_view::npos) break;
+    from = colon + 1;
+  }
+  if ((n != 2 && n != 4) || w[0] + w[1] + w[2] + w[3] + w[4] == 0) return false;
+  f->weight_kill = static_cast<uint32_t>(w[0]);
+  f->weight_term = static_cast<uint32_t>(w[1]);
+  f->weight_stop = static_cast<uint32_t>(w[2]);
+  f->weight_reset = static_cast<uint32_t>(w[3]);
+  f->weight_blackhole = static_cast<uint32_t>(w[4]);
   return true;
 }
 
 // MIN-MAX milliseconds, 1 <= MIN <= MAX <= one hour.
-bool parse_stop_ms(std::string_view text, Flags* f) {
+bool parse_range_ms(std::string_view text, uint32_t* min_ms, uint32_t* max_ms) {
   const size_t dash = text.find('-');
   uint64_t lo = 0, hi = 0;
   if (dash == std::string_view::npos || !parse_u64(text.substr(0, dash), 1, 3'600'000, &lo) ||
       !parse_u64(text.substr(dash + 1), lo, 3'600'000, &hi))
     return false;
-  f->stop_min_ms = static_cast<uint32_t>(lo);
-  f->stop_max_ms = static_cast<uint32_t>(hi);
+  *min_ms = static_cast<uint32_t>(lo);
+  *max_ms = static_cast<uint32_t>(hi);
   return true;
+}
+
+bool parse_stop_ms(std::string_view text, Flags* f) {
+  return parse_range_ms(text, &f->stop_min_ms, &f->stop_max_ms);
+}
+
+bool parse_blackhole_ms(std::string_view text, Flags* f) {
+  return parse_range_ms(text, &f->blackhole_min_ms, &f->blackhole_max_ms);
 }
 
 constexpr uint64_t kDayMs = 86'400'000, kHourMs = 3'600'000;
@@ -117,14 +131,22 @@ void add_run_and_churn(CLI::App& app, Flags& f) {
   cli::add_number(app, "--kill-interval-ms", f.kill_interval_ms, 0, kDayMs,
                   "mean time between disruptive events, 0: no churn")
       ->group("Churn");
-  cli::add_parsed(app, "--mix", f, parse_mix, "three weights K:T:S, not all zero, e.g. 6:2:2",
-                  "weights of SIGKILL : SIGTERM : SIGSTOP events",
+  cli::add_parsed(app, "--mix", f, parse_mix,
+                  "three or five weights K:T:S[:R:B], not all zero, e.g. 6:2:2 or 5:2:1:1:1",
+                  "weights of SIGKILL : SIGTERM : SIGSTOP [: link reset : link black hole] "
+                  "events (link faults hit peers routed through longhaul-wanem: need --wanem)",
                   fmt::format("{}:{}:{}", f.weight_kill, f.weight_term, f.weight_stop))
-      ->type_name("K:T:S")
+      ->type_name("K:T:S[:R:B]")
       ->group("Churn");
   cli::add_parsed(app, "--stop-ms", f, parse_stop_ms, "MIN-MAX milliseconds, e.g. 200-1500",
                   "how long a SIGSTOPped peer stays stopped",
                   fmt::format("{}-{}", f.stop_min_ms, f.stop_max_ms))
+      ->type_name("MIN-MAX")
+      ->group("Churn");
+  cli::add_parsed(app, "--blackhole-ms", f, parse_blackhole_ms,
+                  "MIN-MAX milliseconds, e.g. 200-1500",
+                  "how long a black-holed route holds everything before it heals",
+                  fmt::format("{}-{}", f.blackhole_min_ms, f.blackhole_max_ms))
       ->type_name("MIN-MAX")
       ->group("Churn");
   cli::add_number(app, "--rejoin-delay-ms", f.rejoin_delay_ms, 0, kHourMs,
@@ -200,6 +222,12 @@ void add_peers_and_output(CLI::App& app, Flags& f) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->default_str("")
       ->group("Peers and master");
+  app.add_flag("--tls", f.tls,
+               "every connection uses TLS 1.3 (a certificate made for the run with openssl)")
+      ->group("Peers and master");
+  app.add_flag("--secret", f.secret,
+               "the master and every peer prove a random cluster secret made for the run")
+      ->group("Peers and master");
   cli::add_number(app, "--heartbeat-interval-ms", f.heartbeat_interval_ms, 10, kHourMs,
                   "the master's heartbeat interval")
       ->group("Peers and master");
@@ -246,6 +274,14 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
     // --min-alive counts nodes: one node is always left to disrupt.
     f->min_alive = std::min(f->min_alive, std::max(f->nodes, 1u) - 1);
   }
+  if (f->weight_reset + f->weight_blackhole > 0 && f->wanem_fraction == 0)
+    return cli::usage_error(app, "link faults (--mix R:B) need peers routed with --wanem");
+  if (f->weight_reset + f->weight_blackhole > 0 && f->workload == Workload::kTrain)
+    return cli::usage_error(app, "link faults (--mix R:B) need --workload peer");
+  if (f->tls && f->workload == Workload::kTrain)
+    return cli::usage_error(app,
+                            "--tls is not supported with --workload train (longhaul-train "
+                            "has no TLS flags)");
   if (f->min_alive > f->peers) f->min_alive = f->peers;
   return std::nullopt;
 }

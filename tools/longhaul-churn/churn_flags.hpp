@@ -25,7 +25,12 @@ struct Flags {
   // picked with these weights.
   uint32_t kill_interval_ms = 2000;
   uint32_t weight_kill = 6, weight_term = 2, weight_stop = 2;
+  // Link faults on a routed peer's route through longhaul-wanem (--mix's 4th and 5th weights):
+  // a reset (every connection into the peer gets an RST) or a black hole (nothing moves, nothing
+  // closes) healed after blackhole_min_ms..blackhole_max_ms.
+  uint32_t weight_reset = 0, weight_blackhole = 0;
   uint32_t stop_min_ms = 200, stop_max_ms = 1500;
+  uint32_t blackhole_min_ms = 200, blackhole_max_ms = 1500;
   uint32_t rejoin_delay_ms = 300;  // a replacement starts this long after a peer went
   uint32_t min_alive = 3;          // never disrupt a peer when fewer would keep stepping
   // Watching.
@@ -40,6 +45,10 @@ struct Flags {
   double latency_ms = 10, jitter_ms = 2, rate_mbit = 0;
   // Peers and the master.
   std::string codec = "u8";
+  // Every connection (master and peers) uses TLS 1.3 with a certificate made for the run, and/or
+  // every peer proves a random cluster secret made for the run (files in the log directory).
+  bool tls = false;
+  bool secret = false;
   std::vector<std::string> peer_args;  // passed to every longhaul-peer
   // The train workload: longhaul-train peers train for train_steps group steps, with these
   // arguments after the tool's defaults; the last tenth of the steps sees no churn.

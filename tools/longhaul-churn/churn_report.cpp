@@ -80,6 +80,10 @@ void ChurnRun::report() {
   if (flags_.nodes > 0)
     std::printf("  nodes         %u nodes x %u rails; %llu ranks ended with their node evicted\n",
                 flags_.nodes, flags_.rails, static_cast<unsigned long long>(s.node_evictions));
+  if (flags_.weight_reset + flags_.weight_blackhole > 0)
+    std::printf("  link faults   %llu resets, %llu black holes\n",
+                static_cast<unsigned long long>(s.link_resets),
+                static_cast<unsigned long long>(s.blackholes));
   std::printf("  retried       %llu all-reduce steps aborted and retried, %llu syncs retried\n",
               static_cast<unsigned long long>(s.aborted_ops),
               static_cast<unsigned long long>(s.sync_retries));

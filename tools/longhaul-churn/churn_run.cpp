@@ -76,7 +76,7 @@ int ChurnRun::execute() {
         },
         sig);
   }
-  start_master();
+  if (prepare_security()) start_master();
   uv_run(&loop_, UV_RUN_DEFAULT);
   return exit_status_;
 }
@@ -102,6 +102,7 @@ void ChurnRun::start_master() {
                                    std::to_string(flags_.heartbeat_interval_ms),
                                    "--heartbeat-misses",
                                    std::to_string(flags_.heartbeat_misses)};
+  argv.insert(argv.end(), master_security_args_.begin(), master_security_args_.end());
   std::string error;
   master_ = ChildProcess::spawn(
       &loop_, argv, log_path("master", ".err"), false, [](const std::string&) {},
@@ -224,6 +225,7 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
   launch.out_dir = log_path(name, "");
   launch.node = node;
   launch.rail = rail;
+  launch.security = peer_security_args_;
   const std::vector<std::string> argv = peer_command(flags_, launch);
   PeerProc* raw = proc.get();
   std::string error;
@@ -274,50 +276,6 @@ void ChurnRun::schedule_next_event() {
   }
   std::uniform_real_distribution<double> d(0.5, 1.5);
   next_event_ms_ = now_ms() + d(rng_) * flags_.kill_interval_ms;
-}
-
-void ChurnRun::disrupt() {
-  if (nodes()) {
-    disrupt_node();
-    return;
-  }
-  std::vector<std::string> candidates = monitor_.disruptable();
-  // Keep at least --min-alive peers stepping.
-  if (candidates.size() < flags_.min_alive + 1) return;
-  std::uniform_int_distribution<size_t> pick(0, candidates.size() - 1);
-  const std::string victim = candidates[pick(rng_)];
-  auto it =
-      std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) { return p->name == victim; });
-  if (it == peers_.end()) return;
-  act(**it, pick_action());
-}
-
-ChurnRun::Action ChurnRun::pick_action() {
-  const uint32_t total = flags_.weight_kill + flags_.weight_term + flags_.weight_stop;
-  const uint32_t r = std::uniform_int_distribution<uint32_t>(0, total - 1)(rng_);
-  if (r < flags_.weight_kill) return Action::kKill;
-  return r < flags_.weight_kill + flags_.weight_term ? Action::kTerm : Action::kStop;
-}
-
-void ChurnRun::act(PeerProc& p, Action action) {
-  const double now = now_ms();
-  if (action == Action::kKill) {
-    append_log(p.name, "churn: SIGKILL");
-    monitor_.on_kill(p.name, now);
-    p.child->send_signal(SIGKILL);
-  } else if (action == Action::kTerm) {
-    append_log(p.name, "churn: SIGTERM");
-    monitor_.on_term(p.name, now);
-    p.child->send_signal(SIGTERM);
-    p.leaving = true;
-  } else {
-    const double ms =
-        std::uniform_int_distribution<uint32_t>(flags_.stop_min_ms, flags_.stop_max_ms)(rng_);
-    append_log(p.name, "churn: SIGSTOP for " + std::to_string(static_cast<int>(ms)) + " ms");
-    monitor_.on_stop(p.name, now);
-    p.child->send_signal(SIGSTOP);
-    p.resume_at_ms = now + ms;
-  }
 }
 
 // The master's port (and the emulator's READY), then the first peers.
@@ -424,6 +382,7 @@ void ChurnRun::tick() {
       }
       return;
   }
+  heal_links(now);
   // Stopped peers whose time is up resume (also when the churn has ended).
   for (auto& p : peers_) {
     if (p->resume_at_ms >= 0 && (now >= p->resume_at_ms || phase_ != Phase::kChurn)) {

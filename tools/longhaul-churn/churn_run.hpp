@@ -71,6 +71,7 @@ class ChurnRun {
     std::unique_ptr<ChildProcess> child;
     bool routed = false;
     double resume_at_ms = -1;    // a stopped peer gets SIGCONT then
+    double heal_at_ms = -1;      // a black-holed route heals then
     bool leaving = false;        // SIGTERMed already: a second SIGTERM would make it exit at once
     int shard = 0;               // train: its --peer-index, which its replacement takes over
     double finished_at_ms = -1;  // train: when it printed its final summary
@@ -89,9 +90,12 @@ class ChurnRun {
   void tick_starting(double now);
   void tick_churn(double now);
   void schedule_next_event();
+  // churn_run_faults.cpp
   void disrupt();
   // The next disruption's kind, drawn with the --mix weights.
   Action pick_action();
+  // The action of a draw r below the signal weights' sum (--mix K:T:S).
+  Action signal_action(uint32_t r) const;
   // Sends the action's signal to one peer and records it.
   void act(PeerProc& p, Action action);
   // Nodes (churn_nodes.cpp): a new node of --rails ranks; a disruption of one rank or a whole
@@ -101,6 +105,10 @@ class ChurnRun {
   void disrupt_node();
   void on_rank_exit(const PeerProc& p);
   std::vector<PeerProc*> ranks_of(const std::string& node);
+  PeerProc* find_peer(const std::string& name);
+  void fault_link(PeerProc& p, bool blackhole);
+  void heal_links(double now);
+  bool prepare_security();
   void start_master();
   void start_wanem();
   bool train() const { return flags_.workload == Workload::kTrain; }
@@ -138,6 +146,7 @@ class ChurnRun {
   int exit_status_ = 0;
   std::string fatal_;
 
+  std::vector<std::string> master_security_args_, peer_security_args_;  // --tls, --secret
   std::unique_ptr<ChildProcess> master_;
   uint16_t master_port_ = 0;
   std::unique_ptr<ChildProcess> wanem_;

@@ -46,6 +46,7 @@ std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& laun
       launch.binary, "--master",    "127.0.0.1:" + std::to_string(launch.master_port),
       "--listen",    "127.0.0.1:0", "--codec",
       flags.codec};
+  argv.insert(argv.end(), launch.security.begin(), launch.security.end());
   if (launch.advertise_port > 0) {
     argv.push_back("--advertise");
     argv.push_back("127.0.0.1:" + std::to_string(launch.advertise_port));

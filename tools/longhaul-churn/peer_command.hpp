@@ -23,6 +23,7 @@ struct PeerLaunch {
   // Nodes: the rank's node name and rail (longhaul-peer --node/--rail/--rails); "" for none.
   std::string node;
   uint32_t rail = 0;
+  std::vector<std::string> security;  // --tls-cert/--tls-key, --secret-file of the run
 };
 
 std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch);

@@ -181,6 +181,10 @@ void RunMonitor::on_cont(const std::string& peer, double now) {
   p->progress_ms = now;  // the time it was stopped does not count against it
 }
 
+void RunMonitor::on_link_fault(bool blackhole) {
+  ++(blackhole ? s_.blackholes : s_.link_resets);
+}
+
 void RunMonitor::on_finished(const std::string& peer) {
   if (Peer* p = find(peer)) p->finished = true;
 }

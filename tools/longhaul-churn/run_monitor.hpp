@@ -34,6 +34,8 @@ class RunMonitor {
   void on_term(const std::string& peer, double now);
   void on_stop(const std::string& peer, double now);
   void on_cont(const std::string& peer, double now);
+  // A reset (false) or black hole (true) on a peer's route: counted only; the peers must carry on.
+  void on_link_fault(bool blackhole);
   // The peer printed its final summary: it ends on its own, and exit status 0 is expected.
   void on_finished(const std::string& peer);
   // We SIGKILL a peer that has no part in the run any more (a joiner never admitted before the
@@ -74,8 +76,9 @@ class RunMonitor {
     uint64_t world_steps = 0;
     uint64_t spawned = 0, joins = 0, kills = 0, terms = 0, stops = 0, evicted_after_stop = 0;
     uint64_t node_evictions = 0;  // ranks that ended with their node evicted (exit status 4)
-    uint64_t aborted_ops = 0;     // all-reduce steps that failed and were retried
-    uint64_t sync_retries = 0;    // syncs that failed and were retried
+    uint64_t link_resets = 0, blackholes = 0;
+    uint64_t aborted_ops = 0;   // all-reduce steps that failed and were retried
+    uint64_t sync_retries = 0;  // syncs that failed and were retried
     uint64_t hashes_compared = 0;
     std::vector<double> recoveries_ms;
     uint64_t unrecovered = 0;  // kills with no recovery by the end of the run

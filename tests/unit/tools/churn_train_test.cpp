@@ -26,7 +26,7 @@ Flags train_flags() {
 }
 
 TEST(PeerCommand, AReplacementTrainPeerJoinsOnTheShardItWasGiven) {
-  PeerLaunch l{"/bin/longhaul-train", 4242, 0, 3, true, "/logs/p9", "", 0};
+  PeerLaunch l{"/bin/longhaul-train", 4242, 0, 3, true, "/logs/p9", "", 0, {}};
   const auto argv = peer_command(train_flags(), l);
   EXPECT_EQ(argv[0], "/bin/longhaul-train");
   EXPECT_EQ(value_of(argv, "--master"), "127.0.0.1:4242");
@@ -48,7 +48,8 @@ TEST(PeerCommand, AReplacementTrainPeerJoinsOnTheShardItWasGiven) {
 TEST(PeerCommand, TheUsersTrainArgumentsReplaceTheDefaults) {
   Flags f = train_flags();
   f.train_args = {"--layers=3", "--method", "dp", "--data=/corpus.txt"};
-  const auto argv = peer_command(f, PeerLaunch{"/bin/longhaul-train", 1, 0, 0, false, "/o", "", 0});
+  const auto argv =
+      peer_command(f, PeerLaunch{"/bin/longhaul-train", 1, 0, 0, false, "/o", "", 0, {}});
   EXPECT_EQ(value_of(argv, "--layers"), "absent");  // only the user's --layers=3
   EXPECT_NE(std::find(argv.begin(), argv.end(), "--layers=3"), argv.end());
   EXPECT_EQ(value_of(argv, "--method"), "dp");
@@ -61,12 +62,25 @@ TEST(PeerCommand, TheUsersTrainArgumentsReplaceTheDefaults) {
 TEST(PeerCommand, ThePeerWorkloadRunsLonghaulPeerWithItsDefaults) {
   Flags f;
   f.peer_args = {"--step-delay-ms=5"};
-  const auto argv = peer_command(f, PeerLaunch{"/bin/longhaul-peer", 7, 9000, 0, false, "", "", 0});
+  const auto argv =
+      peer_command(f, PeerLaunch{"/bin/longhaul-peer", 7, 9000, 0, false, "", "", 0, {}});
   EXPECT_EQ(value_of(argv, "--advertise"), "127.0.0.1:9000");
   EXPECT_EQ(value_of(argv, "--tensor-size"), "65536,1025");
   EXPECT_EQ(value_of(argv, "--step-delay-ms"), "absent");
   EXPECT_EQ(value_of(argv, "--theta-every"), "absent");
   EXPECT_EQ(argv.back(), "--step-delay-ms=5");
+}
+
+TEST(PeerCommand, TheRunsTlsAndSecretFilesGoToEveryPeer) {
+  PeerLaunch l{"/bin/longhaul-peer", 7, 0, 0, false, "", {}};
+  l.security = {"--tls-cert",        "/logs/tls-cert.pem", "--tls-key",
+                "/logs/tls-key.pem", "--secret-file",      "/logs/secret"};
+  const auto argv = peer_command(Flags{}, l);
+  EXPECT_EQ(value_of(argv, "--tls-cert"), "/logs/tls-cert.pem");
+  EXPECT_EQ(value_of(argv, "--tls-key"), "/logs/tls-key.pem");
+  EXPECT_EQ(value_of(argv, "--secret-file"), "/logs/secret");
+  l.security.clear();
+  EXPECT_EQ(value_of(peer_command(Flags{}, l), "--secret-file"), "absent");
 }
 
 const char* kSummary =
