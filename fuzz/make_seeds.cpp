@@ -205,6 +205,12 @@ int main(int argc, char** argv) {
              wire::encode_control(wire::StateFetchMsg{9, 1, 16, 8, false}));
   write_seed("control_state_source_lost", fz::kControl,
              wire::encode_control(wire::StateSourceLostMsg{9, 5}));
+  wire::PeerStatsMsg stats;
+  stats.epoch = 9;
+  stats.data_sent = 1;
+  stats.has_state = stats.has_engine = true;
+  stats.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}};
+  write_seed("control_peer_stats", fz::kControl, wire::encode_control(stats));
   write_seed(
       "control_topology", fz::kControl,
       wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));
