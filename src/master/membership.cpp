@@ -191,6 +191,7 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
     ring_broken_ = true;
   }
   out_.peer_forgotten(id);
+  out_.peer_left(id, m.group, reason, graceful);
 }
 
 void Membership::evict(PeerId id, const Status& why) {
