@@ -79,7 +79,8 @@ function members(s) {
   const byNode = new Map();
   for (const p of s.peers) { if (!byNode.has(p.node)) byNode.set(p.node, []); byNode.get(p.node).push(p); }
   for (const [node, peers] of [...byNode].sort()) {
-    html += row([{html: "node " + esc(node) + ' <span class="muted">(' + peers.length + " peers)</span>"}], "node");
+    html += '<tr class="node"><td colspan="11">node ' + esc(node) + ' <span class="muted">(' +
+            peers.length + " peers)</span></td></tr>";
     peers.sort((a, b) => a.group - b.group || a.id - b.id);
     for (const p of peers) {
       const st = p.stats, state = st && st.state;
