@@ -10,6 +10,8 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv)
+# The daemons' read-only HTTP endpoints (status page, /metrics): Debian's libcpp-httplib-dev.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 
 # Standalone Asio is header-only and ships no CMake config.
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)

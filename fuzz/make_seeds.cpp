@@ -212,6 +212,13 @@ int main(int argc, char** argv) {
              wire::encode_control(wire::NodeWaitingMsg{8, {0, 1, 5}}));
   write_seed("bad_control_register_rail_out_of_range", fz::kControl,
              wire::encode_control(wire::RegisterMsg{1, "", 4000, "gpu-box-7", 8, 8}));
+  // Observability (protocol version 6).
+  wire::PeerStatsMsg stats;
+  stats.epoch = 9;
+  stats.data_sent = 1;
+  stats.has_state = stats.has_engine = true;
+  stats.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}};
+  write_seed("control_peer_stats", fz::kControl, wire::encode_control(stats));
   write_seed(
       "control_topology", fz::kControl,
       wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));

@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   clang libclang-rt-14-dev libomp-14-dev clang-format
   iperf3 iproute2 openssl procps
+  libcpp-httplib-dev chromium prometheus
 )
 PIP_PACKAGES=(numpy matplotlib)
 

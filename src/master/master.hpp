@@ -25,6 +25,8 @@ class Master {
   void stop() { server_->stop(); }
   uint16_t port() const { return server_->port(); }
   MasterSnapshot snapshot() { return server_->snapshot(); }
+  // The run as last published for the status page (MasterServer::status). Never blocks.
+  std::shared_ptr<const RunStatus> status() const { return server_->status(); }
 
  private:
   Master() = default;

@@ -195,6 +195,7 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
     ring_broken_ = true;
   }
   out_.peer_forgotten(id);
+  out_.peer_left(id, m.group, reason, graceful);
   follow_node(id, reason, graceful);  // the node goes as a whole
 }
 

@@ -48,6 +48,10 @@ class Outbox {
   virtual void round_started(uint64_t epoch) = 0;
   // The peer is no longer a member (left, lost or evicted); other state keyed by it can go.
   virtual void peer_forgotten(PeerId /*who*/) {}
+  // The same moment, with what the status page shows: the peer's group, the reason Membership
+  // logs, and whether it left gracefully.
+  virtual void peer_left(PeerId /*who*/, uint32_t /*group*/, const std::string& /*reason*/,
+                         bool /*graceful*/) {}
   // A member of `group` waits in update_topology while others of the group do not: the group's
   // operations of this epoch cannot complete any more (its collectives were aborted); a state sync
   // still collecting reports must end too.

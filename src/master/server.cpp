@@ -9,6 +9,13 @@
 #include "common/log.hpp"
 
 namespace longhaul::master {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io,
                                                            const MasterOptions& options) {
@@ -31,7 +38,8 @@ MasterServer::MasterServer(net::IoRuntime& io, const MasterOptions& options,
       port_(listener_->port()),
       strand_(asio::make_strand(io.context())),
       heartbeat_timer_(strand_),
-      round_timer_(strand_) {}
+      round_timer_(strand_),
+      recorder_(unix_now()) {}
 
 MasterServer::~MasterServer() {
   listener_->close();
@@ -49,6 +57,7 @@ void MasterServer::start() {
         link->close();
     });
     self->arm_heartbeat();
+    self->publish_status();
     log::info("master", "listening on port {} (heartbeat every {} ms, dead after {} misses)",
               self->port_, self->options_.heartbeat_interval.count(),
               self->options_.heartbeat_misses);
@@ -165,6 +174,7 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
     by_peer_[id] = conn;
     send(id, wire::WelcomeMsg{id, static_cast<uint32_t>(options_.heartbeat_interval.count()),
                               options_.heartbeat_misses});
+    recorder_.joined(id, reg->group, unix_now());
     membership_.add_pending(id, reg->group, host, reg->advertised_port, node);
     return Status::ok();
   }
@@ -173,6 +183,9 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
       [&](auto& m) -> Status {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, wire::HeartbeatMsg>) {
+          return Status::ok();
+        } else if constexpr (std::is_same_v<T, wire::PeerStatsMsg>) {
+          recorder_.stats(id, std::move(m), unix_now());
           return Status::ok();
         } else if constexpr (std::is_same_v<T, wire::UpdateTopologyMsg>) {
           return membership_.on_update_topology(id, m.epoch, m.admit_joiners);
@@ -247,6 +260,7 @@ void MasterServer::arm_heartbeat() {
     auto self = weak.lock();
     if (ec || !self || self->stopped_) return;
     self->heartbeat_tick();
+    self->publish_status();
     self->arm_heartbeat();
   });
 }
@@ -278,7 +292,19 @@ void MasterServer::heartbeat_tick() {
   }
 }
 
+void MasterServer::publish_status() {
+  status_box_.publish(std::make_shared<const RunStatus>(recorder_.build(
+      membership_, [this](uint32_t group) { return state_.group_revision(group); },
+      sessions_.size(), unix_now())));
+}
+
+void MasterServer::peer_left(PeerId who, uint32_t group, const std::string& reason, bool graceful) {
+  recorder_.left(who, group, reason, graceful, unix_now());
+}
+
 void MasterServer::send(PeerId to, const wire::ControlMessage& message) {
+  if (const auto* abort = std::get_if<wire::AbortMsg>(&message))
+    recorder_.aborted(abort->group, abort->epoch, abort->reason, unix_now());
   auto it = by_peer_.find(to);
   if (it == by_peer_.end()) return;
   sessions_.at(it->second).link->send_control(wire::encode_control(message));

@@ -22,6 +22,7 @@
 #include "common/status.hpp"
 #include "master/batch_arbiter.hpp"
 #include "master/membership.hpp"
+#include "master/run_recorder.hpp"
 #include "master/state_arbiter.hpp"
 #include "net/endpoint.hpp"
 
@@ -74,6 +75,9 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   uint16_t port() const { return port_; }
   // Blocks until the strand answers; must not be called from one of the runtime's threads.
   MasterSnapshot snapshot();
+  // The run as last published for the status page (run_status.hpp): rebuilt on the strand at
+  // start and every heartbeat interval. Thread-safe, never blocks on the strand.
+  std::shared_ptr<const RunStatus> status() const { return status_box_.latest(); }
 
  private:
   struct Session {
@@ -95,6 +99,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void heartbeat_tick();
   void arm_heartbeat();
   std::chrono::milliseconds silence_check() const;  // the period of heartbeat_tick
+  void publish_status();                            // on the strand
 
   // Outbox
   void send(PeerId to, const wire::ControlMessage& message) override;
@@ -103,6 +108,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void peer_forgotten(PeerId who) override;
   void group_reconfiguring(uint32_t group) override;
   void group_epoch_failed(uint32_t group) override;
+  void peer_left(PeerId who, uint32_t group, const std::string& reason, bool graceful) override;
 
   net::IoRuntime& io_;
   const MasterOptions options_;
@@ -115,6 +121,8 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   Membership membership_{*this};
   StateArbiter state_{*this, membership_, options_.max_state_tensors};
   BatchArbiter batch_{*this, membership_};
+  RunRecorder recorder_;
+  StatusBox status_box_;
   std::map<uint64_t, Session> sessions_;
   std::map<PeerId, uint64_t> by_peer_;
   uint64_t next_conn_ = 0;

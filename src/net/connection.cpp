@@ -64,6 +64,7 @@ Connection::Connection(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::
                        bool is_server, FrameLimits limits)
     : strand_(socket.get_executor()),
       plain_(std::move(socket)),
+      fd_(plain_.is_open() ? static_cast<int>(plain_.native_handle()) : -1),
       tls_context_(std::move(tls)),
       is_server_(is_server),
       limits_(limits),
@@ -193,6 +194,11 @@ std::vector<std::byte> Connection::channel_binding() {
   if (!tls_) return {};
   static constexpr char kLabel[] = "EXPORTER-longhaul-handshake";
   return tls_->export_keying_material(kLabel, sizeof(kLabel) - 1, 32);
+}
+
+bool Connection::add_tcp_stats(TcpStats* total) const {
+  // A closed descriptor may be reused by another socket: ask only while this one is open.
+  return !closed_.load() && net::add_tcp_stats(fd_, total);
 }
 
 void Connection::close() {

@@ -19,6 +19,7 @@
 
 #include "common/status.hpp"
 #include "net/frame.hpp"
+#include "net/tcp_stats.hpp"
 #include "net/tls_stream.hpp"
 
 namespace longhaul::net {
@@ -60,6 +61,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void close();
   bool is_closed() const { return closed_.load(); }
+  // Adds this connection's TCP_INFO into *total (tcp_stats.hpp); false once closed. Thread-safe:
+  // reads the descriptor fixed at construction, never the socket object.
+  bool add_tcp_stats(TcpStats* total) const;
   // True when the last read_header failed because the peer closed the connection between frames
   // (an orderly end, as opposed to an error or a frame cut short).
   bool closed_between_frames() const { return closed_between_frames_; }
@@ -69,6 +73,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Strand strand_;
   asio::ip::tcp::socket plain_;
+  const int fd_;  // plain_'s descriptor, for add_tcp_stats from any thread
   std::shared_ptr<asio::ssl::context> tls_context_;
   bool is_server_;
   FrameLimits limits_;

@@ -74,6 +74,13 @@ Status Link::failure() const {
   return failure_;
 }
 
+TcpStats Link::tcp_stats() const {
+  TcpStats total;
+  if (!failure()) return total;
+  for (const auto& connection : connections_) connection->add_tcp_stats(&total);
+  return total;
+}
+
 size_t Link::unexpected_segments() const {
   std::lock_guard lock(mu_);
   size_t n = 0;

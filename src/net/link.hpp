@@ -36,6 +36,7 @@
 #include "common/status.hpp"
 #include "net/connection.hpp"
 #include "net/options.hpp"
+#include "net/tcp_stats.hpp"
 #include "net/traffic.hpp"
 #include "transport/data_link.hpp"
 
@@ -83,6 +84,9 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   bool is_tls() const { return connections_.front()->is_tls(); }
   // OK while the link works; afterwards the reason it failed.
   Status failure() const override;
+  // What the kernel measures about this link's connections (tcp_stats.hpp); all zero once the
+  // link has failed. Thread-safe; one getsockopt per connection.
+  TcpStats tcp_stats() const;
   // Segments that arrived before their receive was posted, held now (for tests and metrics).
   size_t unexpected_segments() const;
 

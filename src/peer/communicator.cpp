@@ -13,6 +13,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
   auto session = PeerSession::create(runtime.io(), options, c->control_traffic_, c->data_traffic_);
   if (!session) return session.status();
   c->session_ = std::move(*session);
+  c->session_->set_stats_source(
+      [sources = StatsSources{c->data_traffic_, c->control_traffic_, c->state_traffic_,
+                              c->stats_board_}](const RingLinks& links) {
+        return make_peer_stats(sources, links);
+      });
   Communicator* self = c.get();
   // An abort from the master (or the session failing) ends every collective in flight with that
   // reason, on every member at once; the caller retries after update_topology.

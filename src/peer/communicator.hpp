@@ -15,6 +15,7 @@
 
 #include "collective/engine.hpp"
 #include "net/traffic.hpp"
+#include "peer/peer_stats.hpp"
 #include "peer/session.hpp"
 #include "runtime/runtime.hpp"
 
@@ -76,6 +77,9 @@ class Communicator {
   // The counter the state sync's links count into (state::BlockServer, state::FetchOptions).
   const std::shared_ptr<net::TrafficCounter>& state_traffic() const { return state_traffic_; }
 
+  // Where the layers above post their progress for the master's status page (PEER_STATS).
+  StatsBoard& stats_board() { return *stats_board_; }
+
   // The master's aborts fail every collective in flight first, then reach `handler` (which may
   // be empty). Runs on a library thread; must not block.
   void set_abort_handler(PeerSession::AbortHandler handler);
@@ -92,6 +96,7 @@ class Communicator {
       std::make_shared<net::TrafficCounter>();
   const std::shared_ptr<net::TrafficCounter> state_traffic_ =
       std::make_shared<net::TrafficCounter>();
+  const std::shared_ptr<StatsBoard> stats_board_ = std::make_shared<StatsBoard>();
   std::unique_ptr<collective::CollectiveEngine> engine_;
   std::shared_ptr<PeerSession> session_;
   std::mutex handler_mu_;

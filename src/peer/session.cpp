@@ -91,6 +91,11 @@ Status PeerSession::send_state_message(wire::ControlMessage message) {
   return Status::ok();
 }
 
+void PeerSession::set_stats_source(StatsSource source) {
+  std::lock_guard lock(mu_);
+  stats_source_ = std::move(source);
+}
+
 void PeerSession::set_service_handler(Mesh::ServiceHandler handler) {
   asio::post(strand_, [self = shared_from_this(), handler = std::move(handler)]() mutable {
     self->mesh_->set_service_handler(std::move(handler));
@@ -353,6 +358,13 @@ void PeerSession::arm_heartbeat() {
       return;
     }
     self->send(wire::HeartbeatMsg{});
+    StatsSource stats;
+    {
+      std::lock_guard lock(self->mu_);
+      stats = self->stats_source_;
+    }
+    if (stats && self->epoch_ != 0 && self->state_ != State::kLeaving)
+      self->send(stats(self->mesh_->ring_links()));
     self->arm_heartbeat();
   });
 }

@@ -76,6 +76,11 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Queues a state message to the master. Thread-safe. The session's failure if it has failed,
   // LH_ERR_INVALID_ARGUMENT unless admitted and not in another blocking call.
   Status send_state_message(wire::ControlMessage message);
+  // Once admitted, every heartbeat also sends the master what `source` returns for the committed
+  // ring's links (PEER_STATS, peer_stats.hpp). Runs on the session strand; must not block. Empty:
+  // none is sent. Thread-safe.
+  using StatsSource = std::function<wire::PeerStatsMsg(const RingLinks& links)>;
+  void set_stats_source(StatsSource source);
   // Inbound service links (Mesh::ServiceHandler) go to `handler`. Thread-safe.
   void set_service_handler(Mesh::ServiceHandler handler);
   net::IoRuntime& io() { return io_; }
@@ -202,6 +207,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   Status failure_;
   AbortHandler on_abort_;
   StateHandler on_state_;
+  StatsSource stats_source_;
 };
 
 }  // namespace longhaul::peer

@@ -114,6 +114,24 @@ wire::StateReportMsg make_report(const Registry& registry, runtime::WorkerPool& 
   return r;
 }
 
+// The state hash (Registry::hash) of the content this peer holds once `plan` is fetched: the
+// reported block hashes with each fetched block's verified hash in its place. Costs no hashing of
+// tensor data; the status page compares it between the members of a group.
+uint64_t planned_state_hash(const Registry& registry, const wire::StateReportMsg& report,
+                            const wire::StatePlanMsg& plan) {
+  std::vector<std::vector<uint64_t>> hashes;
+  for (const auto& t : report.tensors) hashes.push_back(t.block_hashes);
+  for (const auto& f : plan.fetches)
+    for (const auto& b : f.blocks) hashes[f.tensor][b.index] = b.hash;
+  std::vector<TensorSummary> summary;
+  for (size_t i = 0; i < report.tensors.size(); ++i) {
+    const auto& t = report.tensors[i];
+    summary.push_back(
+        {t.name, t.dtype, t.count, tensor_hash(registry.tensors()[i].bytes, hashes[i])});
+  }
+  return state_hash(summary);
+}
+
 // Sends the session's inbound state links to `server` while it lives (afterwards they are
 // refused). Until a communicator's first sync the mesh refuses them itself, as no fetcher has a
 // reason to come; setting the same route again at a later sync changes nothing.
@@ -169,7 +187,7 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
   };
   auto report = make_report(registry, runtime.workers(), epoch, strategy);
   const auto hashed = Clock::now();
-  LH_RETURN_IF_ERROR(session.send_state_message(std::move(report)));
+  LH_RETURN_IF_ERROR(session.send_state_message(report));
   auto plan = await<wire::StatePlanMsg>(*inbox);
   const auto planned = Clock::now();
   if (!plan) return plan.status();
@@ -201,6 +219,7 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
              ms(done, Clock::now()));
   if (!fetched) return fetched;
   registry.set_revision(plan->revision);
+  comm.stats_board().set_state(plan->revision, planned_state_hash(registry, report, *plan));
   return Status::ok();
 }
 

@@ -69,9 +69,21 @@ Status SyncEngine::step() {
   const auto t0 = Clock::now();
   const uint64_t t = ++state_.step();
   Status s = run_step(t);
-  std::lock_guard lock(stats_mu_);
-  stats_.blocked += Clock::now() - t0;
-  stats_.steps = t;
+  peer::EngineFigures figures;
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.blocked += Clock::now() - t0;
+    stats_.steps = t;
+    figures.inner_steps = t;
+    figures.outer_rounds = stats_.rounds_applied;
+    figures.rounds_dropped = stats_.rounds_dropped;
+    if (stats_.last_round) {
+      figures.last_round_participants = stats_.last_round->participants;
+      figures.last_round_bytes = stats_.last_round->event_bytes;
+    }
+    figures.blocked_ns = static_cast<uint64_t>(stats_.blocked.count());
+  }
+  comm_.stats_board().set_engine(figures);  // for the master's status page (PEER_STATS)
   return s;
 }
 

@@ -209,10 +209,43 @@ void fields(V& v, M& m) {
   v.list(m.registered, kMaxRails);
 }
 
+// Observability.
+template <class V, OneOf<LinkStatsEntry> M>
+void fields(V& v, M& l) {
+  v.u64(l.peer_id);
+  v.u32(l.connections);
+  v.u64(l.rtt_us);
+  v.u64(l.delivery_rate);
+  v.u64(l.bytes_sent);
+  v.u64(l.bytes_received);
+  v.u64(l.retransmits);
+}
+template <class V, OneOf<PeerStatsMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.u64(m.data_sent);
+  v.u64(m.data_received);
+  v.u64(m.control_sent);
+  v.u64(m.control_received);
+  v.u64(m.state_sent);
+  v.u64(m.state_received);
+  v.boolean(m.has_state);
+  v.u64(m.state_revision);
+  v.u64(m.state_digest);
+  v.boolean(m.has_engine);
+  v.u64(m.inner_steps);
+  v.u64(m.outer_rounds);
+  v.u64(m.rounds_dropped);
+  v.u64(m.last_round_participants);
+  v.u64(m.last_round_bytes);
+  v.u64(m.blocked_ns);
+  v.list(m.links, kMaxStatsLinks);
+}
+
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
-constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kNodeWaiting);
+constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kPeerStats);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
 // ---- The rules between fields, checked once a message is read whole ---------------------------
@@ -365,6 +398,17 @@ Status validate(const StateSourceLostMsg& m) {
   return Status::ok();
 }
 
+// Links once each, in ascending order, never to peer 0.
+Status validate(const PeerStatsMsg& m) {
+  for (size_t i = 0; i < m.links.size(); ++i) {
+    if (m.links[i].peer_id == 0) return protocol_error("PEER_STATS: a link to peer 0");
+    if (i > 0 && m.links[i].peer_id <= m.links[i - 1].peer_id)
+      return protocol_error(fmt::format("PEER_STATS: link to peer {} out of order or listed twice",
+                                        m.links[i].peer_id));
+  }
+  return Status::ok();
+}
+
 template <size_t I>
 Status decode_alternative(Reader& r, size_t index, ControlMessage* out) {
   if constexpr (I < std::variant_size_v<ControlMessage>) {
@@ -441,6 +485,8 @@ const char* control_type_name(ControlType t) {
       return "STATE_SOURCE_LOST";
     case ControlType::kNodeWaiting:
       return "NODE_WAITING";
+    case ControlType::kPeerStats:
+      return "PEER_STATS";
   }
   return "UNKNOWN";
 }

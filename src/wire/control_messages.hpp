@@ -53,6 +53,8 @@ enum class ControlType : uint8_t {
   kStateSourceLost = 26,  // master -> fetcher: a source of your plan was lost; stop using it
   // Nodes, added in protocol version 5 (docs/protocol.md, "Nodes").
   kNodeWaiting = 27,  // master -> peer: your node is admitted once all its rails have registered
+  // Observability, added in protocol version 6 (docs/operations.md).
+  kPeerStats = 28,  // peer -> master: my traffic, my links as TCP measures them, my progress
 };
 const char* control_type_name(ControlType t);
 
@@ -248,6 +250,39 @@ struct BatchDecisionMsg {
   bool ok = false;  // every member reported OK: keep the outputs; false: restore and retry
 };
 
+// PEER_STATS: what a peer measures, for the master's status page and metrics (docs/operations.md).
+// Every counter is cumulative since the communicator was created; the master turns them into rates.
+inline constexpr uint32_t kMaxStatsLinks = 256;  // a peer reports at most this many data links
+struct LinkStatsEntry {
+  uint64_t peer_id = 0;  // the member at the far end of the data link
+  uint32_t connections = 0;
+  uint64_t rtt_us = 0;         // smallest smoothed RTT of its connections (TCP_INFO)
+  uint64_t delivery_rate = 0;  // bytes/s, the kernel's estimate, summed over the connections
+  uint64_t bytes_sent = 0;     // payload bytes the far end acknowledged
+  uint64_t bytes_received = 0;
+  uint64_t retransmits = 0;
+};
+struct PeerStatsMsg {
+  uint64_t epoch = 0;  // the peer's committed epoch
+  uint64_t data_sent = 0, data_received = 0;
+  uint64_t control_sent = 0, control_received = 0;
+  uint64_t state_sent = 0, state_received = 0;
+  // Shared state: the revision and digest (XXH3 over every tensor's block hashes) after the last
+  // state sync that succeeded here; has_state false before the first.
+  bool has_state = false;
+  uint64_t state_revision = 0;
+  uint64_t state_digest = 0;
+  // Sync engine (src/sync): has_engine false when none runs on this peer.
+  bool has_engine = false;
+  uint64_t inner_steps = 0;
+  uint64_t outer_rounds = 0;  // rounds applied
+  uint64_t rounds_dropped = 0;
+  uint64_t last_round_participants = 0;
+  uint64_t last_round_bytes = 0;      // data bytes this peer moved for its last round
+  uint64_t blocked_ns = 0;            // time the trainer waited inside the engine
+  std::vector<LinkStatsEntry> links;  // at most kMaxStatsLinks, ascending peer ids
+};
+
 // Alternative i holds the message whose ControlType value is i + 1.
 using ControlMessage =
     std::variant<RegisterMsg, WelcomeMsg, HeartbeatMsg, UpdateTopologyMsg, TopologyUnchangedMsg,
@@ -255,7 +290,7 @@ using ControlMessage =
                  ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg,
                  StateReportMsg, StatePlanMsg, StateDoneMsg, StateCompleteMsg, StateFetchMsg,
                  StateBlocksZMsg, StateFetchFailedMsg, BatchReportMsg, BatchDecisionMsg,
-                 StateSourceLostMsg, NodeWaitingMsg>;
+                 StateSourceLostMsg, NodeWaitingMsg, PeerStatsMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

@@ -14,6 +14,7 @@
 #include "common/log.hpp"
 #include "common/secret_file.hpp"
 #include "master/master.hpp"
+#include "status_endpoints.hpp"
 #include "tool_cli.hpp"
 
 namespace {
@@ -67,7 +68,11 @@ struct Flags {
   std::string secret_file;
   bool allow_weak_secret = false;
   std::string log_level = "info";
+  std::string log_format = "text";
   unsigned io_threads = 2;
+  std::string status_listen = "127.0.0.1:0";
+  std::string status_port_file;
+  longhaul::ops::HttpOptions status;
 };
 
 // Durations in milliseconds as the flags spell them; MasterOptions holds std::chrono types.
@@ -132,6 +137,22 @@ void add_flags(CLI::App& app, Flags& f, Timing& t) {
                   "connections in their handshake at once from one address; beyond this a "
                   "new one is refused")
       ->group("Connections before authentication");
+  app.add_option("--status-listen", f.status_listen,
+                 "serve the read-only status page (/), its JSON (/api/status) and Prometheus "
+                 "metrics (/metrics) on HOST:PORT; loopback unless you name another address, "
+                 "port 0 picks a free port (see the log or --status-port-file), 'off' serves "
+                 "nothing")
+      ->type_name("HOST:PORT")
+      ->group("Status page");
+  app.add_option("--status-port-file", f.status_port_file,
+                 "after binding the status endpoint, write its port number to PATH")
+      ->type_name("PATH")
+      ->group("Status page");
+  app.add_option("--log-format", f.log_format,
+                 "text, or json for one JSON object per line (ts, level, component, pid, msg)")
+      ->type_name("FORMAT")
+      ->check(cli::one_of({"text", "json"}))
+      ->group("Other");
   app.add_option("--log-level", f.log_level,
                  "debug, info, warn, error or off; logs go to stderr, one line per "
                  "join, leave (with its reason) and epoch change")
@@ -157,6 +178,14 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
   longhaul::log::Level level;
   longhaul::log::parse_level(f->log_level, &level);  // one_of() admitted only known levels
   longhaul::log::set_level(level);
+  longhaul::log::Format format;
+  longhaul::log::parse_format(f->log_format, &format);  // one_of() admitted only known formats
+  longhaul::log::set_format(format);
+  if (f->status_listen != "off")
+    if (Status s = longhaul::net::parse_host_port(f->status_listen, &f->status.host,
+                                                  &f->status.port);
+        !s)
+      return cli::usage_error(app, "--status-listen: " + s.message());
   if (Status s = longhaul::net::parse_host_port(f->listen, &o.listen_host, &o.listen_port); !s)
     return cli::usage_error(app, "--listen: " + s.message());
   auto& tls = o.transport.tls;
@@ -169,6 +198,24 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
     o.transport.secret = std::move(*secret);
   }
   return std::nullopt;
+}
+
+// Serves the status page, its JSON and /metrics (status_endpoints.hpp), logs where, and writes
+// --status-port-file.
+longhaul::Result<std::unique_ptr<longhaul::ops::HttpServer>> start_status_page(
+    const Flags& flags, longhaul::master::Master& master) {
+  auto status = longhaul::master::serve_status(master, flags.status);
+  if (!status) return status;
+  longhaul::log::info("master", "status page at {} (metrics at {}metrics)", (*status)->url(),
+                      (*status)->url());
+  if (!is_loopback(flags.status.host))
+    longhaul::log::warn("master",
+                        "the status page on {} is open to the network: it is read-only and holds "
+                        "no secret, but shows the run's members and their addresses",
+                        flags.status.host);
+  if (!flags.status_port_file.empty())
+    LH_RETURN_IF_ERROR(write_port_file(flags.status_port_file, (*status)->port()));
+  return status;
 }
 
 }  // namespace
@@ -197,6 +244,15 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::unique_ptr<longhaul::ops::HttpServer> status;
+  if (flags.status_listen != "off") {
+    auto served = start_status_page(flags, **master);
+    if (!served) {
+      std::cerr << "longhaul-master: --status-listen: " << served.status().to_string() << "\n";
+      return 1;
+    }
+    status = std::move(*served);
+  }
   if (flags.options.transport.secret.empty())
     longhaul::log::warn("master", "no --secret-file: anyone who can reach port {} may join",
                         (*master)->port());
@@ -208,6 +264,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   longhaul::log::info("master", "received {}; shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  status.reset();  // stop serving before the master goes
   (*master)->stop();
   master->reset();
   return 0;

@@ -350,6 +350,8 @@ class PeerLoop {
 int main(int argc, char** argv) {
   Flags flags;
   if (auto exit_status = longhaul_peer::parse_flags(argc, argv, &flags)) return *exit_status;
+  // The library reads its log format from the environment at its first log line.
+  if (!flags.log_format.empty()) ::setenv("LONGHAUL_LOG_FORMAT", flags.log_format.c_str(), 1);
   if (lh_status s = lh_set_log_level(flags.log_level.c_str()); s != LH_OK) {
     std::fprintf(stderr, "longhaul-peer: --log-level: %s\n", lh_last_error());
     return 2;

@@ -167,6 +167,12 @@ void add_workload(CLI::App& app, Flags& f) {
       ->type_name("LEVEL")
       ->check(cli::one_of({"debug", "info", "warn", "error", "off"}))
       ->group("Other");
+  app.add_option("--log-format", f.log_format,
+                 "the library's log lines: text, or json for one JSON object per line (the same "
+                 "as LONGHAUL_LOG_FORMAT; docs/operations.md)")
+      ->type_name("FORMAT")
+      ->check(cli::one_of({"text", "json"}))
+      ->group("Other");
 }
 
 }  // namespace

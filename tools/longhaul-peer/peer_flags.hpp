@@ -39,6 +39,7 @@ struct Flags {
   uint64_t seed = 1;
   uint32_t connect_timeout_ms = 60000;
   std::string log_level = "warn";
+  std::string log_format;  // empty: LONGHAUL_LOG_FORMAT or text
 };
 
 // Parses argv into *flags. Returns the exit status when the program must stop now: 0 after

@@ -10,6 +10,13 @@
 namespace longhaul::wire {
 namespace {
 
+// A PEER_STATS with every field set to a distinct value.
+PeerStatsMsg full_peer_stats() {
+  PeerStatsMsg m{9, 1, 2, 3, 4, 5, 6, true, 7, 8, true, 9, 10, 11, 12, 13, 14, {}};
+  m.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}, {5, 1, 20, 0, 0, 0, 0}};
+  return m;
+}
+
 std::vector<ControlMessage> samples() {
   return {
       RegisterMsg{3, "203.0.113.7", 40000, "", 0, 1},
@@ -55,6 +62,8 @@ std::vector<ControlMessage> samples() {
       StateSourceLostMsg{9, 4},
       NodeWaitingMsg{4, {0, 2}},
       RemovedMsg{LH_ERR_NODE_EVICTED, "node 'a' evicted"},
+      PeerStatsMsg{},
+      full_peer_stats(),
   };
 }
 
@@ -171,6 +180,16 @@ TEST(ControlMessages, InconsistentStateMessagesAreRefused) {
   EXPECT_TRUE(refused(StateBlocksZMsg{1, five})) << "more blocks than a compressed fetch asks for";
   EXPECT_TRUE(refused(StateSourceLostMsg{1, 0})) << "peer 0";
   EXPECT_TRUE(refused(StateSourceLostMsg{0, 4})) << "epoch 0";
+  PeerStatsMsg stats;
+  stats.links = {{3, 1, 0, 0, 0, 0, 0}, {3, 1, 0, 0, 0, 0, 0}};
+  EXPECT_TRUE(refused(stats)) << "a link listed twice";
+  stats.links = {{3, 1, 0, 0, 0, 0, 0}, {2, 1, 0, 0, 0, 0, 0}};
+  EXPECT_TRUE(refused(stats)) << "links out of order";
+  stats.links = {{0, 1, 0, 0, 0, 0, 0}};
+  EXPECT_TRUE(refused(stats)) << "a link to peer 0";
+  stats.links.assign(kMaxStatsLinks + 1, {});
+  for (size_t i = 0; i < stats.links.size(); ++i) stats.links[i].peer_id = i + 1;
+  EXPECT_TRUE(refused(stats)) << "more links than kMaxStatsLinks";
 }
 
 TEST(ControlMessages, HostileLengthsAndValuesAreRefused) {
