@@ -75,6 +75,12 @@ Result<std::shared_ptr<collective::AllReduceOp>> Communicator::allreduce(
   return engine_->allreduce(ring_view(), spec);
 }
 
+Result<std::shared_ptr<collective::GatherOp>> Communicator::gather(
+    const collective::GatherSpec& spec) {
+  if (Status s = session_->failure(); !s) return s;
+  return engine_->gather(ring_view(), spec);
+}
+
 namespace {
 
 bool retryable(const Status& s) {
