@@ -491,6 +491,71 @@ lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* cons
                              size_t count, lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
                              uint32_t max_attempts);
 
+/* The other collectives: reduce-scatter, all-gather, broadcast and barrier, with the guarantees of
+ * an all-reduce: striped over each link's connections, the same types and codecs, bit-identical
+ * results on every peer, abortable, and all or nothing for each caller (on failure the send
+ * buffer is intact and the receive buffer holds what it held before the call; call
+ * lh_comm_update_topology and retry on LH_ERR_PEER_LOST / LH_ERR_ABORTED). They take the same
+ * lh_allreduce_options (NULL: the defaults) and meet its rules above; the residual serves only
+ * lh_reduce_scatter. LH_SCHEDULE_AUTO picks direct for the gathering ones when full_mesh is set,
+ * the group has at most 16 peers and the contributions are alike or small (64 KiB in all): one
+ * round trip instead of N-1 ring steps. Counts and roots are by ring position (LH_ATTR_RANK; the
+ * ring is lh_comm_get_ring's): every peer of the group must pass the same counts and root, and
+ * start the group's collectives (all-reduces included) in the same order within an epoch. Each
+ * *_async call returns at once with *out owning a new lh_op (lh_op_wait, lh_op_test,
+ * lh_op_get_info, lh_op_destroy as for an all-reduce); its buffers must stay valid and untouched
+ * until the operation has completed. The blocking form waits, fills `info` (may be NULL) and
+ * frees the operation. On failure the message is in lh_comm_last_error and lh_last_error.
+ * Thread-safe as lh_allreduce_async (not with lh_comm_update_topology). */
+
+/* Reduce-scatter: `send` holds the sum of every peer's count (recv_counts[0] elements for the peer
+ * at ring position 0, then position 1's, ...); each is reduced with `op` over the group, and this
+ * peer receives its own part, recv_count elements, in `recv`. recv_counts: NULL when every peer
+ * receives recv_count elements, else group-size entries with recv_counts[rank] == recv_count
+ * (LH_ERR_INVALID_ARGUMENT otherwise, and when they do not fit the group). `recv` must not
+ * overlap `send`. `recv` is written only once the operation has succeeded. Quantized, the result
+ * is the f32 sum of the decoded contributions (each contribution encoded once on the direct
+ * schedule, the partial sums re-encoded at every hop on the ring); options->residual, if set,
+ * holds one float per element of `send`. */
+lh_status lh_reduce_scatter_async(lh_comm* comm, const void* send, void* recv, size_t recv_count,
+                                  const size_t* recv_counts, lh_dtype dtype, lh_reduce_op op,
+                                  const lh_allreduce_options* options, lh_op** out);
+lh_status lh_reduce_scatter(lh_comm* comm, const void* send, void* recv, size_t recv_count,
+                            const size_t* recv_counts, lh_dtype dtype, lh_reduce_op op,
+                            const lh_allreduce_options* options, lh_op_info* info);
+
+/* All-gather: every peer contributes send_count elements and receives every contribution in
+ * `recv`, in ring order (position 0's first). recv_counts: NULL when every peer contributes
+ * send_count elements, else group-size entries with recv_counts[rank] == send_count; a count may
+ * be 0. `send` may be this peer's own place in `recv` (in place), or apart from it. Quantized
+ * (f32), each contribution is encoded once, by its peer, and every peer (that one included)
+ * receives the decoding of those same bytes; options->residual must be NULL. With
+ * options->restore_input == 0 a failed operation leaves `recv` unspecified instead of as it was
+ * (no copy of it is kept). */
+lh_status lh_allgather_async(lh_comm* comm, const void* send, size_t send_count, void* recv,
+                             const size_t* recv_counts, lh_dtype dtype,
+                             const lh_allreduce_options* options, lh_op** out);
+lh_status lh_allgather(lh_comm* comm, const void* send, size_t send_count, void* recv,
+                       const size_t* recv_counts, lh_dtype dtype, const lh_allreduce_options* options,
+                       lh_op_info* info);
+
+/* Broadcast: the `count` elements of `buffer` at the peer at ring position `root` end in `buffer`
+ * on every peer (quantized: the root encodes once and every peer, the root included, holds the
+ * decoding). The ring schedule pipelines the buffer along the ring, segment by segment; the direct
+ * one sends it from the root to every peer (one round trip; auto picks it for up to 64 KiB).
+ * LH_ERR_INVALID_ARGUMENT for a root outside the group. On failure `buffer` holds what it held
+ * before the call (unless options->restore_input == 0). */
+lh_status lh_broadcast_async(lh_comm* comm, void* buffer, size_t count, lh_dtype dtype, uint32_t root,
+                             const lh_allreduce_options* options, lh_op** out);
+lh_status lh_broadcast(lh_comm* comm, void* buffer, size_t count, lh_dtype dtype, uint32_t root,
+                       const lh_allreduce_options* options, lh_op_info* info);
+
+/* Barrier: completes on a peer once every peer of the group has started it. Direct (full_mesh):
+ * one message to every peer, about one network round trip; ring: N-1 hops. Only the schedule of
+ * `options` is read; a codec other than LH_CODEC_NONE is LH_ERR_INVALID_ARGUMENT. */
+lh_status lh_barrier_async(lh_comm* comm, const lh_allreduce_options* options, lh_op** out);
+lh_status lh_barrier(lh_comm* comm, const lh_allreduce_options* options, lh_op_info* info);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Shared state                                                                                */
 

@@ -440,12 +440,121 @@ class Communicator {
         lh_last_error);
   }
 
+  // The other collectives (longhaul.h has their contracts: all or nothing for each caller, counts
+  // and roots by ring position, the same order on every member). Each blocking form returns what
+  // the operation moved and throws Error on failure; each _async form returns an Operation whose
+  // buffers must stay valid and untouched until it has completed. `counts` (empty: every member's
+  // part has the size of this member's) holds one entry per member of the group.
+
+  // Reduce-scatter: `send` holds every member's part in ring order; `recv` receives this
+  // member's, reduced with `op`. `recv` is written only on success.
+  template <class T>
+  lh_op_info reduce_scatter(std::span<const std::type_identity_t<T>> send, std::span<T> recv,
+                            ReduceOp op = ReduceOp::kSum, const AllReduceOptions& options = {},
+                            std::span<const size_t> counts = {}) {
+    lh_op_info info{};
+    const lh_allreduce_options o = scatter_options(send.size(), recv.size(), counts, options);
+    check(lh_reduce_scatter(get(), send.data(), recv.data(), recv.size(), counts_or_null(counts),
+                            dtype_of<T>(), static_cast<lh_reduce_op>(op), &o, &info));
+    return info;
+  }
+  template <class T>
+  Operation reduce_scatter_async(std::span<const std::type_identity_t<T>> send, std::span<T> recv,
+                                 ReduceOp op = ReduceOp::kSum, const AllReduceOptions& options = {},
+                                 std::span<const size_t> counts = {}) {
+    lh_op* raw = nullptr;
+    const lh_allreduce_options o = scatter_options(send.size(), recv.size(), counts, options);
+    check(lh_reduce_scatter_async(get(), send.data(), recv.data(), recv.size(),
+                                  counts_or_null(counts), dtype_of<T>(),
+                                  static_cast<lh_reduce_op>(op), &o, &raw));
+    return Operation(raw);
+  }
+
+  // All-gather: every member's `send` ends in `recv`, in ring order (quantized: each encoded once).
+  template <class T>
+  lh_op_info allgather(std::span<const std::type_identity_t<T>> send, std::span<T> recv,
+                       const AllReduceOptions& options = {}, std::span<const size_t> counts = {}) {
+    lh_op_info info{};
+    check_gathered(send.size(), recv.size(), counts);
+    const lh_allreduce_options o = options.c_options();
+    check(lh_allgather(get(), send.data(), send.size(), recv.data(), counts_or_null(counts),
+                       dtype_of<T>(), &o, &info));
+    return info;
+  }
+  template <class T>
+  Operation allgather_async(std::span<const std::type_identity_t<T>> send, std::span<T> recv,
+                            const AllReduceOptions& options = {},
+                            std::span<const size_t> counts = {}) {
+    lh_op* raw = nullptr;
+    check_gathered(send.size(), recv.size(), counts);
+    const lh_allreduce_options o = options.c_options();
+    check(lh_allgather_async(get(), send.data(), send.size(), recv.data(), counts_or_null(counts),
+                             dtype_of<T>(), &o, &raw));
+    return Operation(raw);
+  }
+
+  // Broadcast: the root's `data` ends in `data` on every member.
+  template <class T>
+  lh_op_info broadcast(std::span<T> data, uint32_t root, const AllReduceOptions& options = {}) {
+    lh_op_info info{};
+    const lh_allreduce_options o = options.c_options();
+    check(lh_broadcast(get(), data.data(), data.size(), dtype_of<T>(), root, &o, &info));
+    return info;
+  }
+  template <class T>
+  Operation broadcast_async(std::span<T> data, uint32_t root,
+                            const AllReduceOptions& options = {}) {
+    lh_op* raw = nullptr;
+    const lh_allreduce_options o = options.c_options();
+    check(lh_broadcast_async(get(), data.data(), data.size(), dtype_of<T>(), root, &o, &raw));
+    return Operation(raw);
+  }
+
+  // Barrier: returns once every member of the group has entered it.
+  lh_op_info barrier(const AllReduceOptions& options = {}) {
+    lh_op_info info{};
+    const lh_allreduce_options o = options.c_options();
+    check(lh_barrier(get(), &o, &info));
+    return info;
+  }
+  Operation barrier_async(const AllReduceOptions& options = {}) {
+    lh_op* raw = nullptr;
+    const lh_allreduce_options o = options.c_options();
+    check(lh_barrier_async(get(), &o, &raw));
+    return Operation(raw);
+  }
+
   lh_comm* get() const { return handle_.get(); }
 
  private:
   struct Deleter {
     void operator()(lh_comm* c) const { lh_comm_destroy(c); }
   };
+  static const size_t* counts_or_null(std::span<const size_t> counts) {
+    return counts.empty() ? nullptr : counts.data();
+  }
+  static size_t sum(std::span<const size_t> counts) {
+    size_t s = 0;
+    for (size_t c : counts) s += c;
+    return s;
+  }
+  // The sizes the spans must have; the C layer checks the counts against the group.
+  lh_allreduce_options scatter_options(size_t send, size_t recv, std::span<const size_t> counts,
+                                       const AllReduceOptions& options) const {
+    const size_t whole =
+        counts.empty() ? recv * static_cast<size_t>(group_world_size()) : sum(counts);
+    if (send != whole)
+      throw Error(LH_ERR_INVALID_ARGUMENT,
+                  "send must hold every member's part of the reduce-scatter");
+    options.check_residual(send);
+    return options.c_options();
+  }
+  void check_gathered(size_t send, size_t recv, std::span<const size_t> counts) const {
+    const size_t whole =
+        counts.empty() ? send * static_cast<size_t>(group_world_size()) : sum(counts);
+    if (recv != whole)
+      throw Error(LH_ERR_INVALID_ARGUMENT, "recv must hold every member's contribution");
+  }
   static void check_same_size(size_t send, size_t recv) {
     if (send != recv)
       throw Error(LH_ERR_INVALID_ARGUMENT, "send and recv must have the same number of elements");

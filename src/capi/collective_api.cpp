@@ -4,12 +4,6 @@
 #include "capi/handles.hpp"
 #include "collective/allreduce.hpp"
 
-struct lh_op {
-  std::shared_ptr<longhaul::collective::AllReduceOp> impl;
-  mutable std::mutex mu;
-  std::string last_error;
-};
-
 namespace {
 
 namespace lh = longhaul;
@@ -68,10 +62,7 @@ extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* r
   *out = nullptr;
   auto spec = make_spec(send, recv, count, dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
-  auto started = comm->impl->allreduce(*spec);
-  if (!started) return lh::capi::finish(comm, started.status());
-  *out = new lh_op{std::move(*started), {}, {}};
-  return LH_OK;
+  return lh::capi::hand_out(comm, comm->impl->allreduce(*spec), out);
 }
 
 extern "C" lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count,
@@ -80,11 +71,51 @@ extern "C" lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, s
   lh_op* handle = nullptr;
   lh_status s = lh_allreduce_async(comm, send, recv, count, dtype, op, options, &handle);
   if (s != LH_OK) return s;
-  s = lh_op_wait(handle);
-  if (s != LH_OK) lh::capi::finish(comm, handle->impl->status());
-  if (info) lh_op_get_info(handle, info);
-  lh_op_destroy(handle);
+  return lh::capi::wait_and_destroy(comm, handle, info);
+}
+
+lh_status lh::capi::wait_and_destroy(lh_comm* comm, lh_op* op, lh_op_info* info) {
+  lh_status s = lh_op_wait(op);
+  if (s != LH_OK) finish(comm, op->impl->status());
+  if (info) lh_op_get_info(op, info);
+  lh_op_destroy(op);
   return s;
+}
+
+extern "C" lh_status lh_reduce_scatter_async(lh_comm* comm, const void* send, void* recv,
+                                             size_t recv_count, const size_t* recv_counts,
+                                             lh_dtype dtype, lh_reduce_op op,
+                                             const lh_allreduce_options* options, lh_op** out) {
+  if (!comm || !out) return lh::capi::null_argument("lh_reduce_scatter_async");
+  *out = nullptr;
+  auto layout = lh::capi::group_counts(comm, recv_count, recv_counts);
+  if (!layout) return lh::capi::finish(comm, layout.status());
+  size_t total = 0;
+  for (size_t c : layout->counts) total += c;
+  if (layout->counts[layout->rank] != recv_count)
+    return lh::capi::finish(comm, lh::invalid_argument(fmt::format(
+                                      "recv_count {} differs from recv_counts[{}] = {}", recv_count,
+                                      layout->rank, layout->counts[layout->rank])));
+  if (recv_count > 0 && !recv) return lh::capi::null_argument("lh_reduce_scatter_async");
+  static std::byte nowhere;  // a part of 0 elements is written nowhere
+  void* part = recv ? recv : &nowhere;
+  auto spec = make_spec(send, part, total, dtype, op, options);
+  if (!spec) return lh::capi::finish(comm, spec.status());
+  spec->output = nullptr;
+  spec->scatter_output = part;
+  spec->chunk_counts = std::move(layout->counts);
+  return lh::capi::hand_out(comm, comm->impl->allreduce(*spec), out);
+}
+
+extern "C" lh_status lh_reduce_scatter(lh_comm* comm, const void* send, void* recv,
+                                       size_t recv_count, const size_t* recv_counts, lh_dtype dtype,
+                                       lh_reduce_op op, const lh_allreduce_options* options,
+                                       lh_op_info* info) {
+  lh_op* handle = nullptr;
+  lh_status s = lh_reduce_scatter_async(comm, send, recv, recv_count, recv_counts, dtype, op,
+                                        options, &handle);
+  if (s != LH_OK) return s;
+  return lh::capi::wait_and_destroy(comm, handle, info);
 }
 
 extern "C" lh_status lh_op_test(lh_op* op, int* done) {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/status.hpp"
 #include "master/master.hpp"
@@ -32,6 +33,13 @@ struct lh_comm {
   std::string last_error;
 };
 
+// One collective operation in flight (any kind: all-reduce, reduce-scatter, all-gather, ...).
+struct lh_op {
+  std::shared_ptr<longhaul::collective::Operation> impl;
+  mutable std::mutex mu;
+  std::string last_error;
+};
+
 namespace longhaul::capi {
 
 // Records a failure as the thread's last error and returns its code.
@@ -49,6 +57,23 @@ lh_status finish(Handle* h, const Status& s) {
   }
   return fail(s);
 }
+// Hands a started operation to the caller as a new lh_op (or its failure to start).
+template <class Op>
+lh_status hand_out(lh_comm* comm, Result<std::shared_ptr<Op>> started, lh_op** out) {
+  if (!started) return finish(comm, started.status());
+  *out = new lh_op{std::move(*started), {}, {}};
+  return LH_OK;
+}
+// The group's shape at the call, and each member's count: `counts` (group-size entries) or
+// `count` for every member when it is NULL.
+struct GroupCounts {
+  size_t rank = 0;
+  std::vector<size_t> counts;
+};
+Result<GroupCounts> group_counts(lh_comm* comm, size_t count, const size_t* counts);
+// Waits for, reports and frees an operation: the blocking form of every *_async call.
+lh_status wait_and_destroy(lh_comm* comm, lh_op* op, lh_op_info* info);
+
 // "" for NULL.
 inline std::string str(const char* s) {
   return s ? s : "";

@@ -25,28 +25,18 @@ GuardedBuffers guarded(const AllReduceSpec& spec) {
 
 AllReduceOp::AllReduceOp(runtime::WorkerPool& workers, BufferPool& buffers, RingView view,
                          const AllReduceSpec& spec, uint64_t seq, Schedule schedule)
-    : Operation(workers, std::move(view), seq,
+    : Operation(workers, std::move(view), seq, schedule,
                 spec.staging ? *spec.staging : transport::host_staging()),
       spec_(spec),
-      schedule_(schedule),
       plan_(schedule, view_.size, view_.rank, spec_),
       buffers_(buffers),
       guard_(guarded(spec_), plan_.partition()),
       format_(make_wire_format(spec_, plan_, guard_, [this](Status s) { fail(std::move(s)); })) {}
 
-AllReduceInfo AllReduceOp::info() const {
-  AllReduceInfo i;
-  i.bytes_sent = bytes_sent();
-  i.bytes_received = bytes_received();
-  i.world_size = plan_.members();
-  i.schedule = schedule_;
-  return i;
-}
-
 Status AllReduceOp::prepare() {
   if (trivial()) {
-    if (spec_.input != spec_.output)
-      std::memcpy(spec_.output, spec_.input, spec_.count * plan_.element_size());
+    if (spec_.input != result())
+      std::memcpy(result(), spec_.input, spec_.count * plan_.element_size());
     return Status::ok();
   }
   // As a task: an abort meanwhile must not release the scratch while it is being taken.
@@ -56,6 +46,13 @@ Status AllReduceOp::prepare() {
     if (!arena) return arena.status();
     arena_ = std::move(*arena);
     format_->set_arena(arena_.data());
+    if (spec_.reduce_scatter()) {
+      auto work = buffers_.acquire(spec_.count * plan_.element_size());
+      if (!work) return work.status();
+      work_ = std::move(*work);
+      guard_.set_output(work_.data());
+      format_->set_work(work_.data());
+    }
     return guard_.prepare(buffers_);
   });
 }
@@ -63,7 +60,7 @@ Status AllReduceOp::prepare() {
 void AllReduceOp::start() {
   if (trivial()) {
     if (spec_.op == quant::ReduceOp::kAvg && spec_.count > 0)
-      if (Status s = quant::finalize_avg(spec_.output, spec_.count, spec_.dtype, 1); !s)
+      if (Status s = quant::finalize_avg(result(), spec_.count, spec_.dtype, 1); !s)
         fail(s.with_context("all-reduce"));
     return finish_now();
   }
@@ -81,6 +78,14 @@ void AllReduceOp::adopt(size_t chunk, size_t seg, size_t lane) {
 void AllReduceOp::release() {
   guard_.release();
   arena_.reset();
+  work_.reset();
+}
+
+void AllReduceOp::commit() {
+  if (!spec_.reduce_scatter() || trivial()) return;
+  const Range own = plan_.partition().chunk(plan_.own_chunk());
+  const size_t elem = plan_.element_size();
+  std::memcpy(spec_.scatter_output, work_.data() + own.begin * elem, own.count * elem);
 }
 
 std::shared_ptr<AllReduceOp> make_allreduce(runtime::WorkerPool& workers, BufferPool& buffers,

@@ -1,4 +1,6 @@
-// An all-reduce over a group: chunked, pipelined, striped, optionally quantized, bit-exact.
+// An all-reduce over a group: chunked, pipelined, striped, optionally quantized, bit-exact. The
+// same operation runs a reduce-scatter (AllReduceSpec::scatter_output): the first phase only,
+// in scratch, with this member's chunk copied to the caller once the operation has succeeded.
 //
 // The operation is assembled from parts, each in its own file:
 //   operation.hpp    the core: transfers, worker tasks, failing and finishing
@@ -33,13 +35,11 @@ namespace longhaul::collective {
 
 class AllReduceOp : public Operation {
  public:
-  AllReduceInfo info() const;
-
   // Takes the scratch the operation needs (and copies the input for a trivial out-of-place one).
   // The operation's failure instead when it has failed already.
-  Status prepare();
+  Status prepare() override;
   // Posts the schedule's first transfers and tasks; the operation runs on from there.
-  void start();
+  void start() override;
 
  protected:
   AllReduceOp(runtime::WorkerPool& workers, BufferPool& buffers, RingView view,
@@ -56,17 +56,21 @@ class AllReduceOp : public Operation {
   void adopt(size_t chunk, size_t seg, size_t lane);
 
   const AllReduceSpec spec_;
-  const Schedule schedule_;
   const StepPlan plan_;
 
  private:
   bool trivial() const { return plan_.members() == 1 || spec_.count == 0; }
+  // Where the caller's result goes: the output, or a reduce-scatter's chunk.
+  void* result() const { return spec_.reduce_scatter() ? spec_.scatter_output : spec_.output; }
   void restore() override { guard_.restore(); }
   void release() override;
+  // A reduce-scatter's chunk, from the scratch to the caller.
+  void commit() override;
 
   BufferPool& buffers_;
   InputGuard guard_;
   BufferPool::Buffer arena_;
+  BufferPool::Buffer work_;  // a reduce-scatter's working values (the whole buffer)
 
  protected:
   std::unique_ptr<WireFormat> format_;  // after guard_: it refers to it

@@ -3,18 +3,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
+#include "collective/schedule.hpp"
 #include "quant/codec.hpp"
 #include "quant/dtype.hpp"
 #include "transport/source_sink.hpp"
 
 namespace longhaul::collective {
 
-// ring: reduce-scatter in N-1 ring steps, then all-gather in N-1 ring steps (ring.hpp).
-// direct: each member sends each chunk straight to its owner, who sends the result to everyone;
-// one step, a quantized contribution encoded once; needs a link to every member (direct.hpp).
-enum class Schedule : uint8_t { kAuto = 0, kRing = 1, kDirect = 2 };
-const char* schedule_name(Schedule s);
+// An all-reduce's schedules (schedule.hpp): ring, reduce-scatter in N-1 ring steps, then
+// all-gather in N-1 ring steps (ring.hpp); direct, each member sends each chunk straight to its
+// owner, who sends the result to everyone (direct.hpp).
 
 struct AllReduceSpec {
   const void* input = nullptr;  // count elements of dtype; may equal output (in place)
@@ -38,13 +38,19 @@ struct AllReduceSpec {
   // Where the bytes of each transfer come from and go (null: host memory, ready at once). Must
   // outlive the operation.
   const transport::Staging* staging = nullptr;
+  // A reduce-scatter instead of an all-reduce when set: no all-gather phase, and this member's
+  // reduced chunk (chunk_counts[rank] elements; the chunk of ring position r goes to the member
+  // at ring position r) is copied here once the operation has succeeded, never before; `output`
+  // is unused. Quantized, the chunk is the f32 sum of the decoded contributions (not encoded
+  // again: nobody else receives it).
+  void* scatter_output = nullptr;
+  // Elements of each member's chunk, by ring position; they sum to count. Empty: count split
+  // evenly (chunk sizes differ by at most one element).
+  std::vector<size_t> chunk_counts;
+
+  bool reduce_scatter() const { return scatter_output != nullptr; }
 };
 
-struct AllReduceInfo {
-  uint64_t bytes_sent = 0;
-  uint64_t bytes_received = 0;
-  size_t world_size = 0;  // members the operation ran with
-  Schedule schedule = Schedule::kRing;
-};
+using AllReduceInfo = OpInfo;
 
 }  // namespace longhaul::collective

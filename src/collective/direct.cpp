@@ -31,6 +31,7 @@ void DirectAllReduce::recv_reduce_send_all(size_t seg) {
   for (size_t i = 0; i < plan_.steps(); ++i)
     incoming[i] = reduce_in(i, chunk, seg).data();  // lane i is member peer_at(i)'s
   format_->reduce(chunk, seg, std::span(incoming.data(), plan_.steps()), /*finish=*/true);
+  if (!plan_.gathers()) return format_->keep(chunk, seg);  // a reduce-scatter
   const auto final_bytes = format_->finish(chunk, seg);
   for (size_t i = 0; i < plan_.steps(); ++i)
     send(plan_.peer_at(i), tag(Phase::kAllGather, 0, seg), final_bytes);
@@ -39,8 +40,9 @@ void DirectAllReduce::recv_reduce_send_all(size_t seg) {
 void DirectAllReduce::post_receives(size_t peer, size_t seg) {
   const size_t lane = plan_.peer_index(peer);
   // The owner p's final bytes of its segment.
-  recv(peer, tag(Phase::kAllGather, 0, seg), format_->landing(peer, seg, lane),
-       [this, peer, seg, lane] { adopt(peer, seg, lane); });
+  if (plan_.gathers())
+    recv(peer, tag(Phase::kAllGather, 0, seg), format_->landing(peer, seg, lane),
+         [this, peer, seg, lane] { adopt(peer, seg, lane); });
   // p's contribution to this member's segment; the arrival that completes the set hands the
   // combining to the pool.
   recv(peer, tag(Phase::kReduceScatter, 0, seg), reduce_in(lane, plan_.rank(), seg), [this, seg] {

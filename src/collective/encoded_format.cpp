@@ -58,6 +58,12 @@ class EncodedFormat final : public WireFormat {
   }
   bool lands_in_output() const override { return false; }
 
+  void keep(size_t chunk, size_t seg) override {
+    const Range range = plan_.segment(chunk, seg);
+    if (spec_.op == quant::ReduceOp::kAvg && range.count > 0)
+      check(quant::finalize_avg(work(chunk, seg), range.count, spec_.dtype, plan_.members()));
+  }
+
   void adopt(size_t chunk, size_t seg, size_t lane) override {
     guard_.touch_segment(chunk, seg);
     check(quant::decode(landing(chunk, seg, lane), work_f32(chunk, seg), spec_.codec, spec_.block));

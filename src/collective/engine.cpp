@@ -11,7 +11,7 @@ CollectiveEngine::CollectiveEngine(runtime::WorkerPool& workers) : workers_(work
 CollectiveEngine::~CollectiveEngine() {
   abort_all(closed_error("collective engine shut down"));
   // The workers are shared: wait for this engine's operations, not for the pool.
-  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  std::vector<std::shared_ptr<Operation>> ops;
   {
     std::lock_guard lock(mu_);
     for (auto& w : in_flight_)
@@ -24,8 +24,28 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
                                                                  const AllReduceSpec& spec) {
   if (Status s = validate(spec, view); !s) return s;
   const Schedule schedule = choose_schedule(spec, view);
-  const Status missing_link = check_links(schedule, view);
-  std::shared_ptr<AllReduceOp> op;
+  auto op = launch(view, check_links(schedule, view), [&](uint64_t seq) {
+    return make_allreduce(workers_, buffers_, view, spec, seq, schedule);
+  });
+  if (!op) return op.status();
+  return std::static_pointer_cast<AllReduceOp>(*op);
+}
+
+Result<std::shared_ptr<GatherOp>> CollectiveEngine::gather(const RingView& view,
+                                                           const GatherSpec& spec) {
+  if (Status s = validate(spec, view); !s) return s;
+  const Schedule schedule = choose_schedule(spec, view);
+  auto op = launch(view, check_links(schedule, view), [&](uint64_t seq) {
+    return make_gather(workers_, buffers_, view, spec, seq, schedule);
+  });
+  if (!op) return op.status();
+  return std::static_pointer_cast<GatherOp>(*op);
+}
+
+Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view,
+                                                            const Status& missing_link,
+                                                            const Factory& make) {
+  std::shared_ptr<Operation> op;
   Status refused;
   uint64_t seq = 0;
   {
@@ -35,7 +55,7 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
     seq = next_seq(view);
     refused = refusal(view, missing_link);
     if (refused.is_ok()) {
-      op = make_allreduce(workers_, buffers_, view, spec, seq, schedule);
+      op = make(seq);
       remember(op);
     }
   }
@@ -71,8 +91,8 @@ Status CollectiveEngine::refusal(const RingView& view, const Status& missing_lin
   return missing_link;
 }
 
-void CollectiveEngine::remember(const std::shared_ptr<AllReduceOp>& op) {
-  std::erase_if(in_flight_, [](const std::weak_ptr<AllReduceOp>& w) {
+void CollectiveEngine::remember(const std::shared_ptr<Operation>& op) {
+  std::erase_if(in_flight_, [](const std::weak_ptr<Operation>& w) {
     auto p = w.lock();
     return !p || p->test();
   });
@@ -98,7 +118,7 @@ void CollectiveEngine::abort_all(const Status& why) {
 
 void CollectiveEngine::abort_matching(const Status& why,
                                       const std::function<bool(const Operation&)>& which) {
-  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  std::vector<std::shared_ptr<Operation>> ops;
   {
     std::lock_guard lock(mu_);
     for (auto& w : in_flight_)

@@ -11,6 +11,7 @@
 
 #include "collective/allreduce.hpp"
 #include "collective/buffer_pool.hpp"
+#include "collective/gather.hpp"
 #include "collective/ring_view.hpp"
 #include "runtime/worker_pool.hpp"
 
@@ -25,9 +26,13 @@ class CollectiveEngine {
   CollectiveEngine(const CollectiveEngine&) = delete;
   CollectiveEngine& operator=(const CollectiveEngine&) = delete;
 
-  // Starts an all-reduce over `view`. Every member must start the group's collectives in the
-  // same order within an epoch. Invalid arguments are reported here, before anything is sent.
+  // Starts an all-reduce (or, with spec.scatter_output, a reduce-scatter) over `view`. Every
+  // member must start the group's collectives in the same order within an epoch. Invalid
+  // arguments are reported here, before anything is sent.
   Result<std::shared_ptr<AllReduceOp>> allreduce(const RingView& view, const AllReduceSpec& spec);
+  // Starts an all-gather (a broadcast, a barrier: gather_spec.hpp) over `view`, numbered in the
+  // same sequence as the all-reduces; otherwise as allreduce().
+  Result<std::shared_ptr<GatherOp>> gather(const RingView& view, const GatherSpec& spec);
   // Fails every operation in flight with `why`.
   void abort_all(const Status& why);
   // The master aborted `epoch`: fails every operation in flight on a view of that epoch or an
@@ -44,12 +49,17 @@ class CollectiveEngine {
   size_t idle_buffer_bytes() const { return buffers_.idle_bytes(); }
 
  private:
+  using Factory = std::function<std::shared_ptr<Operation>(uint64_t seq)>;
+  // Numbers, registers, prepares and starts the operation `make` builds, unless it must be
+  // refused (the epoch was aborted, or `missing_link`).
+  Result<std::shared_ptr<Operation>> launch(const RingView& view, const Status& missing_link,
+                                            const Factory& make);
   // The next sequence number of `view`'s epoch. A refused operation takes its number too: the
   // members the abort has not reached yet start it under that number. Requires mu_.
   uint64_t next_seq(const RingView& view);
   // Why an operation on `view` must be refused, or OK. Requires mu_.
   Status refusal(const RingView& view, const Status& missing_link) const;
-  void remember(const std::shared_ptr<AllReduceOp>& op);  // requires mu_
+  void remember(const std::shared_ptr<Operation>& op);  // requires mu_
   void abort_matching(const Status& why, const std::function<bool(const Operation&)>& which);
 
   BufferPool buffers_;
@@ -60,7 +70,7 @@ class CollectiveEngine {
   bool aborted_ = false;
   uint64_t aborted_epoch_ = 0;
   Status abort_status_;
-  std::vector<std::weak_ptr<AllReduceOp>> in_flight_;
+  std::vector<std::weak_ptr<Operation>> in_flight_;
 };
 
 }  // namespace longhaul::collective

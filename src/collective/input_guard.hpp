@@ -39,6 +39,8 @@ class InputGuard {
   InputGuard(const GuardedBuffers& buffers, const Partition& part);
   InputGuard(InputGuard&&) = default;
 
+  // Moves the output (before prepare): a reduce-scatter works in scratch it takes later.
+  void set_output(void* output) { buffers_.output = output; }
   // Takes the scratch the guard needs (the backup, the residual's copy) and copies the residual.
   Status prepare(BufferPool& pool);
   // The first touch of a segment: true exactly once per segment, for the caller that must copy.
@@ -56,7 +58,7 @@ class InputGuard {
   void release();
 
  private:
-  const GuardedBuffers buffers_;
+  GuardedBuffers buffers_;
   const Partition part_;
   const size_t elem_;
   const bool in_place_;

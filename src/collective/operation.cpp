@@ -4,9 +4,18 @@
 
 namespace longhaul::collective {
 
-Operation::Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq,
+Operation::Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq, Schedule schedule,
                      const transport::Staging& staging)
-    : view_(std::move(view)), seq_(seq), workers_(workers), staging_(staging) {}
+    : view_(std::move(view)),
+      seq_(seq),
+      schedule_(schedule),
+      workers_(workers),
+      staging_(staging) {}
+
+OpInfo Operation::info() const {
+  std::lock_guard lock(mu_);
+  return {bytes_sent_, bytes_received_, view_.size, schedule_};
+}
 
 void Operation::expect_transfers(size_t transfers) {
   std::lock_guard lock(mu_);
@@ -137,6 +146,8 @@ void Operation::maybe_finish() {
     outcome_ = failure_;
   } else if (completed_ < expected_ || tasks_ > 0) {
     return;
+  } else {
+    commit();
   }
   done_ = true;
   release();
@@ -162,16 +173,6 @@ bool Operation::wait_until(std::chrono::steady_clock::time_point deadline) {
 Status Operation::status() const {
   std::lock_guard lock(mu_);
   return outcome_;
-}
-
-uint64_t Operation::bytes_sent() const {
-  std::lock_guard lock(mu_);
-  return bytes_sent_;
-}
-
-uint64_t Operation::bytes_received() const {
-  std::lock_guard lock(mu_);
-  return bytes_received_;
 }
 
 }  // namespace longhaul::collective

@@ -23,6 +23,7 @@
 #include <span>
 
 #include "collective/ring_view.hpp"
+#include "collective/schedule.hpp"
 #include "collective/tag.hpp"
 #include "common/status.hpp"
 #include "runtime/worker_pool.hpp"
@@ -48,9 +49,17 @@ class Operation : public std::enable_shared_from_this<Operation> {
   uint64_t epoch() const { return view_.epoch; }
   // Fails the operation with `why` (a no-op once it has completed).
   void abort(Status why) { fail(std::move(why)); }
+  // What it moved so far (final once completed), its world size and schedule.
+  OpInfo info() const;
+
+  // Takes the scratch the operation needs; the operation's failure instead when it has failed
+  // already (the engine calls it once, before start()).
+  virtual Status prepare() = 0;
+  // Posts the schedule's first transfers and tasks; the operation runs on from there.
+  virtual void start() = 0;
 
  protected:
-  Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq,
+  Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq, Schedule schedule,
             const transport::Staging& staging);
 
   // The tag of this operation's transfer at (phase, step, segment).
@@ -82,12 +91,14 @@ class Operation : public std::enable_shared_from_this<Operation> {
   virtual void restore() = 0;
   // Runs once at completion: nothing touches the scratch any more; hand it back.
   virtual void release() = 0;
-
-  uint64_t bytes_sent() const;
-  uint64_t bytes_received() const;
+  // Runs once on success, before release() and before any waiter wakes: the last moment to move
+  // a result into the caller's buffers (an operation that must leave them untouched on failure
+  // writes them only here).
+  virtual void commit() {}
 
   const RingView view_;
   const uint64_t seq_;
+  const Schedule schedule_;
 
  private:
   void send_done(const Status& s, size_t bytes);

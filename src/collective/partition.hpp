@@ -1,10 +1,12 @@
-// How an all-reduce cuts a buffer: into one chunk per ring member (chunk c is owned, i.e. finally
-// reduced, by one member), and each chunk into the same number of segments, the unit that is sent,
-// received and reduced while other segments are still in flight (the pipeline).
+// How a collective cuts a buffer: into one chunk per member (chunk c is owned by one member: its
+// reducer in an all-reduce, its contributor in an all-gather), and each chunk into the same number
+// of segments, the unit that is sent, received and reduced while other segments are still in
+// flight (the pipeline).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace longhaul::collective {
 
@@ -15,8 +17,12 @@ struct Range {
 
 class Partition {
  public:
-  // `count` elements over `members` chunks, each cut into segments of about `segment_elems`.
+  // `count` elements over `members` chunks of sizes that differ by at most one element, each cut
+  // into segments of about `segment_elems`.
   Partition(size_t count, size_t members, size_t segment_elems);
+  // The chunks given, chunk c at chunks[c] (any place in the buffer, any size, zero included),
+  // each cut into segments of about `segment_elems`.
+  Partition(std::vector<Range> chunks, size_t segment_elems);
 
   size_t members() const { return members_; }
   size_t segments() const { return segments_; }
@@ -29,6 +35,7 @@ class Partition {
   size_t count_;
   size_t members_;
   size_t segments_;
+  std::vector<Range> chunks_;  // explicit chunks; empty: the even split of count_
 };
 
 }  // namespace longhaul::collective

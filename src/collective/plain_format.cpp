@@ -36,6 +36,8 @@ class PlainFormat final : public WireFormat {
   }
   bool lands_in_output() const override { return true; }
   void adopt(size_t, size_t, size_t) override {}
+  // Averaged by the last reduce already.
+  void keep(size_t, size_t) override {}
 
  private:
   // Half-precision sums are carried in f32 and rounded once per combine, not once per
@@ -62,7 +64,7 @@ void PlainFormat::reduce(size_t chunk, size_t seg, std::span<const std::byte* co
   std::array<const void*, kMaxRingSteps> sources;
   for (size_t done = 0; done < range.count; done += piece) {
     const size_t k = std::min(piece, range.count - done);
-    std::byte* dst = static_cast<std::byte*>(spec_.output) + (range.begin + done) * elem;
+    std::byte* dst = work(chunk, seg) + done * elem;
     if (first_touch) guard_.touch(range.begin + done, k);
     if (widen) {
       for (size_t j = 0; j < incoming.size(); ++j) sources[j] = incoming[j] + done * elem;

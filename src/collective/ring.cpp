@@ -16,7 +16,8 @@ RingAllReduce::RingAllReduce(runtime::WorkerPool& workers, BufferPool& buffers, 
 void RingAllReduce::start_schedule() {
   for (auto& gate : gates_) gate.store(1, std::memory_order_relaxed);  // no task before step 0
   for (size_t seg = 0; seg < plan_.segments(); ++seg) {
-    for (size_t step = 0; step < plan_.steps(); ++step) post_gather_receive(step, seg);
+    if (plan_.gathers())
+      for (size_t step = 0; step < plan_.steps(); ++step) post_gather_receive(step, seg);
     post_reduce_receive(0, seg);
   }
   for (size_t seg = 0; seg < plan_.segments(); ++seg) run_task([this, seg] { send_own(seg); });
@@ -42,12 +43,14 @@ void RingAllReduce::recv_reduce_send(size_t step, size_t seg) {
 }
 
 // The last reduce-scatter step: chunk r+1 is complete here with this member's values. Finish it
-// (average, encode once) and start the all-gather with its final bytes.
+// (average, encode once) and start the all-gather with its final bytes; a reduce-scatter keeps
+// them.
 void RingAllReduce::recv_reduce_copy_send(size_t seg) {
   const size_t step = plan_.steps() - 1;
   const size_t chunk = plan_.ring_reduce_chunk(step);
   const std::byte* incoming[] = {reduce_in(step % 2, chunk, seg).data()};
   format_->reduce(chunk, seg, incoming, /*finish=*/true);
+  if (!plan_.gathers()) return format_->keep(chunk, seg);
   send(view_.right(), tag(Phase::kAllGather, 0, seg), format_->finish(chunk, seg));
 }
 

@@ -3,28 +3,58 @@
 #include <algorithm>
 
 namespace longhaul::collective {
+namespace {
+
+// The caller's chunks of a reduce-scatter, by ring position (the even split unless given).
+std::vector<Range> caller_chunks(const AllReduceSpec& spec, size_t members) {
+  std::vector<Range> chunks;
+  const Partition even(spec.count, members, 1);
+  size_t begin = 0;
+  for (size_t r = 0; r < members; ++r) {
+    const size_t count = spec.chunk_counts.empty() ? even.chunk(r).count : spec.chunk_counts[r];
+    chunks.push_back({begin, count});
+    begin += count;
+  }
+  return chunks;
+}
+
+Partition chunks_of(Schedule schedule, size_t members, const AllReduceSpec& spec) {
+  const size_t segment_elems =
+      std::max<size_t>(1, spec.segment_bytes / quant::element_size(spec.dtype));
+  if (!spec.reduce_scatter() && spec.chunk_counts.empty())
+    return Partition(spec.count, members, segment_elems);
+  std::vector<Range> chunks = caller_chunks(spec, members);
+  // On the ring the member at position r finishes chunk r+1: chunk c is the caller's c-1.
+  if (schedule == Schedule::kRing) std::rotate(chunks.rbegin(), chunks.rbegin() + 1, chunks.rend());
+  return Partition(std::move(chunks), segment_elems);
+}
+
+}  // namespace
 
 StepPlan::StepPlan(Schedule schedule, size_t members, size_t rank, const AllReduceSpec& spec)
     : n_(members),
       rank_(rank),
+      ring_(schedule == Schedule::kRing),
+      gathers_(!spec.reduce_scatter()),
       elem_(quant::element_size(spec.dtype)),
       codec_(spec.codec),
       block_(spec.block),
-      part_(spec.count, members, std::max<size_t>(1, spec.segment_bytes / elem_)) {
+      part_(chunks_of(schedule, members, spec)) {
   if (n_ < 2 || spec.count == 0) return;  // nothing travels
   const bool encoded = codec_ != quant::Codec::kNone;
-  const bool ring = schedule == Schedule::kRing;
+  const bool ring = ring_;
   const size_t lanes[4] = {
       ring ? std::min<size_t>(2, steps()) : steps(),  // kReduceIn
-      encoded ? steps() : 0,                          // kGatherIn
+      encoded && gathers_ ? steps() : 0,              // kGatherIn
       encoded ? steps() : 0,                          // kOut
-      encoded ? size_t{1} : size_t{0},                // kFinal
+      encoded && gathers_ ? size_t{1} : size_t{0},    // kFinal
   };
   for (size_t role = 0; role < 4; ++role) {
     base_[role] = slots_;
     slots_ += lanes[role] * segments();
   }
-  slot_bytes_ = wire_bytes(0, 0);  // chunk 0's segment 0 is the largest
+  for (size_t c = 0; c < n_; ++c)  // segment 0 of a chunk is its largest
+    slot_bytes_ = std::max(slot_bytes_, wire_bytes(c, 0));
 }
 
 size_t StepPlan::wire_bytes(size_t chunk, size_t seg) const {

@@ -5,6 +5,10 @@
 // while other segments are still in flight. The schedules ask the plan which chunk a step moves
 // and where its bytes wait; they never compute an index themselves.
 //
+// A reduce-scatter (spec.reduce_scatter()) runs the first phase only, and its chunks are the
+// caller's: the member at ring position r ends with the caller's chunk r, so on the ring (where
+// the member r finishes chunk r+1) chunk c is the caller's chunk c-1.
+//
 // Scratch is one arena of equal slots, each as large as the largest segment on the wire (encoded
 // when a codec is used). A slot is named by its role, a lane and a segment:
 //   role       ring lane              direct lane           holds
@@ -37,6 +41,10 @@ class StepPlan {
   size_t rank() const { return rank_; }
   // Steps per phase: every member's chunk passes N-1 hops (ring) or N-1 senders (direct).
   size_t steps() const { return n_ - 1; }
+  // Whether the all-gather phase runs (not for a reduce-scatter).
+  bool gathers() const { return gathers_; }
+  // The chunk this member finishes: r+1 on the ring, r direct.
+  size_t own_chunk() const { return ring_ ? (rank_ + 1) % n_ : rank_; }
   size_t segments() const { return part_.segments(); }
   const Partition& partition() const { return part_; }
 
@@ -58,7 +66,7 @@ class StepPlan {
   size_t peer_at(size_t index) const { return (rank_ + index + 1) % n_; }
 
   // The transfers (sends and receives) a successful operation completes.
-  size_t transfers() const { return 4 * steps() * segments(); }
+  size_t transfers() const { return (gathers_ ? 4 : 2) * steps() * segments(); }
   size_t arena_bytes() const { return slots_ * slot_bytes_; }
   // The slot of `role`, `lane` and segment `seg` in `arena`, holding segment `seg` of `chunk` as
   // it travels (wire_bytes long).
@@ -68,6 +76,8 @@ class StepPlan {
  private:
   const size_t n_;
   const size_t rank_;
+  const bool ring_;
+  const bool gathers_;
   const size_t elem_;
   const quant::Codec codec_;
   const size_t block_;

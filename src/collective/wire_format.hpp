@@ -37,6 +37,8 @@ class WireFormat {
 
   // The scratch arena (StepPlan's layout); set before the first step.
   void set_arena(std::byte* arena) { arena_ = arena; }
+  // Where the working values live: spec.output unless set (a reduce-scatter's scratch).
+  void set_work(void* work) { work_ = static_cast<std::byte*>(work); }
 
   // This member's values of the segment, ready to send: the first touch of the output segment,
   // then (encoded) its encoding, with error feedback, in slot kOut/lane. Ring step 0, direct
@@ -58,14 +60,16 @@ class WireFormat {
   virtual bool lands_in_output() const = 0;
   // Makes the landed final bytes the segment's output values.
   virtual void adopt(size_t chunk, size_t seg, size_t lane) = 0;
+  // After reduce(..., finish = true) on the owner in a reduce-scatter: the working values become
+  // final where they are (averaged, not encoded: nobody else receives them).
+  virtual void keep(size_t chunk, size_t seg) = 0;
 
  protected:
   void check(Status s) const {
     if (!s) fail_(s.with_context("all-reduce"));
   }
   std::byte* work(size_t chunk, size_t seg) const {
-    return static_cast<std::byte*>(spec_.output) +
-           plan_.segment(chunk, seg).begin * plan_.element_size();
+    return work_ + plan_.segment(chunk, seg).begin * plan_.element_size();
   }
   std::span<std::byte> work_span(size_t chunk, size_t seg) const {
     return {work(chunk, seg), plan_.bytes(chunk, seg)};
@@ -84,6 +88,7 @@ class WireFormat {
  private:
   FailureSink fail_;
   std::byte* arena_ = nullptr;
+  std::byte* work_ = static_cast<std::byte*>(spec_.output);
 };
 
 // The format for spec.codec: plain for kNone, else encoded.

@@ -86,6 +86,12 @@ Result<std::shared_ptr<collective::AllReduceOp>> Communicator::allreduce(
   return op;
 }
 
+Result<std::shared_ptr<collective::GatherOp>> Communicator::gather(
+    const collective::GatherSpec& spec) {
+  if (Status s = session_->failure(); !s) return s;
+  return engine_->gather(ring_view(), spec);
+}
+
 namespace {
 
 bool retryable(const Status& s) {

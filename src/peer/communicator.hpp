@@ -53,6 +53,8 @@ class Communicator {
   // Starts an all-reduce over the current epoch's ring (see collective::AllReduceSpec). Fails at
   // once with the session's failure when the communicator is unusable.
   Result<std::shared_ptr<collective::AllReduceOp>> allreduce(const collective::AllReduceSpec& spec);
+  // Starts an all-gather, a broadcast or a barrier (collective::GatherSpec) likewise.
+  Result<std::shared_ptr<collective::GatherOp>> gather(const collective::GatherSpec& spec);
 
   // One all-reduce of a batch: spec.input/output/count as in AllReduceSpec.
   struct BatchItem {

@@ -185,10 +185,13 @@ void add_watching_and_wan(CLI::App& app, Flags& f) {
 
 void add_train_workload(CLI::App& app, Flags& f) {
   const std::string group = "Train workload (--workload train)";
-  cli::add_choice(app, "--workload", f.workload,
-                  {{"peer", Workload::kPeer}, {"train", Workload::kTrain}},
-                  "peer: longhaul-peer daemons (a synthetic all-reduce loop); train: "
-                  "longhaul-train peers training one GPT together")
+  cli::add_choice(
+      app, "--workload", f.workload,
+      {{"peer", Workload::kPeer}, {"allgather", Workload::kAllGather}, {"train", Workload::kTrain}},
+      "peer: longhaul-peer daemons (a synthetic all-reduce loop); allgather: the "
+      "same daemons, each step also all-gathering 16 bytes per peer into the shared "
+      "state (--allgather-bytes); train: longhaul-train peers training one GPT "
+      "together")
       ->type_name("W")
       ->group("Run");
   app.add_option("--train-arg", f.train_args,

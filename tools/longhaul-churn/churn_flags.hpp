@@ -9,7 +9,9 @@
 namespace longhaul_churn {
 
 // What the peers run: longhaul-peer's synthetic loop, or longhaul-train peers training one GPT.
-enum class Workload { kPeer, kTrain };
+// peer: longhaul-peer's all-reduce loop; allgather: the same with an all-gather of 16 bytes per
+// peer each step (--allgather-bytes); train: longhaul-train.
+enum class Workload { kPeer, kAllGather, kTrain };
 
 struct Flags {
   Workload workload = Workload::kPeer;

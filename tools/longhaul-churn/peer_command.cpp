@@ -12,6 +12,9 @@ using Defaults = std::vector<std::pair<const char*, const char*>>;
 const Defaults kPeerDefaults = {
     {"--tensor-size", "65536,1025"}, {"--inflight", "2"}, {"--step-delay-ms", "20"}};
 
+// --workload allgather: each step also all-gathers 16 bytes per peer.
+const Defaults kAllGatherDefaults = {{"--allgather-bytes", "16"}};
+
 // longhaul-train: a model small enough for a few milliseconds a step on one thread, so many
 // peers share two cores and a run sees thousands of steps.
 const Defaults kTrainDefaults = {
@@ -51,12 +54,14 @@ std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& laun
     argv.push_back("--advertise");
     argv.push_back("127.0.0.1:" + std::to_string(launch.advertise_port));
   }
-  if (flags.workload == Workload::kPeer) {
+  if (flags.workload != Workload::kTrain) {
     if (!launch.node.empty())
       for (const std::string& a :
            {std::string("--node"), launch.node, std::string("--rail"), std::to_string(launch.rail),
             std::string("--rails"), std::to_string(flags.rails)})
         argv.push_back(a);
+    if (flags.workload == Workload::kAllGather)
+      add_defaults(kAllGatherDefaults, flags.peer_args, argv);
     add_defaults(kPeerDefaults, flags.peer_args, argv);
     argv.insert(argv.end(), flags.peer_args.begin(), flags.peer_args.end());
     return argv;

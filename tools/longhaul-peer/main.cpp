@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -246,6 +247,7 @@ class PeerLoop {
         fail("lh_state_get_revision", s, lh_state_last_error(state_));
       int64_t ar_ms = 0, sync_ms = 0;
       if (!allreduce(step, &ar_ms)) continue;
+      if (work_.gather_bytes() > 0 && !allgather(step)) continue;
       work_.apply();
       lh_sync_info info{};
       if (!sync(step, &info, &sync_ms)) continue;
@@ -294,6 +296,33 @@ class PeerLoop {
            message.c_str());
     emit(fmt::format("RETRY step={} phase=allreduce status={} message={}", step,
                      lh_status_string(s), quoted(message.c_str())));
+    must_update_ = true;
+    return false;
+  }
+
+  // The step's all-gather of every peer's record; false (after a RETRY line) when the step must
+  // run again. Records that are not the ring's peers' end the process: a violation.
+  bool allgather(uint64_t step) {
+    std::vector<uint64_t> ring(static_cast<size_t>(attribute(comm_, LH_ATTR_GROUP_WORLD_SIZE)));
+    size_t members = 0;
+    if (lh_status s = lh_comm_get_ring(comm_, ring.data(), ring.size(), &members); s != LH_OK)
+      fail("lh_comm_get_ring", s, lh_comm_last_error(comm_));
+    ring.resize(std::min(members, ring.size()));
+    const auto& mine = work_.record(step, peer_id_);
+    auto& all = work_.gathered_for(ring.size());
+    lh_allreduce_options plain;  // the records are bytes: no codec
+    lh_allreduce_options_init(&plain);
+    plain.schedule = flags_.schedule;
+    lh_status s = lh_allgather(comm_, mine.data(), mine.size(), all.data(), nullptr, LH_DTYPE_U8,
+                               &plain, nullptr);
+    if (s == LH_OK) {
+      if (!work_.check_and_fold(ring))
+        fail("lh_allgather", LH_ERR_INTERNAL, "the gathered records are not the ring's peers'");
+      return true;
+    }
+    if (!retryable_collective(s)) fail("lh_allgather", s, lh_comm_last_error(comm_));
+    emit(fmt::format("RETRY step={} phase=allgather status={} message={}", step,
+                     lh_status_string(s), quoted(lh_comm_last_error(comm_))));
     must_update_ = true;
     return false;
   }
@@ -357,7 +386,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   watch_stop_signals();
-  SyntheticWorkload work(flags.tensor_sizes, flags.inflight, flags.seed);
+  SyntheticWorkload work(flags.tensor_sizes, flags.inflight, flags.seed, flags.allgather_bytes);
   lh_state* state = make_state(work);
   lh_comm* comm = connect(flags);
   const uint64_t completed = PeerLoop(flags, comm, state, work).run();

@@ -149,6 +149,11 @@ void add_workload(CLI::App& app, Flags& f) {
   cli::add_number(app, "--inflight", f.inflight, 1, 64,
                   "all-reduce operations per tensor per step, 1..64")
       ->group("Workload");
+  cli::add_number(app, "--allgather-bytes", f.allgather_bytes, 0, 1 << 20,
+                  "after each step's all-reduce, all-gather this many bytes (0 or >= 16) per "
+                  "peer (its id, its step, bytes that follow from both), check every record "
+                  "against the ring and hash them into the shared state; 0: off")
+      ->group("Workload");
   cli::add_number(app, "--seed", f.seed, 0, UINT64_MAX,
                   "seed of the pseudo-updates (the same on every peer)")
       ->group("Workload");
@@ -194,6 +199,9 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
     if (!secret) return cli::usage_error(app, secret.status().message());
     f->secret = std::move(*secret);
   }
+  if (f->allgather_bytes > 0 && f->allgather_bytes < 16)
+    return cli::usage_error(app,
+                            "--allgather-bytes must be 0 or at least 16 (the record's header)");
   if (f->schedule == LH_SCHEDULE_DIRECT) f->full_mesh = true;
   if (f->rail >= f->rails)
     return cli::usage_error(app,

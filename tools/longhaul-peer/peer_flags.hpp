@@ -29,7 +29,8 @@ struct Flags {
   std::vector<size_t> tensor_sizes = {262144, 65536, 4097};  // f32 elements per state tensor
   lh_codec codec = LH_CODEC_NONE;
   lh_schedule schedule = LH_SCHEDULE_AUTO;
-  uint32_t inflight = 2;  // all-reduces per tensor per step, all in flight at once
+  uint32_t inflight = 2;         // all-reduces per tensor per step, all in flight at once
+  uint32_t allgather_bytes = 0;  // per peer and step; 0: no all-gather
   // "step": a failed step is retried whole after update_topology; "batch": the step's
   // all-reduces run through lh_allreduce_batch (its own agreed retry, batch_attempts attempts).
   std::string retry = "step";

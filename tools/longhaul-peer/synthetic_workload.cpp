@@ -1,6 +1,7 @@
 #include "synthetic_workload.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace longhaul_peer {
@@ -23,8 +24,8 @@ float unit(uint64_t key) {
 }  // namespace
 
 SyntheticWorkload::SyntheticWorkload(const std::vector<size_t>& sizes, uint32_t inflight,
-                                     uint64_t seed)
-    : seed_(seed) {
+                                     uint64_t seed, size_t gather_bytes)
+    : seed_(seed), gather_bytes_(gather_bytes) {
   for (size_t t = 0; t < sizes.size(); ++t) {
     std::vector<float> w(sizes[t]);
     for (size_t i = 0; i < w.size(); ++i) w[i] = unit(mix(seed_ ^ (t << 48)) + i);
@@ -51,7 +52,52 @@ lh_status SyntheticWorkload::register_state(lh_state* state) {
         s != LH_OK)
       return s;
   }
+  if (gather_bytes_ > 0)
+    if (lh_status s =
+            lh_state_add_tensor(state, "allgather_digest", &gather_digest_, 1, LH_DTYPE_U64);
+        s != LH_OK)
+      return s;
   return lh_state_add_tensor(state, "updates_applied", &applied_, 1, LH_DTYPE_U64);
+}
+
+namespace {
+
+// A record: the peer id and the step it is at (a newcomer's step is its own until its first
+// sync), then bytes that follow from both.
+constexpr size_t kRecordHeader = 16;
+
+void write_record(uint64_t seed, uint64_t step, uint64_t peer_id, uint8_t* out, size_t bytes) {
+  std::memcpy(out, &peer_id, 8);
+  std::memcpy(out + 8, &step, 8);
+  for (size_t i = kRecordHeader; i < bytes; ++i)
+    out[i] = static_cast<uint8_t>(mix(seed ^ mix(step) ^ (mix(peer_id) << 1) ^ mix(i)));
+}
+
+}  // namespace
+
+const std::vector<uint8_t>& SyntheticWorkload::record(uint64_t step, uint64_t peer_id) {
+  record_.resize(gather_bytes_);
+  write_record(seed_, step, peer_id, record_.data(), gather_bytes_);
+  return record_;
+}
+
+std::vector<uint8_t>& SyntheticWorkload::gathered_for(size_t members) {
+  gathered_.assign(members * gather_bytes_, 0);
+  return gathered_;
+}
+
+bool SyntheticWorkload::check_and_fold(const std::vector<uint64_t>& ring) {
+  if (gathered_.size() != ring.size() * gather_bytes_) return false;
+  std::vector<uint8_t> expected(gather_bytes_);
+  for (size_t r = 0; r < ring.size(); ++r) {
+    const uint8_t* slot = gathered_.data() + r * gather_bytes_;
+    uint64_t step = 0;
+    std::memcpy(&step, slot + 8, 8);
+    write_record(seed_, step, ring[r], expected.data(), gather_bytes_);
+    if (std::memcmp(slot, expected.data(), gather_bytes_) != 0) return false;
+  }
+  for (uint8_t b : gathered_) gather_digest_ = mix(gather_digest_ ^ b);
+  return true;
 }
 
 void SyntheticWorkload::make_update(uint64_t step, uint64_t peer_id) {

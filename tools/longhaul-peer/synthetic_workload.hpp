@@ -18,8 +18,10 @@ namespace longhaul_peer {
 class SyntheticWorkload {
  public:
   // One f32 tensor per entry of `sizes`; each tensor's update is all-reduced as `inflight`
-  // operations of (nearly) equal size.
-  SyntheticWorkload(const std::vector<size_t>& sizes, uint32_t inflight, uint64_t seed);
+  // operations of (nearly) equal size. With `gather_bytes` > 0 every step also all-gathers that
+  // many bytes per peer (a record of the step and the peer) into a digest in the state.
+  SyntheticWorkload(const std::vector<size_t>& sizes, uint32_t inflight, uint64_t seed,
+                    size_t gather_bytes = 0);
 
   // Registers every tensor (and the count of applied updates) in `state`.
   lh_status register_state(lh_state* state);
@@ -36,6 +38,16 @@ class SyntheticWorkload {
   // Adds the averaged update (the receive buffers) to the state tensors.
   void apply();
 
+  // The all-gather of a step (gather_bytes >= 16, or 0: none): this peer's record of `step`
+  // (its id, the step, bytes that follow from both) goes to `record()`;
+  // the group's, in ring order, land in gathered(), sized for `members` by gathered_for().
+  size_t gather_bytes() const { return gather_bytes_; }
+  const std::vector<uint8_t>& record(uint64_t step, uint64_t peer_id);
+  std::vector<uint8_t>& gathered_for(size_t members);
+  // Whether slot r of gathered() is a record of ring[r] (at the step it names); then folds the
+  // gathered bytes into the state's digest (same bytes on every peer: the same digest).
+  bool check_and_fold(const std::vector<uint64_t>& ring);
+
   size_t total_elements() const;
 
  private:
@@ -45,6 +57,9 @@ class SyntheticWorkload {
   std::vector<std::vector<float>> update_;    // this peer's contribution, per tensor
   std::vector<std::vector<float>> averaged_;  // the all-reduce results, per tensor
   std::vector<Slice> slices_;
+  size_t gather_bytes_ = 0;
+  uint64_t gather_digest_ = 0;  // a state tensor: every step's gathered bytes, hashed in order
+  std::vector<uint8_t> record_, gathered_;
 };
 
 }  // namespace longhaul_peer

@@ -1,6 +1,7 @@
-// longhaul.hpp's collectives: Communicator::allreduce, allreduce_async (an Operation, RAII) and
-// allreduce_batch, with an in-process master and two communicators on loopback; failures throw
-// longhaul::Error carrying the C status.
+// longhaul.hpp's collectives: Communicator::allreduce, allreduce_async (an Operation, RAII),
+// allreduce_batch, reduce_scatter, allgather, broadcast and barrier (blocking and async), with an
+// in-process master and two communicators on loopback; failures throw longhaul::Error carrying the
+// C status.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -104,6 +105,85 @@ TEST_F(CppCollectives, ABatchReducesEveryBufferAndAResidualWithinABatchOfOne) {
        [&] { b_->allreduce_batch(std::span(one_b), 3, longhaul::ReduceOp::kSum, ob); });
   EXPECT_NEAR(qa[17], 4.0f, 0.05f);
   EXPECT_EQ(qa, qb);
+}
+
+TEST_F(CppCollectives, AllGatherPutsEveryContributionInRingOrderWithUnevenCounts) {
+  // a and b contribute 2 and 3 values; which one is ring position 0 is the ring's business.
+  const bool a_first = a_->rank() == 0;
+  std::vector<int32_t> mine_a{1, 2}, mine_b{3, 4, 5};
+  const std::vector<size_t> counts =
+      a_first ? std::vector<size_t>{2, 3} : std::vector<size_t>{3, 2};
+  std::vector<int32_t> all_a(5), all_b(5);
+  both([&] { a_->allgather(std::span<const int32_t>(mine_a), std::span(all_a), {}, counts); },
+       [&] { b_->allgather(std::span<const int32_t>(mine_b), std::span(all_b), {}, counts); });
+  const std::vector<int32_t> expected =
+      a_first ? std::vector<int32_t>{1, 2, 3, 4, 5} : std::vector<int32_t>{3, 4, 5, 1, 2};
+  EXPECT_EQ(all_a, expected);
+  EXPECT_EQ(all_b, expected);
+
+  std::vector<float> one_a{1.5f}, one_b{2.5f}, got_a(2), got_b(2);
+  longhaul::Operation op = a_->allgather_async(std::span<const float>(one_a), std::span(got_a));
+  b_->allgather(std::span<const float>(one_b), std::span(got_b));
+  op.wait();
+  EXPECT_EQ(got_a, got_b);
+  EXPECT_EQ(got_a[a_->rank()], 1.5f);
+}
+
+TEST_F(CppCollectives, ReduceScatterGivesEachPeerItsSummedPart) {
+  std::vector<double> in_a{1, 2, 3, 4}, in_b{10, 20, 30, 40}, part_a(2), part_b(2);
+  both([&] { a_->reduce_scatter(std::span<const double>(in_a), std::span(part_a)); },
+       [&] { b_->reduce_scatter(std::span<const double>(in_b), std::span(part_b)); });
+  const std::vector<double> first{11, 22}, second{33, 44};
+  EXPECT_EQ(part_a, a_->rank() == 0 ? first : second);
+  EXPECT_EQ(part_b, a_->rank() == 0 ? second : first);
+  longhaul::Operation op = a_->reduce_scatter_async(std::span<const double>(in_a),
+                                                    std::span(part_a), longhaul::ReduceOp::kMax);
+  b_->reduce_scatter(std::span<const double>(in_b), std::span(part_b), longhaul::ReduceOp::kMax);
+  op.wait();
+  EXPECT_EQ(part_a[0], a_->rank() == 0 ? 10.0 : 30.0);
+}
+
+TEST_F(CppCollectives, BroadcastAndBarrierReachEveryPeer) {
+  const uint32_t root = static_cast<uint32_t>(b_->rank());
+  std::vector<uint32_t> at_a(6, 0), at_b{5, 6, 7, 8, 9, 10};
+  both([&] { a_->broadcast(std::span(at_a), root); },
+       [&] { b_->broadcast(std::span(at_b), root); });
+  EXPECT_EQ(at_a, at_b);
+  longhaul::Operation barrier = a_->barrier_async();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(barrier.test()) << "a left the barrier before b entered it";
+  const lh_op_info info = b_->barrier();
+  barrier.wait();
+  EXPECT_EQ(info.world_size, 2u);
+  EXPECT_EQ(info.bytes_sent, 0u);
+}
+
+TEST_F(CppCollectives, TheOtherCollectivesRefuseBadArguments) {
+  std::vector<float> four(4), three(3);
+  try {
+    a_->allgather(std::span<const float>(four), std::span(three));  // recv must hold 8
+    ADD_FAILURE() << "no throw";
+  } catch (const longhaul::Error& e) {
+    EXPECT_EQ(e.status(), LH_ERR_INVALID_ARGUMENT);
+  }
+  try {
+    a_->broadcast(std::span(four), /*root=*/7);
+    ADD_FAILURE() << "no throw";
+  } catch (const longhaul::Error& e) {
+    EXPECT_EQ(e.status(), LH_ERR_INVALID_ARGUMENT);
+  }
+  // recv inside send; a codec on a barrier: refused before anything is sent.
+  EXPECT_EQ(lh_reduce_scatter(a_->get(), four.data(), four.data() + 2, 2, nullptr, LH_DTYPE_F32,
+                              LH_OP_SUM, nullptr, nullptr),
+            LH_ERR_INVALID_ARGUMENT);
+  lh_allreduce_options o;
+  lh_allreduce_options_init(&o);
+  o.codec = LH_CODEC_U8;
+  EXPECT_EQ(lh_barrier(a_->get(), &o, nullptr), LH_ERR_INVALID_ARGUMENT);
+  const size_t wrong[] = {1, 1};  // this peer's entry differs from send_count
+  EXPECT_EQ(
+      lh_allgather(a_->get(), four.data(), 4, four.data(), wrong, LH_DTYPE_F32, nullptr, nullptr),
+      LH_ERR_INVALID_ARGUMENT);
 }
 
 TEST_F(CppCollectives, BadArgumentsThrowAnErrorCarryingTheStatus) {

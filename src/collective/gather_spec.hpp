@@ -1,0 +1,46 @@
+// What a caller asks of a gathering collective: an all-gather, and the broadcast and barrier
+// built on it (a broadcast is an all-gather in which only the root contributes; a barrier is an
+// all-gather of nothing, whose empty contributions still pass every hop).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "collective/schedule.hpp"
+#include "quant/codec.hpp"
+#include "quant/dtype.hpp"
+#include "transport/source_sink.hpp"
+
+namespace longhaul::collective {
+
+struct GatherSpec {
+  // This member's contribution, counts[rank] elements. May lie at its own place in `output` (in
+  // place); otherwise apart from it.
+  const void* input = nullptr;
+  // Every member's contribution in ring order: counts[0] elements of member 0, then member 1's...
+  void* output = nullptr;
+  // Elements contributed by each member, by ring position; the same on every member.
+  std::vector<size_t> counts;
+  quant::DType dtype = quant::DType::kF32;
+  // Codecs other than kNone need dtype f32: each contribution is encoded once, by its member, and
+  // every member (that one included) ends with the decoding of those bytes.
+  quant::Codec codec = quant::Codec::kNone;
+  size_t block = quant::kDefaultBlock;
+  Schedule schedule = Schedule::kAuto;
+  // Pipeline granularity: the unencoded bytes of one segment.
+  size_t segment_bytes = 1u << 20;
+  // Keep a copy of every segment of the output before it is overwritten, so a failed operation
+  // leaves the output as it was. Off: a failed operation leaves it unspecified (no copy).
+  bool restore_output = true;
+  // Where the bytes of each transfer come from and go (null: host memory). Must outlive the
+  // operation.
+  const transport::Staging* staging = nullptr;
+
+  size_t total() const {
+    size_t t = 0;
+    for (size_t c : counts) t += c;
+    return t;
+  }
+};
+
+}  // namespace longhaul::collective

@@ -1,0 +1,76 @@
+#include "test_values.hpp"
+
+#include <cstring>
+#include <random>
+
+#include "quant/half.hpp"
+
+namespace longhaul::collective::testing {
+
+std::vector<std::byte> random_values(quant::DType t, quant::ReduceOp op, size_t count,
+                                     uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const bool prod = op == quant::ReduceOp::kProd;
+  std::uniform_real_distribution<double> real(prod ? 0.5 : -100.0, prod ? 1.5 : 100.0);
+  const size_t elem = quant::element_size(t);
+  std::vector<std::byte> v(count * elem);
+  for (size_t i = 0; i < count; ++i) {
+    std::byte* p = v.data() + i * elem;
+    const double x = real(rng);
+    if (t == quant::DType::kF32) {
+      const float f = static_cast<float>(x);
+      std::memcpy(p, &f, 4);
+    } else if (t == quant::DType::kF64) {
+      std::memcpy(p, &x, 8);
+    } else if (t == quant::DType::kF16 || t == quant::DType::kBF16) {
+      const uint16_t h = t == quant::DType::kF16 ? quant::f32_to_f16(static_cast<float>(x))
+                                                 : quant::f32_to_bf16(static_cast<float>(x));
+      std::memcpy(p, &h, 2);
+    } else {
+      const uint64_t bits = rng();
+      std::memcpy(p, &bits, elem);
+    }
+  }
+  return v;
+}
+
+std::vector<size_t> uneven_counts(size_t members, size_t max, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> count(0, max);
+  std::vector<size_t> counts;
+  for (size_t r = 0; r < members; ++r) counts.push_back(r == 1 ? 0 : count(rng));
+  return counts;
+}
+
+Partition chunks_of(const std::vector<size_t>& counts, size_t segment_elems) {
+  std::vector<Range> chunks;
+  size_t begin = 0;
+  for (size_t c : counts) {
+    chunks.push_back({begin, c});
+    begin += c;
+  }
+  return Partition(std::move(chunks), segment_elems);
+}
+
+std::vector<float> codec_round_trip(const float* values, const Partition& part, size_t chunk,
+                                    quant::Codec codec, size_t block) {
+  const Range whole = part.chunk(chunk);
+  std::vector<float> out(whole.count);
+  for (size_t s = 0; s < part.segments(); ++s) {
+    const Range seg = part.segment(chunk, s);
+    if (seg.count == 0) continue;
+    std::vector<std::byte> wire(*quant::encoded_size(seg.count, codec, block));
+    const std::span<const float> in(values + (seg.begin - whole.begin), seg.count);
+    if (!quant::encode(in, wire, codec, block)) return {};
+    if (!quant::decode(wire, {out.data() + (seg.begin - whole.begin), seg.count}, codec, block))
+      return {};
+  }
+  return out;
+}
+
+EndOnExit::~EndOnExit() {
+  for (auto& op : ops) op->abort(aborted_error("the test ended"));
+  for (auto& op : ops) (void)op->wait();
+}
+
+}  // namespace longhaul::collective::testing
