@@ -54,7 +54,8 @@ TEST(ChurnNodesCommand, ARankNamesItsNodeAndRail) {
   Flags f;
   f.nodes = 4;
   f.rails = 2;
-  const auto argv = peer_command(f, PeerLaunch{"/bin/longhaul-peer", 7, 0, 0, false, "", "n3", 1});
+  const auto argv =
+      peer_command(f, PeerLaunch{"/bin/longhaul-peer", 7, 0, 0, false, "", "n3", 1, {}});
   auto value = [&](const std::string& flag) {
     for (size_t i = 0; i + 1 < argv.size(); ++i)
       if (argv[i] == flag) return argv[i + 1];

@@ -72,7 +72,7 @@ TEST(PeerCommand, ThePeerWorkloadRunsLonghaulPeerWithItsDefaults) {
 }
 
 TEST(PeerCommand, TheRunsTlsAndSecretFilesGoToEveryPeer) {
-  PeerLaunch l{"/bin/longhaul-peer", 7, 0, 0, false, "", {}};
+  PeerLaunch l{"/bin/longhaul-peer", 7, 0, 0, false, "", "", 0, {}};
   l.security = {"--tls-cert",        "/logs/tls-cert.pem", "--tls-key",
                 "/logs/tls-key.pem", "--secret-file",      "/logs/secret"};
   const auto argv = peer_command(Flags{}, l);
