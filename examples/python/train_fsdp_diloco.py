@@ -67,15 +67,26 @@ def loss_fn(model, inputs, targets):
     return nn.functional.cross_entropy(model(inputs).reshape(-1, VOCAB), targets.reshape(-1))
 
 
-def make_optimizer(params, lr):
+def make_optimizer(params, lr, kind="adamw"):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
     return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
 
 
-def shard_hash(model):
+def shard_hash(model, fragment, fragments):
+    """A hash of this rank's shards of one fragment (parameter i is in fragment i mod F)."""
     h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(local_tensor(p).detach().contiguous().numpy().tobytes())
+    for i, p in enumerate(model.parameters()):
+        if i % fragments == fragment:
+            h.update(local_tensor(p).detach().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def synced_at(step, H, fragments):
+    """The fragments whose outer round ran at this inner step (round k >= 1 of fragment f runs
+    after step k*H + f*(H//F), docs/training.md)."""
+    return [f for f in range(fragments)
+            if step - f * (H // fragments) >= H and (step - f * (H // fragments)) % H == 0]
 
 
 def wait_for_nodes(comm, nodes, timeout=300):
@@ -102,6 +113,7 @@ def main():
     p.add_argument("--outer-steps", type=int, default=3)
     p.add_argument("--per-rank-batch", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--inner", choices=["adamw", "sgd"], default="adamw", help="the inner optimizer")
     p.add_argument("--log", help="append a JSON line per outer step here ({node} and {rail} are replaced)")
     p.add_argument("--dump", help="torch.save this rank's shards here at the end ({node}, {rail} replaced)")
     a = p.parse_args()
@@ -113,7 +125,7 @@ def main():
     for layer in model.layers:
         fully_shard(layer)
     fully_shard(model)
-    opt = make_optimizer(model.parameters(), a.lr)
+    opt = make_optimizer(model.parameters(), a.lr, a.inner)
     # node_rail / node_rails / peer_group default to LOCAL_RANK / LOCAL_WORLD_SIZE.
     comm = longhaul.Communicator(a.master, node=a.node).connect()
     wait_for_nodes(comm, a.nodes)
@@ -126,9 +138,11 @@ def main():
         loss = loss.detach()
         opt.step()  # DiLoCo's hook runs the engine after the inner step
         opt.zero_grad()
-        if (step - (a.fragments - 1) * (a.H // a.fragments)) % a.H == 0 or step % a.H == 0:
+        synced = synced_at(step, a.H, a.fragments)
+        if synced:
             record = {"node": a.node, "rail": local_rank, "step": step, "loss": loss.item(),
-                      "engine_hash": diloco.hash(), "shard_hash": shard_hash(model)}
+                      "engine_hash": diloco.hash(),
+                      "shard_hash": {f: shard_hash(model, f, a.fragments) for f in synced}}
             if a.log:
                 with open(a.log.format(node=a.node, rail=local_rank), "a") as f:
                     f.write(json.dumps(record) + "\n")
