@@ -114,6 +114,8 @@ def main():
     p.add_argument("--per-rank-batch", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--inner", choices=["adamw", "sgd"], default="adamw", help="the inner optimizer")
+    p.add_argument("--no-diloco", action="store_true", help="the same loop without DiLoCo (for timing)")
+    p.add_argument("--time-steps", action="store_true", help="rank 0 prints seconds per inner step after the first H")
     p.add_argument("--log", help="append a JSON line per outer step here ({node} and {rail} are replaced)")
     p.add_argument("--dump", help="torch.save this rank's shards here at the end ({node}, {rail} replaced)")
     a = p.parse_args()
@@ -126,19 +128,24 @@ def main():
         fully_shard(layer)
     fully_shard(model)
     opt = make_optimizer(model.parameters(), a.lr, a.inner)
-    # node_rail / node_rails / peer_group default to LOCAL_RANK / LOCAL_WORLD_SIZE.
-    comm = longhaul.Communicator(a.master, node=a.node).connect()
-    wait_for_nodes(comm, a.nodes)
-    diloco = DiLoCo(model, opt, comm, H=a.H, fragments=a.fragments, quant=a.quant).join()
+    comm = diloco = None
+    if not a.no_diloco:
+        # node_rail / node_rails / peer_group default to LOCAL_RANK / LOCAL_WORLD_SIZE.
+        comm = longhaul.Communicator(a.master, node=a.node).connect()
+        wait_for_nodes(comm, a.nodes)
+        diloco = DiLoCo(model, opt, comm, H=a.H, fragments=a.fragments, quant=a.quant).join()
     steps = a.outer_steps * a.H + (a.fragments - 1) * (a.H // a.fragments)
+    t0 = time.perf_counter()
     for step in range(1, steps + 1):
+        if step == a.H + 1:
+            t0 = time.perf_counter()
         inputs, targets = batch(a.node_index, step, local_rank, a.per_rank_batch)
         loss = loss_fn(model, inputs, targets)
         loss.backward()
         loss = loss.detach()
         opt.step()  # DiLoCo's hook runs the engine after the inner step
         opt.zero_grad()
-        synced = synced_at(step, a.H, a.fragments)
+        synced = synced_at(step, a.H, a.fragments) if diloco else []
         if synced:
             record = {"node": a.node, "rail": local_rank, "step": step, "loss": loss.item(),
                       "engine_hash": diloco.hash(),
@@ -148,11 +155,14 @@ def main():
                     f.write(json.dumps(record) + "\n")
             if local_rank == 0:
                 print(json.dumps(record), flush=True)
-    diloco.close()
+    if a.time_steps and local_rank == 0:
+        print(json.dumps({"seconds_per_step": (time.perf_counter() - t0) / max(1, steps - a.H)}), flush=True)
+    if diloco:
+        diloco.close()
+        comm.close("done")
     if a.dump:
         torch.save({n: local_tensor(p).detach().clone() for n, p in model.named_parameters()},
                    a.dump.format(node=a.node, rail=local_rank))
-    comm.close("done")
     dist.destroy_process_group()
     print(f"node {a.node} rail {local_rank}/{local_world}: done after {steps} inner steps", flush=True)
     return 0

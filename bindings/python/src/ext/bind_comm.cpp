@@ -3,6 +3,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "bindings.hpp"
 #include "comm.hpp"
 #include "errors.hpp"
@@ -94,6 +97,22 @@ void allreduce_batch(Communicator& comm, nb::handle tensors, const std::string& 
                            &o, max_attempts);
   }
   if (s != LH_OK) raise_status(s, lh_comm_last_error(c));
+}
+
+// The same all-reduce `iterations` times from C++, without Python between the calls: the
+// baseline of bench/e2e/python's per-call overhead. Returns the seconds per call.
+double allreduce_loop(Communicator& comm, nb::handle tensor, uint32_t iterations) {
+  TensorView v = import_tensor(tensor, /*writable=*/true, "tensor");
+  lh_comm* c = comm.handle();
+  lh_status s = LH_OK;
+  nb::gil_scoped_release unlocked;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < iterations && s == LH_OK; ++i)
+    s = lh_allreduce(c, v.data, v.data, v.count, v.dtype, LH_OP_SUM, nullptr, nullptr);
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  nb::gil_scoped_acquire locked;
+  if (s != LH_OK) raise_status(s, lh_comm_last_error(c));
+  return dt.count() / std::max<uint32_t>(iterations, 1);
 }
 
 lh_sync_strategy parse_strategy(const std::string& s) {
@@ -261,6 +280,8 @@ void bind_comm(nb::module_& m) {
                    "*, quant: str | None = None, block: int | None = None, max_attempts: int = 3) "
                    "-> None"),
            doc::allreduce_batch)
+      .def("_allreduce_loop", &allreduce_loop, "tensor"_a, "iterations"_a,
+           "Benchmark helper: `iterations` in-place sum all-reduces from C++; seconds per call.")
       .def("sync_state", &sync_state, "tensors"_a, "revision"_a = 0,
            "strategy"_a = "enforce_popular", doc::sync_state);
 
