@@ -3,5 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-default}
-[[ -f build/$preset/build.ninja ]] || cmake --preset "$preset" >/dev/null
+# Configure when the tree is new or the presets changed since (a preset's cache variables win).
+if [[ ! -f build/$preset/build.ninja || CMakePresets.json -nt build/$preset/CMakeCache.txt ]]; then
+  cmake --preset "$preset" >/dev/null
+fi
 cmake --build --preset "$preset" -j"$(nproc)"

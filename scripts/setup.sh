@@ -12,7 +12,7 @@ APT_PACKAGES=(
   iperf3 iproute2 openssl procps
   libcpp-httplib-dev chromium prometheus
 )
-PIP_PACKAGES=(numpy matplotlib)
+PIP_PACKAGES=(numpy matplotlib pytest mypy)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -35,3 +35,9 @@ fi
 for p in "${PIP_PACKAGES[@]}"; do
   "$PY" -c "import $p" 2>/dev/null || { echo "setup: installing $p"; "$PY" -m pip install -q "$p"; }
 done
+# The Python bindings (bindings/python): nanobind 2.x builds them, scikit-build-core packages them.
+if ! "$PY" -c 'import nanobind, sys; sys.exit(0 if nanobind.__version__.startswith("2.") else 1)' 2>/dev/null; then
+  echo "setup: installing nanobind 2.x"
+  "$PY" -m pip install -q "nanobind>=2.4,<3"
+fi
+"$PY" -c "import scikit_build_core" 2>/dev/null || { echo "setup: installing scikit-build-core"; "$PY" -m pip install -q "scikit-build-core>=0.10"; }

@@ -1,0 +1,44 @@
+// Tensors crossing from Python by DLPack (numpy arrays, torch tensors, anything with __dlpack__).
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include "longhaul/longhaul.h"
+
+namespace longhaul::py {
+
+// A tensor's memory as the C API sees it. `keep` holds the DLPack import (and through it the
+// producer's tensor) alive: the memory stays valid as long as `keep` does. Zero-copy.
+struct TensorView {
+  void* data = nullptr;
+  std::size_t count = 0;
+  lh_dtype dtype = LH_DTYPE_F32;
+  nanobind::object keep;
+};
+
+// Imports `obj` for the library. Rules (each refused with the exception named):
+//   - It must export DLPack or the buffer protocol: TypeError otherwise.
+//   - Its dtype must be one of longhaul's (f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64):
+//     TypeError otherwise (e.g. bool, complex).
+//   - It must live in CPU memory: ValueError for another device (CUDA tensors need the GPU layer).
+//   - It must be C-contiguous (a view with gaps or another order): ValueError.
+//   - When `writable`, a read-only array (numpy's flags.writeable False) is refused: ValueError.
+// A torch tensor that requires grad is taken through .detach() (the same memory: a parameter is
+// written in place as under torch.no_grad()). A zero-size tensor gives count 0. `what` names the
+// argument in messages.
+TensorView import_tensor(nanobind::handle obj, bool writable, std::string_view what);
+
+// Parses "sum", "avg", "min", "max", "prod" (ValueError otherwise).
+lh_reduce_op parse_op(std::string_view op);
+
+// Parses a wire codec: None or "none", "fp16", "bf16", "u8", "u4", "e3m0" (ValueError otherwise).
+lh_codec parse_codec(nanobind::handle quant);
+
+// The name of a dtype as Python users know it ("float32", "bfloat16", ...).
+const char* dtype_name(lh_dtype dtype);
+
+}  // namespace longhaul::py

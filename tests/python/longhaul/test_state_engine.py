@@ -1,0 +1,78 @@
+"""sync_state, the sync engine, DiLoCo on a plain module, and a node's eviction, from Python."""
+import numpy as np
+import pytest
+import torch
+
+import longhaul as lh
+from conftest import connect_group, run_threads
+
+
+def test_sync_state_makes_tensors_identical(pair):
+    states = [{"w": np.full(1 << 18, float(i), dtype=np.float32), "step": np.array([7], dtype=np.int64)}
+              for i in range(2)]
+    states.append(None)
+    # Two peers disagree on "w": the tie goes to the lowest peer id (the first admitted).
+    infos = run_threads(*[lambda c=c, s=s: c.sync_state(s, revision=3) for c, s in zip(pair, states)])
+    assert all(i.revision == 4 for i in infos)
+    np.testing.assert_array_equal(states[1]["w"], states[0]["w"])
+
+
+def test_sync_state_layout_error(pair):
+    a = {"w": np.zeros(10, dtype=np.float32)}
+    b = {"w": np.zeros(11, dtype=np.float32)}
+    with pytest.raises(lh.StateLayoutError):
+        run_threads(lambda: pair[0].sync_state(a), lambda: pair[1].sync_state(b))
+
+
+def test_sync_engine_and_diloco_on_plain_modules(pair):
+    from longhaul.torch import DiLoCo
+
+    def peer(i, comm):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        diloco = DiLoCo(model, opt, comm, H=3, fragments=2).join()
+        hashes = []
+        g = torch.Generator().manual_seed(i)
+        for step in range(1, 13):
+            x = torch.randn(4, 8, generator=g)
+            model(x).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            hashes.append(diloco.hash())
+        stats = diloco.stats()
+        diloco.close()
+        return hashes, stats, [p.detach().clone() for p in model.parameters()]
+
+    (h0, s0, p0), (h1, s1, p1) = run_threads(*[lambda i=i, c=c: peer(i, c) for i, c in enumerate(pair)])
+    assert h0 == h1
+    assert s0["rounds_applied"] >= 6 and s0["last_participants"] == 2
+    # Step 12 ran fragment 0's round (parameters 0 and 2): those agree; fragment 1 last synced at
+    # step 10 (3k + 1) and has trained on since, on different data.
+    assert torch.equal(p0[0], p1[0]) and torch.equal(p0[2], p1[2])
+    assert not torch.equal(p0[1], p1[1])
+
+
+def test_engine_bad_options(pair):
+    with pytest.raises(ValueError):
+        lh.SyncEngine(pair[0], [np.zeros(4, dtype=np.float32)], fragments=3, sync_every=2)
+    with pytest.raises(ValueError, match="method"):
+        lh.SyncEngine(pair[0], [np.zeros(4, dtype=np.float32)], method="adam")
+
+
+def test_node_eviction_raises_node_evicted(master):
+    def rail(node, r):
+        return lh.Communicator(master.address, node=node, node_rail=r, node_rails=2)
+
+    a0, a1 = rail("a", 0), rail("a", 1)
+    run_threads(a0.connect, a1.connect)
+    a1.close(None)  # a rank of node a dies
+    with pytest.raises(lh.NodeEvicted) as e:
+        for _ in range(100):
+            a0.update_topology()
+            if a0.peers_pending():
+                continue
+            a0.allreduce(np.ones(4, dtype=np.float32)).wait(timeout=10)
+    assert e.value.status == "LH_ERR_NODE_EVICTED"
+    assert a0.last_abort is not None and a0.last_abort[1] == "LH_ERR_NODE_EVICTED"
+    a0.close()
