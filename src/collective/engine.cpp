@@ -17,7 +17,10 @@ CollectiveEngine::~CollectiveEngine() {
     for (auto& w : in_flight_)
       if (auto op = w.lock()) ops.push_back(std::move(op));
   }
-  for (auto& op : ops) (void)op->wait();
+  for (auto& op : ops) {
+    (void)op->wait();
+    op->drop_links();
+  }
 }
 
 Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView& view,
@@ -92,10 +95,8 @@ Status CollectiveEngine::refusal(const RingView& view, const Status& missing_lin
 }
 
 void CollectiveEngine::remember(const std::shared_ptr<Operation>& op) {
-  std::erase_if(in_flight_, [](const std::weak_ptr<Operation>& w) {
-    auto p = w.lock();
-    return !p || p->test();
-  });
+  // Completed operations a caller still holds stay listed: the destructor drops their links.
+  std::erase_if(in_flight_, [](const std::weak_ptr<Operation>& w) { return w.expired(); });
   in_flight_.push_back(op);
 }
 

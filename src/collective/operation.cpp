@@ -154,6 +154,12 @@ void Operation::maybe_finish() {
   done_cv_.notify_all();
 }
 
+void Operation::drop_links() {
+  std::vector<std::shared_ptr<transport::DataLink>> links;  // released after the lock
+  std::lock_guard lock(mu_);
+  if (done_) links.swap(view_.links);
+}
+
 bool Operation::test() const {
   std::lock_guard lock(mu_);
   return done_;

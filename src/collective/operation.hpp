@@ -51,6 +51,11 @@ class Operation : public std::enable_shared_from_this<Operation> {
   void abort(Status why) { fail(std::move(why)); }
   // What it moved so far (final once completed), its world size and schedule.
   OpInfo info() const;
+  // Once completed, lets go of the links of its view (a no-op before). The engine's destructor
+  // calls it on the thread that destroys the communicator, while the runtime the links run on is
+  // still alive: a caller may hold a completed operation past its communicator (lh_op_destroy
+  // after lh_comm_destroy), and its links must not be the last to go, on a runtime already gone.
+  void drop_links();
 
   // Takes the scratch the operation needs; the operation's failure instead when it has failed
   // already (the engine calls it once, before start()).
@@ -96,7 +101,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // writes them only here).
   virtual void commit() {}
 
-  const RingView view_;
+  RingView view_;  // read-only but for drop_links(), which takes its links once completed
   const uint64_t seq_;
   const Schedule schedule_;
 

@@ -125,6 +125,32 @@ TEST_F(CommTraffic, AnAllReduceCountsAsDataAndTheMasterAsControl) {
   EXPECT_EQ(a1.state_sent + a1.state_received, 0u);
 }
 
+// lh_comm_destroy's contract: the communicator's lh_op handles stay valid. A completed operation
+// destroyed after its communicator used to hold the last references to the data links, whose
+// destruction then locked a strand of the runtime already gone: the Python bindings' garbage
+// collector hung there.
+TEST_F(CommTraffic, ACompletedOperationIsDestroyedAfterItsCommunicator) {
+  constexpr size_t kCount = 4096;
+  std::vector<float> in_a(kCount, 1.0f), in_b(kCount, 2.0f), out_a(kCount), out_b(kCount);
+  lh_op *op_a = nullptr, *op_b = nullptr;
+  ASSERT_EQ(lh_allreduce_async(a_, in_a.data(), out_a.data(), kCount, LH_DTYPE_F32, LH_OP_SUM,
+                               nullptr, &op_a),
+            LH_OK)
+      << lh_comm_last_error(a_);
+  ASSERT_EQ(lh_allreduce_async(b_, in_b.data(), out_b.data(), kCount, LH_DTYPE_F32, LH_OP_SUM,
+                               nullptr, &op_b),
+            LH_OK)
+      << lh_comm_last_error(b_);
+  EXPECT_EQ(lh_op_wait(op_a), LH_OK);
+  EXPECT_EQ(lh_op_wait(op_b), LH_OK);
+  EXPECT_EQ(out_b[kCount - 1], 3.0f);
+  lh_comm_destroy(a_);
+  lh_comm_destroy(b_);
+  a_ = b_ = nullptr;
+  lh_op_destroy(op_a);
+  lh_op_destroy(op_b);
+}
+
 TEST_F(CommTraffic, AStateSyncCountsItsBlocksAsState) {
   // 5 MiB and a bit of random f32 that a holds and b, a joiner, takes: every block travels raw.
   constexpr size_t kCount = (size_t{5} << 18) + 7;
