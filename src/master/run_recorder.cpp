@@ -62,13 +62,14 @@ void RunRecorder::stats(PeerId id, wire::PeerStatsMsg stats, double now) {
   r.at = now;
 }
 
-void RunRecorder::fill_peer(const Membership::Member& m, double now, RunStatus* s) const {
+void RunRecorder::fill_peer(const Membership::Member& m, std::string node, double now,
+                            RunStatus* s) const {
   PeerStatus p;
   p.id = m.id;
   p.group = m.group;
   p.host = m.host;
   p.port = m.port;
-  p.node = m.host;
+  p.node = std::move(node);
   p.active = m.state == Membership::State::kActive;
   p.waiting = m.waiting;
   if (auto j = joined_at_.find(m.id); j != joined_at_.end()) p.joined_at = j->second;
@@ -151,7 +152,9 @@ RunStatus RunRecorder::build_common(const Membership& membership, size_t connect
     g.group = m.group;
     ++g.members;
     if (m.state == Membership::State::kActive) ++g.active;
-    fill_peer(m, now, &s);
+    // A rank of a node (issue 21) shows under its node's name; a peer without one under its host.
+    const Node* node = membership.nodes().node_of(id);
+    fill_peer(m, node ? node->name : m.host, now, &s);
   }
   mark_mismatches(&s);
   s.data_bytes_sent += departed_data_;

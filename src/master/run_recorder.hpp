@@ -54,7 +54,7 @@ class RunRecorder {
   };
   RunStatus build_common(const Membership& membership, size_t connections, double now);
   void add_event(RunEvent event);
-  void fill_peer(const Membership::Member& m, double now, RunStatus* s) const;
+  void fill_peer(const Membership::Member& m, std::string node, double now, RunStatus* s) const;
   static void mark_mismatches(RunStatus* s);
   // The member's position in its group's committed ring in *s, or -1.
   static int membership_ring(const RunStatus* s, const Membership::Member& m);

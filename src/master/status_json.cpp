@@ -97,7 +97,7 @@ std::string status_json(const RunStatus& s) {
                     {"round_in_progress", s.round_in_progress},
                     {"peers_pending", s.peers_pending},
                     {"connections", s.connections},
-                    {"node_identity", "host"},  // nodes (issue 21) are not in the protocol yet
+                    {"node_identity", "node name; host for a peer without a node"},
                     {"groups", groups_json(s)},
                     {"peers", peers},
                     {"links", links},

@@ -84,7 +84,7 @@ void group_metrics(const RunStatus& s, Writer& w) {
 
 void peer_metrics(const RunStatus& s, Writer& w) {
   w.family("longhaul_peer_info", Type::kGauge,
-           "One per member: its group, node (its host until nodes exist), state, ring position.");
+           "One per member: its group, node (its host when it has none), state, ring position.");
   for (const auto& p : s.peers) {
     Labels l = peer_labels(p);
     l.emplace_back("state", p.active ? (p.waiting ? "waiting" : "active") : "pending");

@@ -33,7 +33,7 @@ canvas{background:#fff;border:1px solid #dde1e7;width:100%;height:220px}
 <h1>longhaul master</h1>
 <div class="muted" id="sub">loading…</div>
 <div class="cards" id="cards"></div>
-<h2>Members <span class="muted">(grouped by node, then group; node = host until nodes exist)</span></h2>
+<h2>Members <span class="muted">(grouped by node, then group; a peer without a node under its host)</span></h2>
 <table id="members"></table>
 <div class="cols"><div><h2>Groups and ring order</h2><table id="groups"></table></div>
 <div><h2>Sync engine progress</h2><table id="engine"></table></div></div>

@@ -62,9 +62,23 @@ TEST_F(RunRecorderTest, RecordsJoinsLeavesLossesEvictionsAndAbortsWithTheirReaso
   EXPECT_EQ(s.event_totals.at("abort"), 1u);
   ASSERT_EQ(s.peers.size(), 1u) << "only d is still a member";
   EXPECT_EQ(s.peers[0].group, 1u);
-  EXPECT_EQ(s.peers[0].node, "10.0.0.4") << "grouped by host until nodes exist";
+  EXPECT_EQ(s.peers[0].node, "10.0.0.4") << "a peer without a node shows under its host";
   EXPECT_EQ(s.connections, 3u);
   EXPECT_EQ(s.groups.at(1).revision, std::optional<uint64_t>(4));
+}
+
+TEST_F(RunRecorderTest, RanksOfANodeShowUnderTheNodesName) {
+  for (uint32_t rail = 0; rail < 2; ++rail) {
+    const PeerId id = m.allocate_id();
+    rec.joined(id, rail, now);
+    m.add_pending(id, rail, "10.0.0.9", static_cast<uint16_t>(2000 + rail),
+                  NodeClaim{"gpu-box-3", rail, 2, rail, "10.0.0.9"});
+  }
+  const PeerId plain = joined();
+  const RunStatus s = build();
+  ASSERT_EQ(s.peers.size(), 3u);
+  for (const auto& p : s.peers)
+    EXPECT_EQ(p.node, p.id == plain ? "10.0.0." + std::to_string(plain) : "gpu-box-3");
 }
 
 TEST_F(RunRecorderTest, RatesComeFromTwoConsecutiveReportsAndDepartedBytesStayCounted) {

@@ -60,7 +60,7 @@ TEST_F(StatusMetricsTest, PromtoolAcceptsTheMastersMetrics) {
 TEST_F(StatusMetricsTest, TheJsonCarriesTheRunAsRecorded) {
   const auto j = nlohmann::json::parse(status_json(run()));
   EXPECT_EQ(j["epoch"], m.epoch());
-  EXPECT_EQ(j["node_identity"], "host");
+  EXPECT_EQ(j["node_identity"], "node name; host for a peer without a node");
   ASSERT_EQ(j["peers"].size(), 4u);
   EXPECT_EQ(j["peers"][3]["state"], "pending");
   EXPECT_EQ(j["peers"][2]["stats"]["state"]["hash"], "feedfacecafebeef");
