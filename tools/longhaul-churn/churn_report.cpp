@@ -8,15 +8,6 @@
 #include "churn_summary.hpp"
 
 namespace longhaul_churn {
-namespace {
-
-std::string seconds(double ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f", ms / 1000.0);
-  return buf;
-}
-
-}  // namespace
 
 void ChurnRun::print_status(bool final_line) {
   if (!status_tty_ && !flags_.status) return;
@@ -29,7 +20,7 @@ void ChurnRun::print_status(bool final_line) {
                 "[%6ss] peers %zu (%zu stepping, %zu stopped) rev %llu | kills %llu terms %llu "
                 "stops %llu joins %llu "
                 "| retried %llu | recovery p50 %.0f p99 %.0f ms | violations %zu",
-                seconds(now - churn_start_ms_).c_str(), monitor_.running(),
+                fmt_seconds(now - churn_start_ms_).c_str(), monitor_.running(),
                 monitor_.joined_running(), monitor_.stopped(),
                 static_cast<unsigned long long>(s.group_steps),
                 static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.terms),

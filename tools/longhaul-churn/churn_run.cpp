@@ -19,13 +19,13 @@ constexpr double kTickMs = 100;
 constexpr double kLeaveTimeoutMs = 15000;
 constexpr double kStartTimeoutMs = 15000;
 
+}  // namespace
+
 std::string fmt_seconds(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f", ms / 1000.0);
   return buf;
 }
-
-}  // namespace
 
 ChurnRun::ChurnRun(const Flags& flags, Binaries bins, std::string log_dir, RunKind kind)
     : flags_(flags),

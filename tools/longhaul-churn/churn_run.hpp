@@ -35,6 +35,9 @@ struct Binaries {
   std::string master, peer, train, wanem;
 };
 
+// Milliseconds as seconds with one decimal ("12.3"), for logs and the status line.
+std::string fmt_seconds(double ms);
+
 // A churn run, or the train workload's churn-free reference run (no disruption, a short report,
 // no JSON line).
 enum class RunKind { kChurn, kReference };

@@ -17,11 +17,6 @@ using namespace nb::literals;
 namespace longhaul::py {
 namespace {
 
-template <typename T>
-void set_if(T& field, const std::optional<T>& v) {
-  if (v) field = *v;
-}
-
 void set_str(const char*& field, const std::optional<std::string>& v) {
   if (v) field = v->c_str();
 }

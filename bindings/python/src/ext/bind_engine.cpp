@@ -16,11 +16,6 @@ using namespace nb::literals;
 namespace longhaul::py {
 namespace {
 
-template <typename T>
-void set_if(T& field, const std::optional<T>& v) {
-  if (v) field = *v;
-}
-
 lh_outer_method parse_method(const std::string& s) {
   if (s == "diloco" || s == "nesterov") return LH_OUTER_DILOCO;
   if (s == "co2") return LH_OUTER_CO2;

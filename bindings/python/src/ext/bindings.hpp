@@ -3,7 +3,15 @@
 
 #include <nanobind/nanobind.h>
 
+#include <optional>
+
 namespace longhaul::py {
+
+// Sets an options field from a keyword argument the caller passed; None keeps the C default.
+template <typename T>
+void set_if(T& field, const std::optional<T>& v) {
+  if (v) field = *v;
+}
 
 void bind_comm(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);

@@ -12,11 +12,6 @@ using namespace nb::literals;
 namespace longhaul::py {
 namespace {
 
-template <typename T>
-void set_if(T& field, const std::optional<T>& v) {
-  if (v) field = *v;
-}
-
 void bind_master(nb::module_& m) {
   nb::class_<Master>(m, "Master",
                      "An in-process master: coordinates the run, holds no tensor data. Serves "
