@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "quant/block_codec.hpp"
 #include "quant/codec_avx512.hpp"
 #include "quant/codec_layout.hpp"
 #include "quant/e3m0.hpp"
@@ -28,38 +29,22 @@ namespace {
 // The encoded layout: headers, payload sizes, size checks (codec_layout.hpp).
 using namespace layout;
 
-// 1.5 * 2^23: for 0 <= v <= 2^22, (v + kRound) - kRound is v rounded to the nearest integer,
-// ties to even, because the sum's ulp is exactly 1 (round-to-nearest-even mode, no contraction).
-constexpr float kRound = 12582912.0f;
-constexpr std::uint32_t kQuietNan = 0x7FC00000u;
-
-// ---- block parameters ------------------------------------------------------------------------
-
-// A signed integer that orders floats as their values do (-0 < +0; NaNs beyond the infinities).
-// Integer min/max reductions vectorize without any floating-point relaxation and do not depend
-// on the order elements are visited in, which float min/max with NaNs and signed zeros would.
-constexpr std::int32_t order_key(float x) {
-  const auto s = std::bit_cast<std::int32_t>(x);
-  return s ^ ((s >> 31) & 0x7FFFFFFF);
-}
-inline float key_to_float(std::int32_t k) {
-  return std::bit_cast<float>(k ^ ((k >> 31) & 0x7FFFFFFF));
-}
-constexpr std::int32_t kKeyPosInf = order_key(std::bit_cast<float>(0x7F800000u));
-constexpr std::int32_t kKeyNegInf = order_key(std::bit_cast<float>(0xFF800000u));
-
-struct BlockParams {
-  float lo;
-  float scale;
-  float inv;  // levels / range: the reciprocal of scale, or 0 when scale is 0
-  bool finite;
-};
+// The per-block arithmetic is block_codec.hpp's, shared with the GPU kernels.
+using block::key_to_float;
+using block::kKeyNegInf;
+using block::kKeyPosInf;
+using block::kQuietNan;
+using block::order_key;
+using block::quantize;
+using BlockParams = block::MinMaxParams;
 
 // Everything below that runs once per block or per element is force-inlined into loops that are
 // instantiated for the default block sizes, so for full blocks the element count is a
 // compile-time constant: the vector loops are fully unrolled, with no remainder handling.
 #define LH_QUANT_INLINE [[gnu::always_inline]] inline
 
+// The keys are scanned here (an integer min/max the compiler vectorizes); the header follows
+// from them in block_codec.hpp.
 LH_QUANT_INLINE BlockParams block_params(const float* __restrict x, std::size_t n, float levels) {
   std::int32_t kmin = INT32_MAX;
   std::int32_t kmax = INT32_MIN;
@@ -68,32 +53,7 @@ LH_QUANT_INLINE BlockParams block_params(const float* __restrict x, std::size_t 
     kmin = k < kmin ? k : kmin;
     kmax = k > kmax ? k : kmax;
   }
-  const float nan = std::bit_cast<float>(kQuietNan);
-  if (kmax >= kKeyPosInf || kmin <= kKeyNegInf) return {nan, nan, 0.0f, false};
-  const float lo = key_to_float(kmin);
-  const float hi = key_to_float(kmax);
-  const float range = hi - lo;
-  // A range beyond FLT_MAX cannot be spanned by lo + q * scale in f32.
-  if (!(range <= FLT_MAX)) return {nan, nan, 0.0f, false};
-  // Two independent divisions (they overlap in the pipeline) rather than 1 / (range / levels).
-  const float scale = range / levels;
-  const float inv = levels / range;
-  // range 0 (all equal), or so small that levels / range overflows: store the block as constant.
-  if (!(inv <= FLT_MAX)) return {lo, 0.0f, 0.0f, true};
-  return {lo, scale, inv, true};
-}
-
-// Code of x in a finite block. There, lo <= x <= hi and range = hi - lo <= FLT_MAX, so
-// x - lo is in [0, range] (rounding is monotone) and v = (x - lo) * inv is in [0, L * (1 + 2^-22)]:
-// no NaN, no value that overflows the int conversion, and only rounding slop can pass L, which the
-// integer clamp removes. (The clamp is on the integer: a float select without -ffinite-math-only
-// compiles to mask juggling at half the speed.)
-template <std::int32_t kLevels>
-LH_QUANT_INLINE std::uint32_t quantize(float x, float lo, float inv) {
-  const float v = (x - lo) * inv;
-  const float r = (v + kRound) - kRound;
-  const auto q = static_cast<std::int32_t>(r);
-  return static_cast<std::uint32_t>(q < kLevels ? q : kLevels);
+  return block::minmax_params(kmin, kmax, levels);
 }
 
 // ---- blockwise encode -------------------------------------------------------------------------
@@ -241,15 +201,15 @@ LH_QUANT_INLINE std::size_t decode_block(const std::byte* __restrict in, std::si
   const float lo = h.lo;
   const float scale = h.scale;
   if constexpr (C == Codec::kU8) {
-    for (std::size_t i = 0; i < n; ++i) put<S>(o[i], lo + static_cast<float>(codes[i]) * scale);
+    for (std::size_t i = 0; i < n; ++i) put<S>(o[i], block::dequantize(codes[i], lo, scale));
   } else {
     const std::size_t pairs = n / 2;
     for (std::size_t j = 0; j < pairs; ++j) {
       const std::uint32_t b = codes[j];
-      put<S>(o[2 * j], lo + static_cast<float>(b & 15u) * scale);
-      put<S>(o[2 * j + 1], lo + static_cast<float>(b >> 4) * scale);
+      put<S>(o[2 * j], block::dequantize(b & 15u, lo, scale));
+      put<S>(o[2 * j + 1], block::dequantize(b >> 4, lo, scale));
     }
-    if (n % 2 != 0) put<S>(o[n - 1], lo + static_cast<float>(codes[pairs] & 15u) * scale);
+    if (n % 2 != 0) put<S>(o[n - 1], block::dequantize(codes[pairs] & 15u, lo, scale));
   }
   return kHeaderBytes + payload_bytes(C, n);
 }

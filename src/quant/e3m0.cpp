@@ -14,6 +14,8 @@
 // compare of |x|'s bits, the same on every ISA and unaffected by DAZ.
 #include "quant/e3m0.hpp"
 
+#include "quant/block_codec.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -25,25 +27,17 @@ static_assert(std::endian::native == std::endian::little, "the format is little-
 
 namespace {
 
-constexpr std::uint32_t kMagnitudeMask = 0x7FFFFFFFu;
-constexpr std::uint32_t kExponentMask = 0x7F800000u;  // also the key of +Inf
-constexpr std::uint32_t kQuietNan = 0x7FC00000u;
-constexpr std::uint32_t kNever = 0x80000000u;  // above every magnitude key: a code never reaches it
-constexpr int kThresholds = 7;
+// The per-block arithmetic is block_codec.hpp's, shared with the GPU kernels; the vector loops
+// below compute the same things another way.
+using block::kExponentMask;
+using block::kMagnitudeMask;
+using block::kNever;
+using block::kQuietNan;
+constexpr int kThresholds = block::kE3m0Thresholds;
+using Encoding = block::E3m0Encoding;
+using block::magnitude_key;
 
 #define LH_E3M0_INLINE [[gnu::always_inline]] inline
-
-// What the encoder needs of a block: the header, and thresholds such that an element's exponent
-// code e is the number of j with magnitude_key(x) >= threshold[j].
-struct Encoding {
-  float header;
-  std::uint32_t threshold[kThresholds];
-};
-
-// The bits of |x|. For x not a NaN these order as the values |x| do.
-LH_E3M0_INLINE std::uint32_t magnitude_key(float x) {
-  return std::bit_cast<std::uint32_t>(x) & kMagnitudeMask;
-}
 
 // The largest magnitude key of x[0..n): the key of A, or of +Inf / a NaN. An integer max, so the
 // order the vector lanes visit the elements in does not matter; the compiler vectorizes it.
@@ -56,45 +50,17 @@ LH_E3M0_INLINE std::uint32_t max_magnitude_key(const float* __restrict x, std::s
   return m;
 }
 
-// The key of the smallest f32 >= t, for t in (0, FLT_MAX]. The conversion rounds to nearest
-// (the pinned environment), so it lands on that float or the one just below it; the key of a
-// nonnegative float plus 1 is the next float up (0 + 1 is the smallest subnormal).
-std::uint32_t ceil_key(double t) {
-  const auto f = static_cast<float>(t);
-  const std::uint32_t k = std::bit_cast<std::uint32_t>(f);
-  return static_cast<double>(f) < t ? k + 1 : k;
-}
-
-// Threshold j (code e >= j + 1) over A: A / 128, then 0.75 * 2^(e - 7) for e = 2..7. Exact
-// constants in double.
+// Threshold j (code e >= j + 1) over A, as block::e3m0_encoding uses them: A / 128, then
+// 0.75 * 2^(e - 7) for e = 2..7 (the vector loops start from the first two).
 constexpr double kThresholdFactor[kThresholds] = {
     0x1p-7, 0.75 * 0x1p-5, 0.75 * 0x1p-4, 0.75 * 0x1p-3, 0.75 * 0x1p-2, 0.75 * 0x1p-1, 0.75};
 
-// The encoding of a block whose largest magnitude key is max_key. The thresholds in double are
-// exact products (see the top of the file): A / 128 between 0 and A / 64, then the midpoints
-// 1.5 * A * 2^(e - 8) between A * 2^(e - 8) and A * 2^(e - 7), e = 2..7.
 Encoding block_encoding(std::uint32_t max_key) {
-  Encoding b{};
-  if (max_key >= kExponentMask || max_key == 0) {
-    // A NaN or +-Inf in the block, or all zeros: every code is 0.
-    b.header = max_key == 0 ? 0.0f : std::bit_cast<float>(kQuietNan);
-    std::fill_n(b.threshold, kThresholds, kNever);
-    return b;
-  }
-  b.header = std::bit_cast<float>(max_key);
-  const auto a = static_cast<double>(b.header);
-  for (int j = 0; j < kThresholds; ++j) b.threshold[j] = ceil_key(a * kThresholdFactor[j]);
-  return b;
+  return block::e3m0_encoding(max_key);
 }
 
-// The 4-bit code of x: the count of thresholds |x| reaches, and the sign of x unless that is 0.
 LH_E3M0_INLINE std::uint32_t code_of(float x, const Encoding& b) {
-  const auto u = std::bit_cast<std::uint32_t>(x);
-  const std::uint32_t k = u & kMagnitudeMask;
-  std::uint32_t e = 0;
-  for (int j = 0; j < kThresholds; ++j) e += k >= b.threshold[j] ? 1u : 0u;
-  const std::uint32_t negative = (u >> 31) & (e != 0 ? 1u : 0u);
-  return e | (negative << 3);
+  return block::e3m0_code(x, b);
 }
 
 // The value of each of the 16 codes of a block with header a: a * kFactor[c], a single f32
@@ -110,10 +76,7 @@ struct Table {
 };
 Table decode_table(float a) {
   Table t;
-  const bool finite = (std::bit_cast<std::uint32_t>(a) & kExponentMask) != kExponentMask;
-  for (int c = 0; c < 16; ++c) {
-    t.value[c] = !finite ? std::bit_cast<float>(kQuietNan) : c % 8 == 0 ? 0.0f : a * kFactor[c];
-  }
+  for (int c = 0; c < 16; ++c) t.value[c] = block::e3m0_value(static_cast<std::uint32_t>(c), a);
   return t;
 }
 
