@@ -81,11 +81,13 @@ void AllReduceOp::release() {
   work_.reset();
 }
 
-void AllReduceOp::commit() {
-  if (!spec_.reduce_scatter() || trivial()) return;
-  const Range own = plan_.partition().chunk(plan_.own_chunk());
-  const size_t elem = plan_.element_size();
-  std::memcpy(spec_.scatter_output, work_.data() + own.begin * elem, own.count * elem);
+Status AllReduceOp::commit() {
+  if (spec_.reduce_scatter() && !trivial()) {
+    const Range own = plan_.partition().chunk(plan_.own_chunk());
+    const size_t elem = plan_.element_size();
+    std::memcpy(spec_.scatter_output, work_.data() + own.begin * elem, own.count * elem);
+  }
+  return spec_.land_output ? spec_.land_output() : Status::ok();
 }
 
 std::shared_ptr<AllReduceOp> make_allreduce(runtime::WorkerPool& workers, BufferPool& buffers,

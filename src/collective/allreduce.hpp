@@ -65,7 +65,7 @@ class AllReduceOp : public Operation {
   void restore() override { guard_.restore(); }
   void release() override;
   // A reduce-scatter's chunk, from the scratch to the caller.
-  void commit() override;
+  Status commit() override;
 
   BufferPool& buffers_;
   InputGuard guard_;

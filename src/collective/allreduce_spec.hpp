@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "collective/schedule.hpp"
@@ -47,6 +48,11 @@ struct AllReduceSpec {
   // Elements of each member's chunk, by ring position; they sum to count. Empty: count split
   // evenly (chunk sizes differ by at most one element).
   std::vector<size_t> chunk_counts;
+
+  // Runs once the operation has succeeded, after the result is in `output` and before any waiter
+  // wakes: moves it on to where the caller wants it (the GPU layer copies a pinned host slot to
+  // device memory, gpu/staged_allreduce.hpp). An error fails the operation. Empty: nothing to do.
+  std::function<Status()> land_output;
 
   bool reduce_scatter() const { return scatter_output != nullptr; }
 };

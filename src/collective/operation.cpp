@@ -147,7 +147,7 @@ void Operation::maybe_finish() {
   } else if (completed_ < expected_ || tasks_ > 0) {
     return;
   } else {
-    commit();
+    outcome_ = commit();
   }
   done_ = true;
   release();

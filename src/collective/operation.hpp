@@ -98,8 +98,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   virtual void release() = 0;
   // Runs once on success, before release() and before any waiter wakes: the last moment to move
   // a result into the caller's buffers (an operation that must leave them untouched on failure
-  // writes them only here).
-  virtual void commit() {}
+  // writes them only here). An error (a copy to device memory failing) becomes the outcome.
+  virtual Status commit() { return Status::ok(); }
 
   RingView view_;  // read-only but for drop_links(), which takes its links once completed
   const uint64_t seq_;
