@@ -1,6 +1,9 @@
 # Project-wide compile flags. Reduction and quantization code must be bit-reproducible across
 # peers, so floating-point contraction is off everywhere (no FMA fusing, no -ffast-math).
-add_compile_options(-ffp-contract=off)
+# The GPU layer's kernels (nvcc) get the same: no FMA contraction, IEEE division and square root,
+# denormals kept (the host half of a .cu file goes through the host compiler with -ffp-contract=off).
+add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-ffp-contract=off>
+                    "$<$<COMPILE_LANGUAGE:CUDA>:--fmad=false;-prec-div=true;-prec-sqrt=true;-ftz=false;-Xcompiler=-ffp-contract=off>")
 
 set(LONGHAUL_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
 # GCC 12 reports maybe-uninitialized falsely through std::variant and std::optional moves,
@@ -15,7 +18,12 @@ endif()
 
 # Applies the project's warnings to a target we own (never to third-party code).
 function(longhaul_target_warnings target)
-  target_compile_options(${target} PRIVATE ${LONGHAUL_WARNINGS})
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:C,CXX>:${LONGHAUL_WARNINGS}>")
+  if(LONGHAUL_WERROR)
+    # nvcc 13 reports an assignment of a [[nodiscard]] class's value as discarding it (2810).
+    target_compile_options(${target} PRIVATE
+                           "$<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings;--diag-suppress=2810>")
+  endif()
 endfunction()
 
 if(LONGHAUL_SANITIZE STREQUAL "address")

@@ -30,12 +30,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tool_cli.hpp"
+#include "worker_buffer.hpp"
 
 namespace {
 
 struct Args {
   std::string master, listen = "127.0.0.1:0", codec = "none", schedule = "auto";
   std::string op = "sum";  // the reference's op: torch.distributed.all_reduce sums
+  std::string device = "cpu", dtype = "f32";
   long world = 2, iterations = 5, warmup = 1, connections = 1;  // K: the library's default
   long io_threads = 0, segment_bytes = 0, block = 0;            // 0: the library's defaults
   size_t bytes = 256u << 20;
@@ -106,7 +108,7 @@ std::optional<int> parse_args(int argc, char** argv, Args* a) {
   using longhaul::cli::one_of;
   app.add_option("--master", a->master, "the master to join")->type_name("HOST:PORT")->required();
   add_number(app, "--world", a->world, 1, INT32_MAX, "members to wait for");
-  add_number(app, "--bytes", a->bytes, 4, SIZE_MAX, "bytes of f32 per all-reduce");
+  add_number(app, "--bytes", a->bytes, 4, SIZE_MAX, "bytes per all-reduce");
   add_number(app, "--iterations", a->iterations, 1, INT32_MAX, "timed all-reduces");
   add_number(app, "--warmup", a->warmup, 0, INT32_MAX, "untimed all-reduces before them");
   app.add_option("--codec", a->codec, "none, fp16, bf16, u8 or u4")
@@ -121,6 +123,12 @@ std::optional<int> parse_args(int argc, char** argv, Args* a) {
   add_number(app, "--segment-bytes", a->segment_bytes, 0, UINT32_MAX, "0: the library's default");
   add_number(app, "--block", a->block, 0, UINT32_MAX, "quantization block, elements; 0: default");
   app.add_option("--op", a->op, "sum or avg")->type_name("OP")->check(one_of({"sum", "avg"}));
+  app.add_option("--device", a->device, "cpu, or cuda: the buffer in device memory")
+      ->type_name("D")
+      ->check(one_of({"cpu", "cuda"}));
+  app.add_option("--dtype", a->dtype, "f32 or bf16 (codec none only)")
+      ->type_name("T")
+      ->check(one_of({"f32", "bf16"}));
   app.add_flag("--error", a->error,
                "one all-reduce of gradient-like data; prints its relative L2 error");
   app.add_flag_callback(
@@ -140,7 +148,7 @@ double micro(double x) {
 std::string result_json(const Args& a, int64_t rank, const lh_op_info& info,
                         const std::vector<double>& times, const std::vector<double>& cpus,
                         double cpu_timed_s, const lh_allreduce_options& ro,
-                        const std::vector<float>& data) {
+                        const WorkerBuffer& data) {
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   // Every other entry from `parity` on: pair i is (restore[i], norestore[i]).
@@ -157,6 +165,8 @@ std::string result_json(const Args& a, int64_t rank, const lh_op_info& info,
       {"bytes", a.bytes},
       {"op", a.op},
       {"codec", a.codec},
+      {"device", a.device},
+      {"dtype", a.dtype},
       {"schedule", schedule_name(info.schedule)},
       {"times_s", rounded_times},
       {"median_s", micro(sorted[sorted.size() / 2])},
@@ -172,8 +182,11 @@ std::string result_json(const Args& a, int64_t rank, const lh_op_info& info,
   }
   if (a.error) {
     j["block"] = ro.block;
-    j["rel_l2"] = relative_l2_vs_exact_sum(data, a.world);
+    j["rel_l2"] = relative_l2_vs_exact_sum(data.values(), a.world);
   }
+  // What one all-reduce's staging costs on PCIe (device memory only): a copy to pinned host
+  // memory and back, timed after the all-reduces.
+  if (a.device == "cuda") j["pcie_round_trip_s"] = micro(data.pcie_round_trip_s(3));
   return j.dump();
 }
 
@@ -213,13 +226,17 @@ int main(int argc, char** argv) {
   int64_t rank = 0;
   lh_comm_get_attribute(comm, LH_ATTR_RANK, &rank);
 
-  const size_t count = a.bytes / 4;
-  std::vector<float> data(count);
+  const lh_dtype dtype = a.dtype == "bf16" ? LH_DTYPE_BF16 : LH_DTYPE_F32;
+  const size_t count = a.bytes / (dtype == LH_DTYPE_BF16 ? 2 : 4);
+  std::vector<float> values(count);
   if (a.error)
-    data = gradient_like(count, rank);
+    values = gradient_like(count, rank);
   else
     for (size_t i = 0; i < count; ++i)
-      data[i] = static_cast<float>((i * 2654435761u + static_cast<size_t>(rank)) % 1000) / 1000.0f;
+      values[i] =
+          static_cast<float>((i * 2654435761u + static_cast<size_t>(rank)) % 1000) / 1000.0f;
+  const WorkerBuffer data(values, dtype, a.device);
+  values = {};
   lh_allreduce_options ro;
   lh_allreduce_options_init(&ro);
   ro.codec = parse_codec(a.codec);
@@ -260,8 +277,8 @@ int main(int argc, char** argv) {
     const double cpu0 = process_cpu_s();
     lh_op* op = nullptr;
     if (a.alternate_restore) ro.restore_input = it < a.warmup || (it - a.warmup) % 2 == 0;
-    if (lh_allreduce_async(comm, data.data(), data.data(), count, LH_DTYPE_F32, reduce_op, &ro,
-                           &op) != LH_OK)
+    if (lh_allreduce_async(comm, data.data(), data.data(), count, dtype, reduce_op, &ro, &op) !=
+        LH_OK)
       die("lh_allreduce_async", lh_comm_last_error(comm));
     if (lh_op_wait(op) != LH_OK) die("all-reduce", lh_op_last_error(op));
     const double seconds =

@@ -7,7 +7,7 @@ One process per rank, so that each rank can be started inside its own network na
     gloo_allreduce.py --rank R --world N --master-addr ADDR --master-port PORT --ifname IF ...
 
 runs rank R: init_process_group("gloo", init_method=tcp://ADDR:PORT), a tensor of --bytes of f32
-(ones), --warmup untimed all_reduces, then --iterations timed ones, each preceded by a barrier
+(ones; --dtype bf16 and --device cuda change that), --warmup untimed all_reduces, then --iterations timed ones, each preceded by a barrier
 (not timed). Prints one JSON line: {"rank", "world", "bytes", "times_s", "median_s", ...}.
 GLOO_SOCKET_IFNAME is set to --ifname (lo on loopback, veth0 in the lab). torch threads =
 max(1, cores // N).
@@ -40,7 +40,8 @@ def rank_main(a):
     dist.init_process_group("gloo", init_method=f"tcp://{a.master_addr}:{a.master_port}", rank=a.rank,
                             world_size=a.world, timeout=__import__("datetime").timedelta(seconds=a.timeout))
     try:
-        t = torch.ones(a.bytes // 4, dtype=torch.float32)
+        dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+        t = torch.ones(a.bytes // dtype.itemsize, dtype=dtype, device=a.device)
         for _ in range(a.warmup):
             dist.barrier()
             dist.all_reduce(t)
@@ -57,7 +58,8 @@ def rank_main(a):
         dist.barrier()
     finally:
         dist.destroy_process_group()
-    print(json.dumps({"rank": a.rank, "world": a.world, "bytes": a.bytes, "times_s": times,
+    print(json.dumps({"rank": a.rank, "world": a.world, "bytes": a.bytes, "device": a.device,
+                      "dtype": a.dtype, "times_s": times,
                       "median_s": statistics.median(times),
                       "cpu_s_per_op": cpu / len(times), "torch_threads": threads,
                       "torch_version": torch.__version__, "ifname": a.ifname, "result_ok": ok}), flush=True)
@@ -74,7 +76,8 @@ def launcher_main(a):
         for r in range(a.world):
             cmd = [sys.executable, __file__, "--rank", str(r), "--world", str(a.world), "--master-addr", "127.0.0.1",
                    "--master-port", str(port), "--ifname", "lo", "--bytes", str(a.bytes), "--iterations",
-                   str(a.iterations), "--warmup", str(a.warmup), "--timeout", str(a.timeout)]
+                   str(a.iterations), "--warmup", str(a.warmup), "--timeout", str(a.timeout),
+                   "--device", a.device, "--dtype", a.dtype]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
         outs = [p.communicate(timeout=a.timeout + 60)[0] for p in procs]
     finally:
@@ -100,9 +103,12 @@ def main():
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--timeout", type=int, default=300, help="seconds; gloo's collective timeout")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="where the tensor lives (gloo stages CUDA tensors through host memory)")
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     a = p.parse_args()
     if a.bytes % 4:
-        p.error("--bytes must be a multiple of 4 (f32)")
+        p.error("--bytes must be a multiple of 4")
     return rank_main(a) if a.rank is not None else launcher_main(a)
 
 

@@ -377,6 +377,19 @@ typedef enum lh_codec {
  * LH_ERR_PEER_LOST, and the members that started it fail at once. */
 typedef enum lh_schedule { LH_SCHEDULE_AUTO = 0, LH_SCHEDULE_RING = 1, LH_SCHEDULE_DIRECT = 2 } lh_schedule;
 
+/* Where a collective's buffers live. LH_MEMORY_AUTO asks the CUDA runtime about each pointer (one
+ * query per buffer per call; every pointer is host memory in a build without the GPU layer or on a
+ * machine without a CUDA device). LH_MEMORY_CUDA declares them device memory: an all-reduce then
+ * copies the input across PCIe into a pinned host slot (from a pool kept between calls), reduces
+ * there, and copies the result back to `recv` once it has succeeded, so `send` and `recv` are
+ * untouched on failure; the bytes on the wire and the result are those of a host all-reduce, bit
+ * for bit. The caller must have finished writing `send` before the call (its stream synchronised,
+ * or its work on the legacy default stream, which the copies are ordered after). Device memory is
+ * taken by lh_allreduce_async and lh_allreduce so far; the other collectives, the batch, shared
+ * state and the sync engine refuse it with LH_ERR_UNSUPPORTED, as does a machine without a usable
+ * CUDA device ("no CUDA device: ..."). docs/gpu.md has the details and figures. */
+typedef enum lh_memory { LH_MEMORY_AUTO = 0, LH_MEMORY_HOST = 1, LH_MEMORY_CUDA = 2 } lh_memory;
+
 typedef struct lh_allreduce_options {
   lh_codec codec;         /* default LH_CODEC_NONE */
   uint32_t block;         /* elements per quantization block; default 128 */
@@ -393,6 +406,7 @@ typedef struct lh_allreduce_options {
    * never retry with the same input (they recompute it, or skip the step). lh_allreduce_batch
    * ignores it: the batch keeps its own copy of the inputs and always restores them. */
   int restore_input;
+  lh_memory memory; /* where send and recv live; default LH_MEMORY_AUTO (above) */
 } lh_allreduce_options;
 
 /* Fills *options with the defaults above. NULL is ignored. */
@@ -578,7 +592,11 @@ void lh_state_destroy(lh_state* state);
  * or lh_state_hash runs on this registry. `data` may be NULL only when count is 0.
  * `name` is copied. LH_ERR_INVALID_ARGUMENT for a NULL name, a name already registered or
  * outside 1..1024 bytes, a bad dtype, NULL data with count > 0, or a count whose byte size
- * exceeds 2^63. */
+ * exceeds 2^63.
+ * CUDA device memory is taken too (detected; docs/gpu.md): the registry keeps a pinned host copy
+ * of the tensor, refreshed from the device by every lh_state_hash and lh_sync_state, and a sync
+ * that fetches blocks copies them back to the device; the hash and the wire are a host tensor's,
+ * so GPU and CPU peers sync with each other. The copy costs the tensor's size in pinned memory. */
 lh_status lh_state_add_tensor(lh_state* state, const char* name, void* data, size_t count, lh_dtype dtype);
 
 /* Sets / reads the revision: the number of syncs this state has been through. A fresh registry

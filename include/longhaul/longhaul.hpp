@@ -196,6 +196,9 @@ struct AllReduceOptions {
   std::span<float> residual{};
   uint32_t segment_bytes = detail::allreduce_defaults().segment_bytes;
   bool restore_input = detail::allreduce_defaults().restore_input != 0;
+  // Where the spans' memory lives (lh_memory in longhaul.h): detected by default; device memory
+  // (CUDA) is staged through pinned host memory.
+  lh_memory memory = LH_MEMORY_AUTO;
 
   // Throws LH_ERR_INVALID_ARGUMENT unless the residual is off or has `count` elements.
   void check_residual(size_t count) const {
@@ -211,6 +214,7 @@ struct AllReduceOptions {
     o.residual = residual.empty() ? nullptr : residual.data();
     o.segment_bytes = segment_bytes;
     o.restore_input = restore_input ? 1 : 0;
+    o.memory = memory;
     return o;
   }
 };

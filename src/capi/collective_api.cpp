@@ -3,6 +3,7 @@
 
 #include "capi/handles.hpp"
 #include "collective/allreduce.hpp"
+#include "gpu/staged_allreduce.hpp"
 
 namespace {
 
@@ -25,6 +26,8 @@ lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv
   if (o.schedule < LH_SCHEDULE_AUTO || o.schedule > LH_SCHEDULE_DIRECT)
     return lh::invalid_argument(fmt::format("unknown schedule {}", static_cast<int>(o.schedule)));
   if (o.segment_bytes == 0) return lh::invalid_argument("segment_bytes must be positive");
+  if (o.memory < LH_MEMORY_AUTO || o.memory > LH_MEMORY_CUDA)
+    return lh::invalid_argument(fmt::format("unknown memory kind {}", static_cast<int>(o.memory)));
   lh::collective::AllReduceSpec s;
   s.input = send;
   s.output = recv;
@@ -42,6 +45,24 @@ lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv
 
 }  // namespace
 
+lh::gpu::Memory lh::capi::memory_of(const lh_allreduce_options* options) {
+  if (!options || options->memory == LH_MEMORY_AUTO) return gpu::Memory::kAuto;
+  return options->memory == LH_MEMORY_CUDA ? gpu::Memory::kCuda : gpu::Memory::kHost;
+}
+
+lh::Status lh::capi::refuse_device_memory(std::initializer_list<const void*> buffers,
+                                          const lh_allreduce_options* options, const char* fn) {
+  const gpu::Memory declared = memory_of(options);
+  for (const void* b : buffers) {
+    if (b != nullptr && gpu::memory_of(b, declared) == gpu::Memory::kCuda)
+      return Status(LH_ERR_UNSUPPORTED,
+                    fmt::format("{}: device memory is not staged for this call yet (only "
+                                "lh_allreduce and lh_allreduce_async take it)",
+                                fn));
+  }
+  return Status::ok();
+}
+
 // The defaults are collective::AllReduceSpec's; nothing is written here.
 extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
   if (!o) return;
@@ -53,6 +74,7 @@ extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
   o->residual = d.residual;
   o->segment_bytes = static_cast<uint32_t>(d.segment_bytes);
   o->restore_input = d.restore_input ? 1 : 0;
+  o->memory = LH_MEMORY_AUTO;
 }
 
 extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count,
@@ -62,6 +84,8 @@ extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* r
   *out = nullptr;
   auto spec = make_spec(send, recv, count, dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
+  if (auto staged = lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options)); !staged)
+    return lh::capi::finish(comm, staged.status());
   return lh::capi::hand_out(comm, comm->impl->allreduce(*spec), out);
 }
 
@@ -104,6 +128,8 @@ extern "C" lh_status lh_reduce_scatter_async(lh_comm* comm, const void* send, vo
   spec->output = nullptr;
   spec->scatter_output = part;
   spec->chunk_counts = std::move(layout->counts);
+  if (auto staged = lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options)); !staged)
+    return lh::capi::finish(comm, staged.status());
   return lh::capi::hand_out(comm, comm->impl->allreduce(*spec), out);
 }
 
@@ -164,6 +190,12 @@ extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends,
     return lh::capi::finish(
         comm, lh::invalid_argument("an error-feedback residual serves a batch of one"));
   std::vector<lh::peer::Communicator::BatchItem> items;
-  for (size_t i = 0; i < count; ++i) items.push_back({sends[i], recvs[i], counts[i]});
+  for (size_t i = 0; i < count; ++i) {
+    if (auto s =
+            lh::capi::refuse_device_memory({sends[i], recvs[i]}, options, "lh_allreduce_batch");
+        !s)
+      return lh::capi::finish(comm, s);
+    items.push_back({sends[i], recvs[i], counts[i]});
+  }
   return lh::capi::finish(comm, comm->impl->allreduce_batch(items, *spec, max_attempts));
 }

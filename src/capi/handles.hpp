@@ -1,12 +1,14 @@
 // The C API's handles and the one place C++ Status becomes an lh_status plus a stored message.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/status.hpp"
+#include "gpu/device_memory.hpp"
 #include "master/master.hpp"
 #include "peer/communicator.hpp"
 #include "runtime/runtime.hpp"
@@ -73,6 +75,13 @@ struct GroupCounts {
 Result<GroupCounts> group_counts(lh_comm* comm, size_t count, const size_t* counts);
 // Waits for, reports and frees an operation: the blocking form of every *_async call.
 lh_status wait_and_destroy(lh_comm* comm, lh_op* op, lh_op_info* info);
+
+// options->memory as the GPU layer's (kAuto for NULL options).
+gpu::Memory memory_of(const lh_allreduce_options* options);
+// LH_ERR_UNSUPPORTED naming `fn` when any of `buffers` is device memory (detected, or declared by
+// options->memory): for the calls that do not stage device memory yet.
+Status refuse_device_memory(std::initializer_list<const void*> buffers,
+                            const lh_allreduce_options* options, const char* fn);
 
 // "" for NULL.
 inline std::string str(const char* s) {

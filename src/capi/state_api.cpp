@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "capi/handles.hpp"
+#include "gpu/state_shadows.hpp"
 #include "runtime/worker_pool.hpp"
 #include "state/registry.hpp"
 #include "state/sync.hpp"
@@ -12,11 +13,24 @@ struct lh_state {
   // started by the first lh_state_hash (idle workers block). lh_sync_state hashes on the
   // communicator's workers instead.
   std::unique_ptr<longhaul::runtime::WorkerPool> hash_workers;
+  // The tensors in device memory: the registry points at their pinned host shadows.
+  longhaul::gpu::StateShadows device_tensors;
   mutable std::mutex mu;
   std::string last_error;
 };
 
 namespace lh = longhaul;
+
+// A tensor in device memory is registered as a pinned host shadow (gpu/state_shadows.hpp).
+static lh_status add_device_tensor(lh_state* state, const char* name, void* device, size_t count,
+                                   lh::quant::DType type) {
+  auto shadow = lh::gpu::StateShadows::make(count * lh::quant::element_size(type));
+  if (!shadow) return lh::capi::finish(state, shadow.status());
+  if (lh::Status s = state->impl.add_tensor(name, (*shadow)->data(), count, type); !s)
+    return lh::capi::finish(state, s);
+  state->device_tensors.keep(device, std::move(*shadow));
+  return LH_OK;
+}
 
 extern "C" lh_status lh_state_create(lh_state** out) {
   if (!out) return lh::capi::null_argument("lh_state_create");
@@ -35,9 +49,10 @@ extern "C" lh_status lh_state_add_tensor(lh_state* state, const char* name, void
     return lh::capi::finish(
         state, lh::invalid_argument(
                    fmt::format("tensor '{}': unknown dtype {}", name, static_cast<int>(dtype))));
+  const auto type = static_cast<lh::quant::DType>(dtype);
   try {
-    return lh::capi::finish(
-        state, state->impl.add_tensor(name, data, count, static_cast<lh::quant::DType>(dtype)));
+    if (lh::gpu::is_device_pointer(data)) return add_device_tensor(state, name, data, count, type);
+    return lh::capi::finish(state, state->impl.add_tensor(name, data, count, type));
   } catch (const std::exception& e) {
     return lh::capi::finish(state,
                             lh::internal_error(fmt::format("lh_state_add_tensor: {}", e.what())));
@@ -60,6 +75,7 @@ extern "C" lh_status lh_state_hash(lh_state* state, uint64_t* hash) {
   if (!state || !hash) return lh::capi::null_argument("lh_state_hash");
   try {
     if (!state->hash_workers) state->hash_workers = std::make_unique<lh::runtime::WorkerPool>();
+    if (lh::Status s = state->device_tensors.pull(); !s) return lh::capi::finish(state, s);
     *hash = state->impl.hash(*state->hash_workers);
     return LH_OK;
   } catch (const std::exception& e) {
@@ -82,10 +98,17 @@ extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strat
         comm, state,
         lh::invalid_argument(fmt::format("unknown sync strategy {}", static_cast<int>(strategy))));
   try {
+    if (lh::Status pulled = state->device_tensors.pull(); !pulled)
+      return sync_failed(comm, state, pulled);
     lh::state::SyncResult r;
     lh::Status s =
         lh::state::sync_state(*comm->impl, *comm->runtime, *comm->block_server, state->impl,
                               static_cast<lh::wire::SyncStrategy>(strategy), &r);
+    // Fetched blocks were written into the shadows: the device tensors take them (on failure too,
+    // where the fetched tensors hold unspecified bytes, as host tensors would).
+    if (r.blocks_fetched > 0) {
+      if (lh::Status pushed = state->device_tensors.push(); !pushed && s) s = pushed;
+    }
     if (info) {
       info->tx_bytes = r.tx_bytes;
       info->rx_bytes = r.rx_bytes;

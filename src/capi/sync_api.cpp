@@ -34,6 +34,11 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
     if (r.dtype < LH_DTYPE_F32 || r.dtype > LH_DTYPE_U64)
       return lh::invalid_argument(
           fmt::format("range {}: unknown dtype {}", i, static_cast<int>(r.dtype)));
+    if (lh::gpu::is_device_pointer(r.data))
+      return lh::Status(LH_ERR_UNSUPPORTED,
+                        fmt::format("range {}: device memory is not staged for the sync engine yet "
+                                    "(its parameters must be host memory)",
+                                    i));
     e.ranges.push_back({r.data, r.count, static_cast<lh::quant::DType>(r.dtype)});
   }
   for (size_t i = 0; i < o.piece_count; ++i)

@@ -1,0 +1,162 @@
+// longhaul-gpu-bench: the GPU layer's own figures for bench/run gpu, each beside its reference
+// measured in the same run, one JSON line per subcommand.
+//
+//   staging  the staging of an all-reduce of a --bytes CUDA tensor (gpu::stage_device_buffers,
+//            then the landing of the result) beside plain cudaMemcpy to and from pinned memory;
+//   encode   the u8 and E3M0 kernels on --bytes of f32 beside a device-to-device cudaMemcpy of
+//            the same bytes, and whether their bytes equal the CPU encoder's.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "collective/allreduce_spec.hpp"
+#include "gpu/codec_device.hpp"
+#include "gpu/staged_allreduce.hpp"
+#include "quant/codec.hpp"
+
+namespace {
+
+using namespace longhaul;
+
+[[noreturn]] void die(const std::string& what, const std::string& message) {
+  std::fprintf(stderr, "longhaul-gpu-bench: %s: %s\n", what.c_str(), message.c_str());
+  std::exit(1);
+}
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) die(what, cudaGetErrorString(e));
+}
+void check(const Status& s, const char* what) {
+  if (!s) die(what, s.message());
+}
+
+// Median seconds of `repeats` runs of `step`, after one untimed run.
+double median_s(int repeats, const std::function<void()>& step) {
+  step();
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double gbps(std::size_t bytes, double seconds) {
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
+
+nlohmann::ordered_json staging(std::size_t bytes, int repeats) {
+  void* device = nullptr;
+  check(cudaMalloc(&device, bytes), "cudaMalloc");
+  check(cudaMemset(device, 1, bytes), "cudaMemset");
+  void* pinned = nullptr;
+  check(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+
+  const double memcpy_down = median_s(repeats, [&] {
+    check(cudaMemcpy(pinned, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  });
+  const double memcpy_up = median_s(repeats, [&] {
+    check(cudaMemcpy(device, pinned, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  });
+  cudaFreeHost(pinned);
+
+  // The all-reduce's own path: a pooled pinned slot, the copy in, and (once the collective has
+  // succeeded) the landing of the result.
+  collective::AllReduceSpec spec;
+  const auto stage = [&] {
+    spec = {};
+    spec.input = device;
+    spec.output = device;
+    spec.count = bytes / sizeof(float);
+    auto staged = gpu::stage_device_buffers(spec, gpu::Memory::kAuto);
+    if (!staged || !*staged)
+      die("stage_device_buffers", staged ? "not staged" : staged.status().message());
+  };
+  const double staging_down = median_s(repeats, stage);
+  const double staging_up = median_s(repeats, [&] { check(spec.land_output(), "land_output"); });
+  spec = {};
+  cudaFree(device);
+
+  const double ratio = (memcpy_down + memcpy_up) / (staging_down + staging_up);
+  return {{"bytes", bytes},
+          {"staging_to_host_s", staging_down},
+          {"staging_to_device_s", staging_up},
+          {"memcpy_to_host_s", memcpy_down},
+          {"memcpy_to_device_s", memcpy_up},
+          {"staging_to_host_gbps", gbps(bytes, staging_down)},
+          {"staging_to_device_gbps", gbps(bytes, staging_up)},
+          {"memcpy_to_host_gbps", gbps(bytes, memcpy_down)},
+          {"memcpy_to_device_gbps", gbps(bytes, memcpy_up)},
+          {"staging_vs_pinned_memcpy", ratio}};
+}
+
+nlohmann::ordered_json encode(std::size_t bytes, int repeats) {
+  const std::size_t count = bytes / sizeof(float);
+  std::vector<float> host(count);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : host) v = normal(rng);
+  float* in = nullptr;
+  float* copy = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&in), bytes), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&copy), bytes), "cudaMalloc");
+  check(cudaMemcpy(in, host.data(), bytes, cudaMemcpyHostToDevice), "upload");
+
+  nlohmann::ordered_json j = {{"bytes", bytes}};
+  const double d2d = median_s(repeats, [&] {
+    check(cudaMemcpy(copy, in, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // a device-to-device copy is async
+  });
+  j["d2d_copy_gbps"] = gbps(bytes, d2d);  // bytes copied per second (read once, written once)
+  for (quant::Codec codec : {quant::Codec::kU8, quant::Codec::kE3M0}) {
+    const std::string name(quant::codec_name(codec));
+    const std::size_t encoded = *quant::encoded_size(count, codec);
+    std::byte* out = nullptr;
+    check(cudaMalloc(reinterpret_cast<void**>(&out), encoded), "cudaMalloc");
+    const double t = median_s(
+        repeats, [&] { check(gpu::encode_on_device(in, count, out, codec), "encode_on_device"); });
+    std::vector<std::byte> got(encoded), want(encoded);
+    check(cudaMemcpy(got.data(), out, encoded, cudaMemcpyDeviceToHost), "download");
+    check(quant::encode(host, want, codec), "quant::encode");
+    cudaFree(out);
+    j["encode_" + name + "_gbps"] = gbps(bytes, t);  // f32 input bytes per second
+    j["encode_" + name + "_vs_d2d_copy"] = d2d / t;
+    j["encode_" + name + "_same_bytes_as_cpu"] = got == want;
+  }
+  cudaFree(copy);
+  cudaFree(in);
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The GPU layer's figures for bench/run gpu (one JSON line)."};
+  app.require_subcommand(1);
+  app.fallthrough();  // --bytes and --repeats may follow the subcommand
+  std::size_t bytes = std::size_t{1} << 30;
+  int repeats = 5;
+  app.add_option("--bytes", bytes, "tensor size (default 1 GiB)");
+  app.add_option("--repeats", repeats, "timed runs (median)")->check(CLI::PositiveNumber);
+  auto* stage = app.add_subcommand("staging", "staging of a CUDA tensor vs pinned cudaMemcpy");
+  auto* enc = app.add_subcommand("encode", "u8/E3M0 kernels vs device-to-device copy");
+  CLI11_PARSE(app, argc, argv);
+  check(gpu::cuda_available(), "CUDA");
+  const nlohmann::ordered_json j =
+      stage->parsed() ? staging(bytes, repeats) : encode(bytes, repeats);
+  std::printf("%s\n", j.dump().c_str());
+  const bool differs = enc->parsed() && !(j["encode_u8_same_bytes_as_cpu"].get<bool>() &&
+                                          j["encode_e3m0_same_bytes_as_cpu"].get<bool>());
+  return differs ? 1 : 0;
+}

@@ -1,0 +1,62 @@
+#include "gpu/pinned_pool.hpp"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace longhaul::gpu {
+
+namespace {
+
+class PinnedPool {
+ public:
+  Result<std::shared_ptr<PinnedBuffer>> acquire(std::size_t bytes) {
+    PinnedBuffer slot = take_idle(bytes);
+    if (slot.data() == nullptr) {
+      auto fresh = PinnedBuffer::allocate(bytes);
+      if (!fresh) return fresh.status();
+      slot = std::move(*fresh);
+    }
+    auto* owned = new PinnedBuffer(std::move(slot));
+    return std::shared_ptr<PinnedBuffer>(owned, [this](PinnedBuffer* b) {
+      give_back(std::move(*b));
+      delete b;
+    });
+  }
+
+ private:
+  PinnedBuffer take_idle(std::size_t bytes) {
+    std::lock_guard lock(mu_);
+    auto it = idle_.lower_bound(bytes);
+    if (it == idle_.end() || it->first > 2 * bytes) return {};
+    PinnedBuffer b = std::move(it->second);
+    idle_bytes_ -= it->first;
+    idle_.erase(it);
+    return b;
+  }
+
+  void give_back(PinnedBuffer b) {
+    std::lock_guard lock(mu_);
+    if (idle_bytes_ + b.size() > kPinnedPoolBytes) return;  // b is freed on return
+    idle_bytes_ += b.size();
+    const std::size_t size = b.size();
+    idle_.emplace(size, std::move(b));
+  }
+
+  std::mutex mu_;
+  std::multimap<std::size_t, PinnedBuffer> idle_;
+  std::size_t idle_bytes_ = 0;
+};
+
+PinnedPool& pool() {
+  static auto* p = new PinnedPool;  // never destroyed: slots may be handed back during exit
+  return *p;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<PinnedBuffer>> acquire_pinned(std::size_t bytes) {
+  return pool().acquire(bytes);
+}
+
+}  // namespace longhaul::gpu
