@@ -81,9 +81,7 @@ def test_bad_arguments(pair):
         c.allreduce(np.ones(4, dtype=np.float32), out=np.ones(5, dtype=np.float32))
     with pytest.raises(lh.Unsupported):
         c.allreduce(np.ones(4, dtype=np.float64), quant="u8")
-    if torch.cuda.is_available():
-        with pytest.raises(ValueError, match="CPU"):
-            c.allreduce(torch.ones(4, device="cuda"))
+    # (CUDA tensors are taken: test_cuda.py.)
 
 
 def test_handle_keeps_tensors_alive_and_times_out(pair):

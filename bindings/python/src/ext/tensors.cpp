@@ -64,6 +64,15 @@ bool read_only(nb::handle obj) {
   return nb::hasattr(flags, "writeable") && !nb::cast<bool>(flags.attr("writeable"));
 }
 
+// The library copies a CUDA tensor on its own stream, ordered only after the legacy default
+// stream, so the stream that wrote the tensor must be done: for torch, its current stream on the
+// tensor's device (DLPack's stream handshake is not passed through nanobind's import).
+void synchronize_producer(nb::handle obj) {
+  if (!nb::hasattr(obj, "is_cuda")) return;  // not torch: the caller synchronises (docs/python.md)
+  nb::module_ cuda = nb::module_::import_("torch.cuda");
+  cuda.attr("current_stream")(obj.attr("device")).attr("synchronize")();
+}
+
 }  // namespace
 
 TensorView import_tensor(nb::handle obj, bool writable, std::string_view what) {
@@ -80,10 +89,10 @@ TensorView import_tensor(nb::handle obj, bool writable, std::string_view what) {
     fail_type(what, std::string("expected a tensor or array exporting DLPack (torch.Tensor, "
                                 "numpy.ndarray), got ") +
                         nb::inst_name(obj).c_str());
-  if (a.device_type() != nb::device::cpu::value)
-    fail_value(what,
-               "the tensor is not in CPU memory; this build of longhaul reduces CPU tensors "
-               "only (CUDA tensors need the GPU layer)");
+  const bool on_cuda = a.device_type() == nb::device::cuda::value;
+  if (a.device_type() != nb::device::cpu::value && !on_cuda)
+    fail_value(what, "the tensor is in neither CPU nor CUDA memory");
+  if (on_cuda) synchronize_producer(obj);
   TensorView v;
   if (!to_dtype(a.dtype(), &v.dtype))
     fail_type(what,
