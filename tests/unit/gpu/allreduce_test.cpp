@@ -37,8 +37,8 @@ class GpuAllReduce : public longhaul::gpu::testing::TwoPeers {
   std::vector<float> host_result(const std::vector<float>& x, const std::vector<float>& y,
                                  const longhaul::AllReduceOptions& o) {
     std::vector<float> a = x, b = y;
-    both([&] { gpu_->allreduce(std::span(a), longhaul::ReduceOp::kSum, o); },
-         [&] { cpu_->allreduce(std::span(b), longhaul::ReduceOp::kSum, o); });
+    both([&] { gpu().allreduce(std::span(a), longhaul::ReduceOp::kSum, o); },
+         [&] { cpu().allreduce(std::span(b), longhaul::ReduceOp::kSum, o); });
     EXPECT_TRUE(same_bytes(a, b));
     return a;
   }
@@ -57,10 +57,10 @@ TEST_F(GpuAllReduce, AGpuPeerAndACpuPeerGetTheSameBytesForEveryCodec) {
     std::vector<float> cpu_side = y;
     both(
         [&] {
-          gpu_->allreduce(std::span<const float>(in.as<float>(), n),
+          gpu().allreduce(std::span<const float>(in.as<float>(), n),
                           std::span<float>(out.as<float>(), n), longhaul::ReduceOp::kSum, o);
         },
-        [&] { cpu_->allreduce(std::span(cpu_side), longhaul::ReduceOp::kSum, o); });
+        [&] { cpu().allreduce(std::span(cpu_side), longhaul::ReduceOp::kSum, o); });
     EXPECT_TRUE(same_bytes(out.download<float>(), want)) << "codec " << codec;
     EXPECT_TRUE(same_bytes(cpu_side, want)) << "codec " << codec;
     EXPECT_TRUE(same_bytes(in.download<float>(), x)) << "the device input is left as it was";
@@ -77,7 +77,7 @@ TEST_F(GpuAllReduce, InPlaceBf16OnTheDeviceAverages) {
   both(
       [&] {
         lh_allreduce_options c = o.c_options();
-        ASSERT_EQ(lh_allreduce(gpu_->get(), buffer.as<void>(), buffer.as<void>(), n, LH_DTYPE_BF16,
+        ASSERT_EQ(lh_allreduce(gpu().get(), buffer.as<void>(), buffer.as<void>(), n, LH_DTYPE_BF16,
                                LH_OP_AVG, &c, nullptr),
                   LH_OK);
       },
@@ -85,7 +85,7 @@ TEST_F(GpuAllReduce, InPlaceBf16OnTheDeviceAverages) {
         lh_allreduce_options c;
         lh_allreduce_options_init(&c);
         ASSERT_EQ(
-            lh_allreduce(cpu_->get(), y.data(), y.data(), n, LH_DTYPE_BF16, LH_OP_AVG, &c, nullptr),
+            lh_allreduce(cpu().get(), y.data(), y.data(), n, LH_DTYPE_BF16, LH_OP_AVG, &c, nullptr),
             LH_OK);
       });
   const std::vector<std::uint16_t> got = buffer.download<std::uint16_t>();
@@ -99,7 +99,7 @@ TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndUnstagedCollectivesAreRefused) {
   longhaul::AllReduceOptions o;
   o.memory = LH_MEMORY_CUDA;
   try {
-    gpu_->allreduce(std::span(host), longhaul::ReduceOp::kSum, o);
+    gpu().allreduce(std::span(host), longhaul::ReduceOp::kSum, o);
     ADD_FAILURE() << "host memory declared as device memory was taken";
   } catch (const longhaul::Error& e) {
     EXPECT_EQ(e.status(), LH_ERR_INVALID_ARGUMENT) << e.what();
@@ -107,9 +107,9 @@ TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndUnstagedCollectivesAreRefused) {
   DeviceBuffer device(16 * sizeof(float));
   lh_allreduce_options c;
   lh_allreduce_options_init(&c);
-  EXPECT_EQ(lh_broadcast(gpu_->get(), device.as<void>(), 16, LH_DTYPE_F32, 0, &c, nullptr),
+  EXPECT_EQ(lh_broadcast(gpu().get(), device.as<void>(), 16, LH_DTYPE_F32, 0, &c, nullptr),
             LH_ERR_UNSUPPORTED);
-  EXPECT_NE(std::string(lh_comm_last_error(gpu_->get())).find("device memory"), std::string::npos);
+  EXPECT_NE(std::string(lh_comm_last_error(gpu().get())).find("device memory"), std::string::npos);
 }
 
 }  // namespace

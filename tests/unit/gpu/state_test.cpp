@@ -68,11 +68,11 @@ class GpuState : public longhaul::gpu::testing::TwoPeers {
                  lh_sync_strategy cpu_strategy, lh_sync_info* gpu_info) {
     both(
         [&] {
-          ASSERT_EQ(lh_sync_state(gpu_->get(), gpu_state, gpu_strategy, gpu_info), LH_OK)
+          ASSERT_EQ(lh_sync_state(gpu().get(), gpu_state, gpu_strategy, gpu_info), LH_OK)
               << lh_state_last_error(gpu_state);
         },
         [&] {
-          ASSERT_EQ(lh_sync_state(cpu_->get(), cpu_state, cpu_strategy, nullptr), LH_OK)
+          ASSERT_EQ(lh_sync_state(cpu().get(), cpu_state, cpu_strategy, nullptr), LH_OK)
               << lh_state_last_error(cpu_state);
         });
   }
