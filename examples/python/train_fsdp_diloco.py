@@ -136,9 +136,11 @@ def main():
         diloco = DiLoCo(model, opt, comm, H=a.H, fragments=a.fragments, quant=a.quant).join()
     steps = a.outer_steps * a.H + (a.fragments - 1) * (a.H // a.fragments)
     t0 = time.perf_counter()
+    hook0 = 0.0
     for step in range(1, steps + 1):
         if step == a.H + 1:
             t0 = time.perf_counter()
+            hook0 = diloco.hook_seconds if diloco else 0.0
         inputs, targets = batch(a.node_index, step, local_rank, a.per_rank_batch)
         loss = loss_fn(model, inputs, targets)
         loss.backward()
@@ -156,7 +158,10 @@ def main():
             if local_rank == 0:
                 print(json.dumps(record), flush=True)
     if a.time_steps and local_rank == 0:
-        print(json.dumps({"seconds_per_step": (time.perf_counter() - t0) / max(1, steps - a.H)}), flush=True)
+        timed = max(1, steps - a.H)
+        hook = (diloco.hook_seconds - hook0) / timed if diloco else 0.0
+        print(json.dumps({"seconds_per_step": (time.perf_counter() - t0) / timed,
+                          "diloco_seconds_per_step": hook}), flush=True)
     if diloco:
         diloco.close()
         comm.close("done")

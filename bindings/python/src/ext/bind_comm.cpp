@@ -146,10 +146,10 @@ lh_sync_info sync_state(Communicator& comm, nb::dict tensors, uint64_t revision,
   return info;
 }
 
-}  // namespace
+using CommClass = nb::class_<Communicator>;
 
-void bind_comm(nb::module_& m) {
-  nb::class_<Communicator> comm(m, "Communicator", doc::communicator);
+// The constructor (every lh_comm_options field, torchrun's defaults) and the membership calls.
+void define_construction(CommClass& comm) {
   comm.def(
           "__init__",
           [](Communicator* self, const std::string& master_address,
@@ -199,8 +199,12 @@ void bind_comm(nb::module_& m) {
       .def("update_topology", &Communicator::update_topology, doc::update_topology)
       .def("peers_pending", &Communicator::peers_pending, doc::peers_pending)
       .def("close", &Communicator::close, "reason"_a = "closed", doc::close)
-      .def_prop_ro("closed", &Communicator::closed, "Whether close() ran.")
-      .def_prop_ro(
+      .def_prop_ro("closed", &Communicator::closed, "Whether close() ran.");
+}
+
+// What a communicator reports: attributes, node, traffic, the last abort; the context manager.
+void define_properties(CommClass& comm) {
+  comm.def_prop_ro(
           "world_size", [](const Communicator& c) { return c.attribute(LH_ATTR_WORLD_SIZE); },
           "Peers in the current epoch, every group.")
       .def_prop_ro(
@@ -259,8 +263,11 @@ void bind_comm(nb::module_& m) {
       .def(
           "__exit__",
           [](Communicator& c, nb::handle, nb::handle, nb::handle) { c.close("closed"); },
-          "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
-      .def("allreduce", &allreduce, "tensor"_a, "op"_a = "sum", nb::kw_only(),
+          "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none());
+}
+
+void define_collectives(CommClass& comm) {
+  comm.def("allreduce", &allreduce, "tensor"_a, "op"_a = "sum", nb::kw_only(),
            "quant"_a = nb::none(), "out"_a = nb::none(), "block"_a = nb::none(),
            "schedule"_a = "auto", "residual"_a = nb::none(), "restore_input"_a = true,
            nb::sig(
@@ -279,7 +286,10 @@ void bind_comm(nb::module_& m) {
            "Benchmark helper: `iterations` in-place sum all-reduces from C++; seconds per call.")
       .def("sync_state", &sync_state, "tensors"_a, "revision"_a = 0,
            "strategy"_a = "enforce_popular", doc::sync_state);
+}
 
+// What the calls return: a Work per operation, a SyncInfo per sync.
+void bind_results(nb::module_& m) {
   nb::class_<Work>(m, "Work", doc::work)
       .def("wait", &Work::wait, "timeout"_a = nb::none(),
            nb::sig("def wait(self, timeout: float | None = None) -> object"), doc::wait)
@@ -304,6 +314,16 @@ void bind_comm(nb::module_& m) {
       .def_ro("blocks_fetched", &lh_sync_info::blocks_fetched, "1 MiB blocks fetched and verified.")
       .def_ro("sources", &lh_sync_info::sources, "Distinct peers fetched from.")
       .def_ro("revision", &lh_sync_info::revision, "The state's revision afterwards.");
+}
+
+}  // namespace
+
+void bind_comm(nb::module_& m) {
+  CommClass comm(m, "Communicator", doc::communicator);
+  define_construction(comm);
+  define_properties(comm);
+  define_collectives(comm);
+  bind_results(m);
 }
 
 }  // namespace longhaul::py

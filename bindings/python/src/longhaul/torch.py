@@ -9,6 +9,7 @@ Importing this module imports torch; ``import longhaul`` alone does not.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -82,6 +83,9 @@ class DiLoCo:
                              pieces=pieces, **engine_options)
         self.engine: SyncEngine | None = None
         self._hook = inner_optimizer.register_step_post_hook(self._after_step)
+        #: Seconds spent in the optimizer hook (the engine's step, syncs included) since creation:
+        #: what DiLoCo adds to the training loop's wall time.
+        self.hook_seconds = 0.0
         if torch.distributed.is_available() and torch.distributed.is_initialized() \
                 and torch.distributed.get_world_size() > 1:
             comm.on_eviction = "exit"
@@ -96,6 +100,13 @@ class DiLoCo:
         return self
 
     def _after_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._run_engine_step()
+        finally:
+            self.hook_seconds += time.perf_counter() - t0
+
+    def _run_engine_step(self) -> None:
         if self.engine is None:
             self.join()
         if [t.data_ptr() for t in self.params] != self._ptrs:
