@@ -35,6 +35,10 @@ fi
 for p in "${PIP_PACKAGES[@]}"; do
   "$PY" -c "import $p" 2>/dev/null || { echo "setup: installing $p"; "$PY" -m pip install -q "$p"; }
 done
+# NCCL for the GPU layer, loaded at run time (docs/gpu.md): the nvidia-nccl-cu13 wheel's libnccl.so.2
+# (its loader's test needs no GPU).
+"$PY" -c 'import importlib.util as u, sys; sys.exit(0 if u.find_spec("nvidia.nccl") else 1)' 2>/dev/null ||
+  { echo "setup: installing nvidia-nccl-cu13"; "$PY" -m pip install -q nvidia-nccl-cu13; }
 # The Python bindings (bindings/python): nanobind 2.x builds them, scikit-build-core packages them.
 if ! "$PY" -c 'import nanobind, sys; sys.exit(0 if nanobind.__version__.startswith("2.") else 1)' 2>/dev/null; then
   echo "setup: installing nanobind 2.x"

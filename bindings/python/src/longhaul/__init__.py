@@ -6,7 +6,30 @@ tensors cross by DLPack, zero-copy. Importing this package imports neither torch
 docs/python.md is the guide.
 """
 
-from ._longhaul import (
+import importlib.util as _util
+import os as _os
+
+
+def _point_at_the_nccl_wheel() -> None:
+    """The GPU layer loads NCCL at run time: the copy the process has (PyTorch's), else
+    LONGHAUL_NCCL_LIBRARY, else the loader's search path. Where the nvidia-nccl-cu13 wheel is
+    installed and nothing is set, point at the wheel's library (finding it imports nothing)."""
+    if _os.environ.get("LONGHAUL_NCCL_LIBRARY"):
+        return
+    try:
+        spec = _util.find_spec("nvidia.nccl")
+    except (ImportError, ValueError):
+        return
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        library = _os.path.join(folder, "lib", "libnccl.so.2")
+        if _os.path.exists(library):
+            _os.environ["LONGHAUL_NCCL_LIBRARY"] = library
+            return
+
+
+_point_at_the_nccl_wheel()
+
+from ._longhaul import (  # noqa: E402 - after the environment is set for the library
     Closed,
     Communicator,
     LonghaulError,
