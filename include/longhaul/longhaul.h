@@ -385,9 +385,9 @@ typedef enum lh_schedule { LH_SCHEDULE_AUTO = 0, LH_SCHEDULE_RING = 1, LH_SCHEDU
  * untouched on failure; the bytes on the wire and the result are those of a host all-reduce, bit
  * for bit. The caller must have finished writing `send` before the call (its stream synchronised,
  * or its work on the legacy default stream, which the copies are ordered after). Device memory is
- * taken by lh_allreduce_async and lh_allreduce so far; the other collectives, the batch, shared
- * state and the sync engine refuse it with LH_ERR_UNSUPPORTED, as does a machine without a usable
- * CUDA device ("no CUDA device: ..."). docs/gpu.md has the details and figures. */
+ * taken by lh_allreduce_async, lh_allreduce and lh_state_add_tensor so far; the other
+ * collectives, the batch and the sync engine refuse it with LH_ERR_UNSUPPORTED, as does a machine
+ * without a usable CUDA device ("no CUDA device: ..."). docs/gpu.md has the details and figures. */
 typedef enum lh_memory { LH_MEMORY_AUTO = 0, LH_MEMORY_HOST = 1, LH_MEMORY_CUDA = 2 } lh_memory;
 
 typedef struct lh_allreduce_options {
