@@ -26,7 +26,8 @@ Status copy_out(void* to, const void* slot, std::size_t bytes, Memory where) {
 
 Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declared) {
   const Memory input = memory_of(spec.input, declared);
-  const Memory output = memory_of(spec.output, declared);
+  // In place (the usual case) asks the runtime once: this runs on every all-reduce.
+  const Memory output = spec.output == spec.input ? input : memory_of(spec.output, declared);
   const bool scatter_to_device =
       spec.reduce_scatter() && memory_of(spec.scatter_output, declared) == Memory::kCuda;
   if (input != Memory::kCuda && output != Memory::kCuda && !scatter_to_device) return false;
