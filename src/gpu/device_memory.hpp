@@ -20,9 +20,6 @@ namespace longhaul::gpu {
 // Where a buffer handed to longhaul lives: detected from the pointer (kAuto), or declared.
 enum class Memory { kAuto, kHost, kCuda };
 
-// True when this build has the GPU layer (LONGHAUL_CUDA on at configure time).
-bool built_with_cuda();
-
 // OK when a CUDA device can be used here; otherwise why not (LH_ERR_UNSUPPORTED: built without
 // CUDA, no driver, no device). The first call initialises the runtime; the answer is kept.
 Status cuda_available();

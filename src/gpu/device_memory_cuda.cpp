@@ -65,10 +65,6 @@ int device_owning(const void* p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? a.device : -1;
 }
 
-bool built_with_cuda() {
-  return true;
-}
-
 Status cuda_available() {
   static const Status available = [] {
     int devices = 0;

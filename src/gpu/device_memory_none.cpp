@@ -11,9 +11,6 @@ Status not_built() {
 }
 }  // namespace
 
-bool built_with_cuda() {
-  return false;
-}
 Status cuda_available() {
   return not_built();
 }

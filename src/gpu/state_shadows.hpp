@@ -27,8 +27,6 @@ class StateShadows {
   // Copies every shadow back to its device tensor (after a sync that wrote tensors).
   Status push() const;
 
-  bool empty() const { return tensors_.empty(); }
-
  private:
   struct Tensor {
     void* device;

@@ -35,7 +35,6 @@ class DeviceBuffer {
   T* as() const {
     return static_cast<T*>(data_);
   }
-  std::size_t bytes() const { return bytes_; }
 
   template <typename T>
   void upload(const std::vector<T>& host) const {
