@@ -201,9 +201,10 @@ void RunMonitor::on_exit(const std::string& peer, int64_t exit_status, int term_
   const std::string how = exit_status < 0 ? "signal " + std::to_string(term_signal)
                                           : "exit status " + std::to_string(exit_status);
   // Exit status 4: its node was evicted, as it must be when another of its ranks died, stalled
-  // or left (or this one was told to leave while its node was already going).
+  // or left (or this one was told to leave, or to die, while its node was already going: the
+  // eviction can end it before our signal lands).
   constexpr int64_t kNodeEvicted = 4;
-  if (exit_status == kNodeEvicted && p->in_node && p->fate != Fate::kKilled &&
+  if (exit_status == kNodeEvicted && p->in_node &&
       (p->node_disrupted || p->fate == Fate::kTermed)) {
     ++s_.node_evictions;
     return;

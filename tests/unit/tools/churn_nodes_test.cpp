@@ -50,6 +50,23 @@ TEST_F(ChurnNodesTest, ANodeEvictionIsExpectedOnlyAfterItsNodeWasDisrupted) {
   EXPECT_EQ(m.violations().size(), 1u);
 }
 
+// A rank SIGKILLed just as its node is evicted (another rank of it died first) may exit on the
+// eviction before the signal lands; a SIGKILLed rank of an undisturbed node may not.
+TEST_F(ChurnNodesTest, AKilledRankOfAnEvictedNodeMayExitOnTheEvictionFirst) {
+  start("n1.r0", 0);
+  start("n1.r1", 1);
+  start("n2.r0", 0);
+  m.on_node_disrupted("n1.r1");
+  m.on_kill("n1.r0", 10);
+  m.on_kill("n1.r1", 10);
+  m.on_exit("n1.r0", -1, 9, 11);
+  m.on_exit("n1.r1", 4, 0, 11);
+  EXPECT_TRUE(m.violations().empty());
+  m.on_kill("n2.r0", 12);
+  m.on_exit("n2.r0", 4, 0, 13);
+  EXPECT_EQ(m.violations().size(), 1u);
+}
+
 TEST(ChurnNodesCommand, ARankNamesItsNodeAndRail) {
   Flags f;
   f.nodes = 4;
