@@ -219,6 +219,17 @@ int main(int argc, char** argv) {
   stats.has_state = stats.has_engine = true;
   stats.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}};
   write_seed("control_peer_stats", fz::kControl, wire::encode_control(stats));
+  // Master restart (protocol version 7): a member's view of the run.
+  wire::RejoinMsg rejoin;
+  rejoin.peer_id = 5;
+  rejoin.advertised_port = 4000;
+  rejoin.epoch = 12;
+  rejoin.world = 3;
+  rejoin.ring = {3, 5, 7};
+  rejoin.proposed_epoch = 13;
+  rejoin.proposed_ring = {5, 7};
+  rejoin.decided_attempt = 2;
+  write_seed("control_rejoin", fz::kControl, wire::encode_control(rejoin));
   write_seed(
       "control_topology", fz::kControl,
       wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));

@@ -111,6 +111,16 @@ typedef struct lh_master_options {
   uint32_t handshake_timeout_ms;
   /* Threads serving the network. 0 (the default) picks 2. */
   uint32_t io_threads;
+  /* A file where the master keeps its journal (a few dozen bytes, rewritten atomically and
+   * fsynced once per 1024 peer ids or epochs), or NULL (the default) for none. A master started
+   * on a journal an earlier master left recovers that run: for a window of
+   * max(2 s, heartbeat_interval_ms x heartbeat_misses) its peers rejoin with their view of the
+   * run, then every group is re-formed in a newer epoch, and new peer ids continue above the
+   * earlier master's. A corrupt journal is logged and replaced, never fatal. Without a journal
+   * a restarted master still recovers from the peers' reports, but a newcomer registering before
+   * they are back may take one's id (that peer is then removed). See docs/operations.md,
+   * "Restarting the master". */
+  const char* journal_path;
 } lh_master_options;
 
 /* Fills *options with the defaults above (the strings it sets are static). NULL is ignored. */
@@ -207,6 +217,13 @@ typedef struct lh_comm_options {
   const char* node;
   uint32_t node_rail;
   uint32_t node_rails;
+  /* When the connection to the master breaks after lh_comm_connect succeeded (the master crashed
+   * or is restarting), the communicator keeps its epoch, ring and data links, fails the
+   * operations in flight with LH_ERR_ABORTED (retryable: call lh_comm_update_topology, which
+   * waits for the master, and retry), and reconnects with backoff for up to this long; then it
+   * rejoins the master, which re-forms the ring. Not back in time: LH_ERR_PEER_LOST. 0 ends the
+   * communicator at once when the master is lost. Default 60000. */
+  uint32_t master_reconnect_timeout_ms;
 } lh_comm_options;
 
 /* Fills *options with the defaults above (the strings it sets are static). NULL is ignored. */
@@ -306,14 +323,15 @@ lh_status lh_comm_get_traffic(lh_comm* comm, lh_traffic* traffic);
 /* Called (on a library thread; must not block or call back into the communicator) when the master
  * aborts the in-flight operations of this peer's group: because a peer or link was lost (status
  * LH_ERR_PEER_LOST), or because a member is waiting in lh_comm_update_topology to re-form the ring
- * for a joiner (status LH_ERR_ABORTED); and once more if the communicator fails (the master is lost, or it
- * removed this peer: LH_ERR_NODE_EVICTED when another rail of this peer's node died, so a
- * trainer can abort its intra-node collectives instead of hanging in them); not for lh_comm_leave
+ * for a joiner (status LH_ERR_ABORTED); and once more if the communicator fails (the master is
+ * lost, or it removed this peer: LH_ERR_NODE_EVICTED when another rail of this peer's node died, so
+ * a trainer can abort its intra-node collectives instead of hanging in them); not for lh_comm_leave
  * or lh_comm_destroy. `reason` is valid during the call
  * only. Set it before lh_comm_connect; a NULL callback removes it, a new one replaces the old (a
  * call of the old one already under way may still finish). Once lh_comm_destroy returns, the
  * callback is not running and is not called again. */
-typedef void (*lh_abort_callback)(void* user_data, uint64_t epoch, lh_status status, const char* reason);
+typedef void (*lh_abort_callback)(void* user_data, uint64_t epoch, lh_status status,
+                                  const char* reason);
 lh_status lh_comm_set_abort_callback(lh_comm* comm, lh_abort_callback callback, void* user_data);
 
 /* Leaves gracefully: tells the master (which logs `reason`, may be NULL) and closes every link.
@@ -352,7 +370,13 @@ typedef enum lh_dtype {
  * in f32 and round to nearest-even. Sums and averages round once per combining step: at every hop
  * of the ring schedule (partial sums travel as f16/bf16), once in all for the direct schedule
  * (the chunk's owner adds every contribution in f32), and an average divides before it rounds. */
-typedef enum lh_reduce_op { LH_OP_SUM = 0, LH_OP_AVG = 1, LH_OP_MIN = 2, LH_OP_MAX = 3, LH_OP_PROD = 4 } lh_reduce_op;
+typedef enum lh_reduce_op {
+  LH_OP_SUM = 0,
+  LH_OP_AVG = 1,
+  LH_OP_MIN = 2,
+  LH_OP_MAX = 3,
+  LH_OP_PROD = 4
+} lh_reduce_op;
 
 /* Wire encodings of an all-reduce. Quantizing codecs need LH_DTYPE_F32 data. LH_CODEC_U8/U4 are
  * min-max blockwise (a scale and an offset per block of `block` elements). LH_CODEC_E3M0 is the
@@ -375,7 +399,11 @@ typedef enum lh_codec {
  * all-reduces when lh_comm_options.full_mesh is set and the group has at most 16 peers, else
  * ring. A member without a link its schedule needs (one was lost) fails the operation with
  * LH_ERR_PEER_LOST, and the members that started it fail at once. */
-typedef enum lh_schedule { LH_SCHEDULE_AUTO = 0, LH_SCHEDULE_RING = 1, LH_SCHEDULE_DIRECT = 2 } lh_schedule;
+typedef enum lh_schedule {
+  LH_SCHEDULE_AUTO = 0,
+  LH_SCHEDULE_RING = 1,
+  LH_SCHEDULE_DIRECT = 2
+} lh_schedule;
 
 /* Where a collective's buffers live. LH_MEMORY_AUTO asks the CUDA runtime about each pointer (one
  * query per buffer per call; every pointer is host memory in a build without the GPU layer or on a
@@ -391,9 +419,9 @@ typedef enum lh_schedule { LH_SCHEDULE_AUTO = 0, LH_SCHEDULE_RING = 1, LH_SCHEDU
 typedef enum lh_memory { LH_MEMORY_AUTO = 0, LH_MEMORY_HOST = 1, LH_MEMORY_CUDA = 2 } lh_memory;
 
 typedef struct lh_allreduce_options {
-  lh_codec codec;         /* default LH_CODEC_NONE */
-  uint32_t block;         /* elements per quantization block; default 128 */
-  lh_schedule schedule;   /* default LH_SCHEDULE_AUTO */
+  lh_codec codec;       /* default LH_CODEC_NONE */
+  uint32_t block;       /* elements per quantization block; default 128 */
+  lh_schedule schedule; /* default LH_SCHEDULE_AUTO */
   /* Error feedback (quantizing codecs only): `count` floats carried from call to call; the
    * quantization error of this peer's contribution is kept here and added to the next call's
    * input. Zero-initialise before the first call. Default NULL (off). */
@@ -448,15 +476,16 @@ typedef struct lh_op_info {
  * (which waits for it). On failure *out is NULL and the message is in lh_comm_last_error and
  * lh_last_error. Thread-safe with respect to other collectives on the same communicator, but not
  * to lh_comm_update_topology. */
-lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
-                             lh_reduce_op op, const lh_allreduce_options* options, lh_op** out);
+lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count,
+                             lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
+                             lh_op** out);
 
 /* lh_allreduce_async followed by lh_op_wait and lh_op_destroy: blocks until the all-reduce has
  * completed and returns its outcome, with the failure message in lh_comm_last_error and
  * lh_last_error. `info` may be NULL; it is filled once the operation started, whether it then
  * succeeded or failed. Thread-safe as lh_allreduce_async. */
-lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype, lh_reduce_op op,
-                       const lh_allreduce_options* options, lh_op_info* info);
+lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
+                       lh_reduce_op op, const lh_allreduce_options* options, lh_op_info* info);
 
 /* *done = 1 once the operation has completed (its status is then what lh_op_wait returns), else
  * 0. Never blocks. Thread-safe. */
@@ -501,9 +530,9 @@ void lh_op_destroy(lh_op* op);
  * The failure message is in lh_comm_last_error and lh_last_error. It calls
  * lh_comm_update_topology itself, so nothing else may run on the communicator meanwhile: no
  * other collective, no lh_comm_update_topology, no sync engine. */
-lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* const* recvs, const size_t* counts,
-                             size_t count, lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
-                             uint32_t max_attempts);
+lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends, void* const* recvs,
+                             const size_t* counts, size_t count, lh_dtype dtype, lh_reduce_op op,
+                             const lh_allreduce_options* options, uint32_t max_attempts);
 
 /* The other collectives: reduce-scatter, all-gather, broadcast and barrier, with the guarantees of
  * an all-reduce: striped over each link's connections, the same types and codecs, bit-identical
@@ -550,8 +579,8 @@ lh_status lh_allgather_async(lh_comm* comm, const void* send, size_t send_count,
                              const size_t* recv_counts, lh_dtype dtype,
                              const lh_allreduce_options* options, lh_op** out);
 lh_status lh_allgather(lh_comm* comm, const void* send, size_t send_count, void* recv,
-                       const size_t* recv_counts, lh_dtype dtype, const lh_allreduce_options* options,
-                       lh_op_info* info);
+                       const size_t* recv_counts, lh_dtype dtype,
+                       const lh_allreduce_options* options, lh_op_info* info);
 
 /* Broadcast: the `count` elements of `buffer` at the peer at ring position `root` end in `buffer`
  * on every peer (quantized: the root encodes once and every peer, the root included, holds the
@@ -559,8 +588,8 @@ lh_status lh_allgather(lh_comm* comm, const void* send, size_t send_count, void*
  * one sends it from the root to every peer (one round trip; auto picks it for up to 64 KiB).
  * LH_ERR_INVALID_ARGUMENT for a root outside the group. On failure `buffer` holds what it held
  * before the call (unless options->restore_input == 0). */
-lh_status lh_broadcast_async(lh_comm* comm, void* buffer, size_t count, lh_dtype dtype, uint32_t root,
-                             const lh_allreduce_options* options, lh_op** out);
+lh_status lh_broadcast_async(lh_comm* comm, void* buffer, size_t count, lh_dtype dtype,
+                             uint32_t root, const lh_allreduce_options* options, lh_op** out);
 lh_status lh_broadcast(lh_comm* comm, void* buffer, size_t count, lh_dtype dtype, uint32_t root,
                        const lh_allreduce_options* options, lh_op_info* info);
 
@@ -597,10 +626,12 @@ void lh_state_destroy(lh_state* state);
  * of the tensor, refreshed from the device by every lh_state_hash and lh_sync_state, and a sync
  * that fetches blocks copies them back to the device; the hash and the wire are a host tensor's,
  * so GPU and CPU peers sync with each other. The copy costs the tensor's size in pinned memory. */
-lh_status lh_state_add_tensor(lh_state* state, const char* name, void* data, size_t count, lh_dtype dtype);
+lh_status lh_state_add_tensor(lh_state* state, const char* name, void* data, size_t count,
+                              lh_dtype dtype);
 
 /* Sets / reads the revision: the number of syncs this state has been through. A fresh registry
- * is at 0; lh_sync_state sets it to the group's new revision. Set it when restoring a checkpoint. */
+ * is at 0; lh_sync_state sets it to the group's new revision. Set it when restoring a checkpoint.
+ */
 lh_status lh_state_set_revision(lh_state* state, uint64_t revision);
 lh_status lh_state_get_revision(const lh_state* state, uint64_t* revision);
 
@@ -660,7 +691,8 @@ typedef struct lh_sync_info {
  * (re-sync to repair them); tensors it was not fetching are untouched. Neither the tensors nor the
  * registry may be touched by other threads during the call. `info` may be NULL; it is zeroed on
  * entry and, once the sync ran, filled whether it succeeded or failed. */
-lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strategy strategy, lh_sync_info* info);
+lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strategy strategy,
+                        lh_sync_info* info);
 
 /* The message of the last failed call on this registry, or "" (a failed lh_sync_state records its
  * message here as well as on the communicator). Owned by the registry: valid until its next
@@ -724,24 +756,24 @@ typedef struct lh_sync_engine_options {
    * must lie inside their range and not overlap; every fragment must get an element. */
   const lh_fragment_piece* pieces;
   size_t piece_count;
-  uint32_t fragments;   /* F; default 1 */
-  uint32_t sync_every;  /* H: inner steps between two syncs of a fragment; default 100 */
+  uint32_t fragments;  /* F; default 1 */
+  uint32_t sync_every; /* H: inner steps between two syncs of a fragment; default 100 */
   /* tau: inner steps between a round's launch and its outer update (0: blocking); must be below
    * H, and at most H / F when F > 1. Default 0. */
   uint32_t delay;
-  lh_outer_method method;  /* default LH_OUTER_DILOCO */
-  float outer_lr;          /* DiLoCo and eager; default 0.7 */
-  float outer_momentum;    /* Nesterov momentum; default 0.9 */
+  lh_outer_method method; /* default LH_OUTER_DILOCO */
+  float outer_lr;         /* DiLoCo and eager; default 0.7 */
+  float outer_momentum;   /* Nesterov momentum; default 0.9 */
   /* alpha of the merge local <- alpha * local + (1 - alpha) * global, in [0, 1); default 0. */
   float mix;
-  float co2_lr;            /* CO2's outer lr; default 1.0 */
-  float co2_momentum;      /* CO2's heavy-ball momentum; default 0.2 */
-  float co2_gap_penalty;   /* CO2's staleness gap penalty (>= 1; 1 is off); default 1.0 */
-  float co2_clip;          /* CO2's momentum clip (element-wise, > 0), 0 is off; default 0 */
-  lh_codec codec;          /* the pseudo-gradients' wire codec; default LH_CODEC_NONE */
-  uint32_t block;          /* elements per quantization block; default 128 */
-  lh_loss_policy on_loss;  /* default LH_LOSS_RETRY */
-  uint32_t max_attempts;   /* tries of one round under LH_LOSS_RETRY; default 3 */
+  float co2_lr;           /* CO2's outer lr; default 1.0 */
+  float co2_momentum;     /* CO2's heavy-ball momentum; default 0.2 */
+  float co2_gap_penalty;  /* CO2's staleness gap penalty (>= 1; 1 is off); default 1.0 */
+  float co2_clip;         /* CO2's momentum clip (element-wise, > 0), 0 is off; default 0 */
+  lh_codec codec;         /* the pseudo-gradients' wire codec; default LH_CODEC_NONE */
+  uint32_t block;         /* elements per quantization block; default 128 */
+  lh_loss_policy on_loss; /* default LH_LOSS_RETRY */
+  uint32_t max_attempts;  /* tries of one round under LH_LOSS_RETRY; default 3 */
   /* A round not done this long after its launch is dropped on every peer and counted as late;
    * 0 (the default): no deadline. */
   uint32_t deadline_ms;
@@ -807,17 +839,17 @@ lh_status lh_sync_engine_save(lh_sync_engine* engine, const char* path);
 void lh_sync_engine_destroy(lh_sync_engine* engine);
 
 typedef struct lh_sync_stats {
-  uint64_t steps;              /* inner steps the group has finished */
-  uint64_t rounds_applied;     /* rounds settled with an outer update, on this peer */
-  uint64_t rounds_dropped;     /* rounds settled without one */
-  uint64_t rounds_late;        /* of those, dropped because this peer's deadline passed */
-  uint64_t retries;            /* rounds run again after a peer was lost */
-  uint64_t non_finite_excluded;/* contributions (any peer's) excluded as non-finite */
-  uint64_t blocked_ns;         /* time spent inside the engine's calls (the trainer waited) */
+  uint64_t steps;               /* inner steps the group has finished */
+  uint64_t rounds_applied;      /* rounds settled with an outer update, on this peer */
+  uint64_t rounds_dropped;      /* rounds settled without one */
+  uint64_t rounds_late;         /* of those, dropped because this peer's deadline passed */
+  uint64_t retries;             /* rounds run again after a peer was lost */
+  uint64_t non_finite_excluded; /* contributions (any peer's) excluded as non-finite */
+  uint64_t blocked_ns;          /* time spent inside the engine's calls (the trainer waited) */
   /* the most bytes this peer's data links sent and received (at the sockets, frame headers
    * included) between one round's launch and its end */
   uint64_t peak_event_bytes;
-  uint64_t memory_bytes;       /* the engine's own buffers (docs/training.md has the bound) */
+  uint64_t memory_bytes; /* the engine's own buffers (docs/training.md has the bound) */
   /* the communicator's traffic since the engine started, at the sockets (lh_traffic): data (the
    * rounds' all-reduces), control (the master: settling rounds, admission, state-sync plans) and
    * state (the shared-state syncs' block transfers) */
@@ -825,8 +857,8 @@ typedef struct lh_sync_stats {
   /* the last settled round */
   uint32_t last_fragment;
   uint64_t last_round;
-  int last_applied;            /* 1 applied, 0 dropped */
-  uint32_t last_participants;  /* peers whose contribution was counted */
+  int last_applied;           /* 1 applied, 0 dropped */
+  uint32_t last_participants; /* peers whose contribution was counted */
   uint32_t last_attempts;
 } lh_sync_stats;
 
@@ -836,8 +868,8 @@ lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_sync_stats* 
 /* The peer ids whose contribution to the last settled round was excluded as non-finite: up to
  * `capacity` into `ids`, the number in *count (which may exceed capacity: call again with a
  * larger buffer; 0 before the first settled round). `ids` may be NULL when capacity is 0. */
-lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, uint64_t* ids,
-                                       size_t capacity, size_t* count);
+lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, uint64_t* ids, size_t capacity,
+                                       size_t* count);
 
 /* The hash of the engine's shared state (global parameters, outer state, counters,
  * configuration): the same on every peer between the same steps. */

@@ -110,6 +110,7 @@ struct MasterOptions {
   uint32_t topology_timeout_ms = detail::master_defaults().topology_timeout_ms;
   uint32_t handshake_timeout_ms = detail::master_defaults().handshake_timeout_ms;
   uint32_t io_threads = detail::master_defaults().io_threads;
+  std::string journal_path = detail::or_empty(detail::master_defaults().journal_path);
 };
 
 class Master {
@@ -126,6 +127,7 @@ class Master {
     o.topology_timeout_ms = options.topology_timeout_ms;
     o.handshake_timeout_ms = options.handshake_timeout_ms;
     o.io_threads = options.io_threads;
+    o.journal_path = detail::c_str_or_null(options.journal_path);
     lh_master* raw = nullptr;
     detail::check(lh_master_create(&o, &raw), lh_last_error);
     handle_.reset(raw);
@@ -280,6 +282,7 @@ struct CommunicatorOptions {
   std::string node = detail::or_empty(detail::comm_defaults().node);
   uint32_t node_rail = detail::comm_defaults().node_rail;
   uint32_t node_rails = detail::comm_defaults().node_rails;
+  uint32_t master_reconnect_timeout_ms = detail::comm_defaults().master_reconnect_timeout_ms;
 };
 
 class Communicator {
@@ -311,6 +314,7 @@ class Communicator {
     o.node = detail::c_str_or_null(options.node);
     o.node_rail = options.node_rail;
     o.node_rails = options.node_rails;
+    o.master_reconnect_timeout_ms = options.master_reconnect_timeout_ms;
     lh_comm* raw = nullptr;
     detail::check(lh_comm_create(&o, &raw), lh_last_error);
     handle_.reset(raw);

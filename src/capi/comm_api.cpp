@@ -42,6 +42,7 @@ extern "C" void lh_comm_options_init(lh_comm_options* o) {
   o->node = nullptr;
   o->node_rail = d.rail;
   o->node_rails = d.rails;
+  o->master_reconnect_timeout_ms = to_ms(d.master_reconnect_timeout);
   if (const auto& env = environment_node()) {
     o->node = env->node.c_str();
     o->node_rail = env->rail;
@@ -82,6 +83,7 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.node = str(o->node);
     options.rail = o->node_rail;
     options.rails = o->node_rails;
+    options.master_reconnect_timeout = std::chrono::milliseconds(o->master_reconnect_timeout_ms);
     if (lh::Status s = lh::peer::validate_node(options); !s) return lh::capi::fail(s);
     auto h = std::make_unique<lh_comm>();
     lh::runtime::RuntimeOptions runtime;

@@ -46,6 +46,7 @@ extern "C" lh_status lh_master_create(const lh_master_options* o, lh_master** ou
     options.heartbeat_interval = std::chrono::milliseconds(o->heartbeat_interval_ms);
     options.heartbeat_misses = o->heartbeat_misses;
     options.topology_timeout = std::chrono::milliseconds(o->topology_timeout_ms);
+    if (o->journal_path) options.journal_path = o->journal_path;
     auto master = lh::master::Master::create(options, o->io_threads);
     if (!master) return lh::capi::fail(master.status());
     auto* h = new lh_master();

@@ -13,6 +13,13 @@ Status BatchArbiter::on_report(PeerId id, const wire::BatchReportMsg& report) {
   if (it == membership_.members().end()) return internal_error(fmt::format("unknown peer {}", id));
   if (it->second.state != Membership::State::kActive)
     return protocol_error("BATCH_REPORT before being admitted");
+  if (membership_.recovering()) {
+    if (report.epoch != it->second.epoch)
+      return protocol_error(fmt::format("BATCH_REPORT for epoch {} but the peer is in epoch {}",
+                                        report.epoch, it->second.epoch));
+    held_.emplace_back(id, report);
+    return Status::ok();
+  }
   const uint64_t epoch = membership_.epoch();
   if (report.epoch > epoch)
     return protocol_error(
@@ -72,6 +79,31 @@ void BatchArbiter::forget_old_epochs() {
   const uint64_t epoch = membership_.epoch();
   std::erase_if(attempts_, [epoch](const auto& kv) { return std::get<1>(kv.first) < epoch; });
   std::erase_if(failed_epoch_, [epoch](const auto& kv) { return kv.second < epoch; });
+}
+
+void BatchArbiter::record_decision(uint32_t group, uint64_t epoch, uint64_t attempt, bool ok) {
+  Attempt& attempt_record = attempts_[Key{group, epoch, attempt}];
+  if (attempt_record.decision && *attempt_record.decision != ok) {
+    // Honest members cannot disagree: the previous master decided once. Keep the first.
+    log::warn("master", "rejoining members disagree on batch attempt {} of epoch {} (group {})",
+              attempt, epoch, group);
+    return;
+  }
+  attempt_record.decision = ok;
+}
+
+void BatchArbiter::finish_recovery() {
+  auto held = std::move(held_);
+  held_.clear();
+  for (const auto& [id, report] : held) {
+    if (!membership_.members().contains(id)) continue;  // removed by the recovery
+    if (Status s = on_report(id, report); !s)
+      log::warn("master", "peer {}'s held batch report: {}", id, s.to_string());
+  }
+  std::set<uint32_t> reconfiguring;
+  for (const auto& [id, m] : membership_.members())
+    if (m.state == Membership::State::kActive && m.waiting) reconfiguring.insert(m.group);
+  for (uint32_t group : reconfiguring) on_group_epoch_failed(group);
 }
 
 }  // namespace longhaul::master

@@ -18,6 +18,8 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "master/membership.hpp"
 
@@ -34,6 +36,14 @@ class BatchArbiter {
   // Outbox effect), so it does not call back into it.
   void on_group_epoch_failed(uint32_t group);
 
+  // Recovery after a master restart (membership.hpp): a rejoining member knew this decision of
+  // the previous master; members still waiting for it get the same one.
+  void record_decision(uint32_t group, uint64_t epoch, uint64_t attempt, bool ok);
+  // Membership finished its recovery: the reports held back meanwhile are decided now (with every
+  // decision the rejoined members knew already recorded), and a group with a member waiting in
+  // update_topology fails its undecided attempts, as its epoch cannot complete.
+  void finish_recovery();
+
  private:
   using Key = std::tuple<uint32_t, uint64_t, uint64_t>;  // group, epoch, attempt
   struct Attempt {
@@ -48,6 +58,9 @@ class BatchArbiter {
   Membership& membership_;
   std::map<Key, Attempt> attempts_;
   std::map<uint32_t, uint64_t> failed_epoch_;  // group -> the epoch its operations failed in
+  // While Membership recovers, reports wait here: a decision the previous master made may still
+  // arrive with a rejoining member.
+  std::vector<std::pair<PeerId, wire::BatchReportMsg>> held_;
 };
 
 }  // namespace longhaul::master

@@ -54,12 +54,12 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch, bool admit_join
   Member& m = it->second;
   if (m.state != State::kActive) return protocol_error("UPDATE_TOPOLOGY before being admitted");
   if (m.waiting) return protocol_error("UPDATE_TOPOLOGY while one is already in progress");
-  if (epoch != committed_epoch_)
+  if (epoch != m.epoch)
     return protocol_error(
-        fmt::format("UPDATE_TOPOLOGY for epoch {} but the epoch is {}", epoch, committed_epoch_));
+        fmt::format("UPDATE_TOPOLOGY for epoch {} but the peer is in epoch {}", epoch, m.epoch));
   if (leave_departing_node(id)) return Status::ok();
-  if (!reconfiguration_needed()) {
-    out_.send(id, wire::TopologyUnchangedMsg{committed_epoch_});
+  if (!reconfiguration_needed() && !recovering_) {
+    out_.send(id, wire::TopologyUnchangedMsg{m.epoch});
     return Status::ok();
   }
   // The first member of its group to wait runs no collective of this epoch any more, so the
@@ -207,19 +207,19 @@ void Membership::evict(PeerId id, const Status& why) {
 void Membership::abort_group(uint32_t group, lh_status code, const std::string& reason) {
   for (const auto& [id, m] : members_)
     if (m.state == State::kActive && m.group == group)
-      out_.send(id, wire::AbortMsg{committed_epoch_, group, code, reason});
+      out_.send(id, wire::AbortMsg{m.epoch, group, code, reason});
   out_.group_epoch_failed(group);
 }
 
 void Membership::maybe_start_round() {
-  if (round_) return;
+  if (round_ || recovering_) return;
   if (!reconfiguration_needed()) {
     // The reason to wait went away (the joiner left before it was admitted).
     for (auto& [id, m] : members_) {
       if (!m.waiting) continue;
       m.waiting = false;
       m.admit_joiners = true;
-      out_.send(id, wire::TopologyUnchangedMsg{committed_epoch_});
+      out_.send(id, wire::TopologyUnchangedMsg{m.epoch});
     }
     return;
   }
@@ -336,6 +336,7 @@ void Membership::commit() {
   for (PeerId id : participants) {
     Member& m = members_.at(id);
     m.state = State::kActive;
+    m.epoch = committed_epoch_;
     m.waiting = false;
     m.admit_joiners = true;
   }

@@ -74,6 +74,22 @@ class Membership {
     bool waiting = false;       // active and blocked in update_topology
     bool pending_sent = false;  // the last peers-pending flag this peer was told
     bool admit_joiners = true;  // what its waiting update_topology asked (UpdateTopologyMsg)
+    // The epoch it is in: the committed one, except for a member that rejoined a restarted
+    // master and has not entered a new epoch yet (it reported its own).
+    uint64_t epoch = 0;
+  };
+  // What a member of the previous master reports when it rejoins (wire::RejoinMsg).
+  struct RejoinReport {
+    PeerId id = 0;
+    uint32_t group = 0;
+    std::string host;
+    uint16_t port = 0;
+    NodeClaim node;
+    uint64_t epoch = 0;
+    uint32_t world = 0;  // members of that epoch, every group
+    std::vector<PeerId> ring;
+    uint64_t proposed_epoch = 0;  // 0: it was not linking for a proposal
+    std::vector<PeerId> proposed_ring;
   };
 
   explicit Membership(Outbox& outbox) : out_(outbox) {}
@@ -107,6 +123,27 @@ class Membership {
   // and anything that truly misses it fails when its links close); a round it took part in
   // restarts without it. Unknown ids are ignored.
   void drop_peer(PeerId id, const std::string& reason, bool graceful = false);
+
+  // Recovery after a master restart (membership_recovery.cpp). While recovering no round starts:
+  // members of the previous master rejoin (add_rejoined) and newcomers register as usual. When
+  // every peer a rejoined member's ring names is back, every node of a rejoined rail is whole,
+  // and as many members as the newest reported epoch had are back (or the caller's window ends),
+  // finish_recovery() decides the run: per group, the view most members report (epoch and ring;
+  // the proposal they were linking counts too, for a master lost between its commits) is the
+  // group's; a member whose view matches neither is removed (LH_ERR_STATE_MISMATCH: rejoin as a
+  // new peer to resync), as are the rails of a node that did not come back whole. The others are
+  // active, the ring is re-formed at once, and the next epoch is newer than any reported.
+  void begin_recovery() { recovering_ = true; }
+  bool recovering() const { return recovering_; }
+  // Non-OK: this rejoin is refused (not recovering, the id is taken by a peer of this master, or
+  // the node claim conflicts); nothing changed and the caller removes the peer with the reason.
+  Status add_rejoined(const RejoinReport& report);
+  bool everyone_rejoined() const;
+  void finish_recovery();
+  // The floors a journal (journal.hpp) gives: ids and epochs handed out continue above them.
+  void raise_floors(PeerId last_id, uint64_t last_epoch);
+  PeerId last_id() const { return last_id_; }
+  uint64_t last_epoch() const { return last_epoch_; }
 
   uint64_t epoch() const { return committed_epoch_; }
   uint64_t op_sequence() const { return op_sequence_; }
@@ -170,6 +207,10 @@ class Membership {
   // Removes a rail of a departing node that runs no collective (graceful: its group is not
   // aborted) and tells it why.
   void remove_departing_rail(PeerId id, const std::string& why);
+  // Recovery (membership_recovery.cpp): the members whose view conflicts with their group's.
+  std::vector<std::pair<PeerId, std::string>> conflicting_rejoins() const;
+  // Rails of nodes that did not come back whole.
+  std::vector<std::pair<PeerId, std::string>> broken_nodes() const;
   // Whether a and b are next to each other in a ring of the current round.
   bool neighbours_in_round(PeerId a, PeerId b) const;
 
@@ -184,10 +225,12 @@ class Membership {
   NodeTable nodes_;
   PeerId last_id_ = 0;
   uint64_t committed_epoch_ = 0;
-  uint64_t last_epoch_ = 0;    // last epoch number proposed
-  uint64_t op_sequence_ = 0;   // advanced by the collective layer (issue 4)
-  bool ring_broken_ = false;   // an active member or a link was lost since the last commit
-  bool joiners_held_ = false;  // the committed epoch's round held pending peers back
+  uint64_t last_epoch_ = 0;   // last epoch number proposed
+  uint64_t op_sequence_ = 0;  // advanced by the collective layer (issue 4)
+  bool ring_broken_ = false;  // an active member or a link was lost since the last commit
+  bool recovering_ = false;   // restarted: members rejoin, no round starts (begin_recovery)
+  std::map<PeerId, RejoinReport> rejoined_;  // the reports of this recovery
+  bool joiners_held_ = false;                // the committed epoch's round held pending peers back
 };
 
 }  // namespace longhaul::master

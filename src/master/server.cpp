@@ -1,6 +1,7 @@
 #include "master/server.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include <fmt/format.h>
 #include <asio/bind_executor.hpp>
@@ -9,13 +10,9 @@
 #include "common/log.hpp"
 
 namespace longhaul::master {
-namespace {
-
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
-
-}  // namespace
 
 Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io,
                                                            const MasterOptions& options) {
@@ -25,9 +22,18 @@ Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io,
     return invalid_argument("topology timeout must be positive");
   net::TransportOptions transport = options.transport;
   transport.role = net::Role::kMaster;
+  std::unique_ptr<Journal> journal;
+  Journal::Found found;
+  if (!options.journal_path.empty()) {
+    auto opened = Journal::open(options.journal_path, &found);
+    if (!opened) return opened.status().with_context("the master's journal");
+    journal = std::move(*opened);
+  }
   auto listener = net::Listener::create(io, options.listen_host, options.listen_port, transport);
   if (!listener) return listener.status();
-  return std::shared_ptr<MasterServer>(new MasterServer(io, options, std::move(*listener)));
+  std::shared_ptr<MasterServer> server(new MasterServer(io, options, std::move(*listener)));
+  if (journal) LH_RETURN_IF_ERROR(server->adopt_journal(std::move(journal), found));
+  return server;
 }
 
 MasterServer::MasterServer(net::IoRuntime& io, const MasterOptions& options,
@@ -39,6 +45,7 @@ MasterServer::MasterServer(net::IoRuntime& io, const MasterOptions& options,
       strand_(asio::make_strand(io.context())),
       heartbeat_timer_(strand_),
       round_timer_(strand_),
+      recovery_timer_(strand_),
       recorder_(unix_now()) {}
 
 MasterServer::~MasterServer() {
@@ -57,6 +64,7 @@ void MasterServer::start() {
         link->close();
     });
     self->arm_heartbeat();
+    if (self->membership_.recovering()) self->begin_recovery();
     self->publish_status();
     log::info("master", "listening on port {} (heartbeat every {} ms, dead after {} misses)",
               self->port_, self->options_.heartbeat_interval.count(),
@@ -65,23 +73,48 @@ void MasterServer::start() {
 }
 
 void MasterServer::stop() {
+  // A stop ends the run: each registered peer is told (REMOVED), so that it ends at once instead of
+  // reconnecting to a master that is not coming back (a crash, by contrast, tells nobody, and the
+  // peers wait for the restarted master). The notices get a moment to go out.
+  auto notices = std::make_shared<std::promise<void>>();
+  auto notices_sent = notices->get_future();
   std::promise<void> done;
   auto future = done.get_future();
-  asio::post(strand_, [self = shared_from_this(), &done, blocking = !io_.in_runtime_thread()] {
+  asio::post(strand_, [self = shared_from_this(), &done, notices,
+                       blocking = !io_.in_runtime_thread()] {
     if (!self->stopped_) {
       self->stopped_ = true;
       self->listener_->close();
       self->heartbeat_timer_.cancel();
       self->round_timer_.cancel();
+      self->recovery_timer_.cancel();
+      const Status why = peer_lost("the master is shutting down: the run is over");
+      const auto goodbye = wire::encode_control(wire::RemovedMsg{why.code(), why.message()});
+      auto remaining = std::make_shared<std::atomic<size_t>>(0);
       for (auto& [conn, session] : self->sessions_)
-        session.link->close(closed_error("the master is shutting down"));
+        if (session.peer != 0) remaining->fetch_add(1);
+      if (remaining->load() == 0) notices->set_value();
+      for (auto& [conn, session] : self->sessions_) {
+        if (session.peer == 0) {
+          session.link->close(closed_error("the master is shutting down"));
+          continue;
+        }
+        session.link->send_control(goodbye, [link = session.link, why, remaining, notices](Status) {
+          link->close(why);
+          if (remaining->fetch_sub(1) == 1) notices->set_value();
+        });
+      }
       self->sessions_.clear();
       self->by_peer_.clear();
       log::info("master", "stopped");
+    } else {
+      notices->set_value();
     }
     if (blocking) done.set_value();
   });
-  if (!io_.in_runtime_thread()) future.wait();
+  if (io_.in_runtime_thread()) return;
+  future.wait();
+  notices_sent.wait_for(std::chrono::milliseconds(500));
 }
 
 MasterSnapshot MasterServer::snapshot() {
@@ -94,6 +127,8 @@ MasterSnapshot MasterServer::snapshot() {
     s.pending_peers = membership_.members().size() - s.active_peers;
     s.connections = sessions_.size();
     s.rings = membership_.rings();
+    s.recovering = membership_.recovering();
+    s.rejoined = rejoined_;
     promise.set_value(std::move(s));
   });
   return future.get();
@@ -151,32 +186,39 @@ void MasterServer::on_message(uint64_t conn, const std::vector<std::byte>& bytes
   if (!s) drop_connection(conn, s);
 }
 
+Status MasterServer::on_register(Session& session, uint64_t conn, const wire::RegisterMsg& reg) {
+  if (reg.advertised_port == 0) return protocol_error("REGISTER with data port 0");
+  std::string seen_from;
+  uint16_t ignored = 0;
+  if (Status p = net::parse_host_port(session.link->peer(), &seen_from, &ignored); !p)
+    return internal_error(
+        fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
+  const std::string host = reg.advertised_host.empty() ? seen_from : reg.advertised_host;
+  // A rank's node claim is checked before it gets an id: a refused claim joins nothing.
+  const NodeClaim node{reg.node, reg.rail, reg.rails, reg.group, seen_from};
+  LH_RETURN_IF_ERROR(membership_.check_node_claim(node));
+  // The id is in the journal before anyone hears of it.
+  LH_RETURN_IF_ERROR(cover_in_journal(membership_.last_epoch()));
+  session.register_deadline.reset();
+  const PeerId id = membership_.allocate_id();
+  session.peer = id;
+  by_peer_[id] = conn;
+  send(id, wire::WelcomeMsg{id, static_cast<uint32_t>(options_.heartbeat_interval.count()),
+                            options_.heartbeat_misses});
+  recorder_.joined(id, reg.group, unix_now());
+  membership_.add_pending(id, reg.group, host, reg.advertised_port, node);
+  return Status::ok();
+}
+
 Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMessage message) {
   const auto type = wire::control_type(message);
   if (session.peer == 0) {
-    auto* reg = std::get_if<wire::RegisterMsg>(&message);
-    if (!reg)
-      return protocol_error(
-          fmt::format("expected REGISTER first, got {}", wire::control_type_name(type)));
-    if (reg->advertised_port == 0) return protocol_error("REGISTER with data port 0");
-    std::string seen_from;
-    uint16_t ignored = 0;
-    if (Status p = net::parse_host_port(session.link->peer(), &seen_from, &ignored); !p)
-      return internal_error(
-          fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
-    const std::string host = reg->advertised_host.empty() ? seen_from : reg->advertised_host;
-    // A rank's node claim is checked before it gets an id: a refused claim joins nothing.
-    const NodeClaim node{reg->node, reg->rail, reg->rails, reg->group, seen_from};
-    LH_RETURN_IF_ERROR(membership_.check_node_claim(node));
-    session.register_deadline.reset();
-    const PeerId id = membership_.allocate_id();
-    session.peer = id;
-    by_peer_[id] = conn;
-    send(id, wire::WelcomeMsg{id, static_cast<uint32_t>(options_.heartbeat_interval.count()),
-                              options_.heartbeat_misses});
-    recorder_.joined(id, reg->group, unix_now());
-    membership_.add_pending(id, reg->group, host, reg->advertised_port, node);
-    return Status::ok();
+    if (const auto* reg = std::get_if<wire::RegisterMsg>(&message))
+      return on_register(session, conn, *reg);
+    if (const auto* rejoin = std::get_if<wire::RejoinMsg>(&message))
+      return on_rejoin(session, conn, *rejoin);
+    return protocol_error(
+        fmt::format("expected REGISTER or REJOIN first, got {}", wire::control_type_name(type)));
   }
   const PeerId id = session.peer;
   return std::visit(
@@ -335,6 +377,10 @@ void MasterServer::group_epoch_failed(uint32_t group) {
 }
 
 void MasterServer::round_started(uint64_t epoch) {
+  // The proposal is on its way already; a journal that cannot record it weakens only what a later
+  // restart can prove (the members still report this epoch), so the round goes on.
+  if (Status s = cover_in_journal(epoch); !s)
+    log::error("master", "epoch {} is not in the journal: {}", epoch, s.to_string());
   round_timer_.expires_after(options_.topology_timeout);
   round_timer_.async_wait([weak = weak_from_this(), epoch](asio::error_code ec) {
     auto self = weak.lock();

@@ -21,12 +21,16 @@
 
 #include "common/status.hpp"
 #include "master/batch_arbiter.hpp"
+#include "master/journal.hpp"
 #include "master/membership.hpp"
 #include "master/run_recorder.hpp"
 #include "master/state_arbiter.hpp"
 #include "net/endpoint.hpp"
 
 namespace longhaul::master {
+
+// Seconds since the Unix epoch: the time the run recorder (status page) shows.
+double unix_now();
 
 // The default listen address as one "host:port" string (lh_master_options_init hands it out); it
 // is listen_host and listen_port below.
@@ -49,6 +53,13 @@ struct MasterOptions {
   // A member's state report may name at most this many tensors; beyond it the member is dropped
   // with the reason (planning a sync costs the master time in the number of tensors reported).
   uint32_t max_state_tensors = 65536;
+  // Where the master keeps its journal (journal.hpp); empty: none. A master started on a journal
+  // an earlier master left is a restart: for a recovery window it lets the members of the run
+  // rejoin before it re-forms the rings, and the ids and epochs it hands out continue above the
+  // earlier master's. Without a journal a restart is still recognised (the first REJOIN names an
+  // epoch this master never proposed), but a peer registering before the members are back could
+  // get the id of one of them (which is then removed, to rejoin as a new peer).
+  std::string journal_path;
 };
 
 // A point-in-time view of the master's state, for tools and tests.
@@ -58,6 +69,8 @@ struct MasterSnapshot {
   size_t pending_peers = 0;
   size_t connections = 0;
   std::map<uint32_t, std::vector<PeerId>> rings;
+  bool recovering = false;  // restarted, waiting for the members to rejoin
+  uint64_t rejoined = 0;    // members that rejoined this master since it started
 };
 
 class MasterServer : public std::enable_shared_from_this<MasterServer>, private Outbox {
@@ -94,6 +107,16 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void on_link(std::shared_ptr<net::Link> link, net::Role role);
   void on_message(uint64_t conn, const std::vector<std::byte>& bytes);
   Status dispatch(Session& session, uint64_t conn, wire::ControlMessage message);
+  Status on_register(Session& session, uint64_t conn, const wire::RegisterMsg& reg);
+  // REJOIN (master/recovery.cpp): a member of the previous master comes back.
+  Status on_rejoin(Session& session, uint64_t conn, const wire::RejoinMsg& rejoin);
+  // Reads what the journal found at create(): floors for ids and epochs, and a restart.
+  Status adopt_journal(std::unique_ptr<Journal> journal, const Journal::Found& found);
+  void begin_recovery();
+  void finish_recovery();
+  std::chrono::milliseconds recovery_window() const;
+  // The journal's ceilings cover the next id and `epoch` (journal.hpp); OK without a journal.
+  Status cover_in_journal(uint64_t epoch);
   void on_link_failed(uint64_t conn, const Status& why);
   void drop_connection(uint64_t conn, const Status& why);
   void heartbeat_tick();
@@ -118,6 +141,9 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   asio::steady_timer heartbeat_timer_;
   Clock::time_point last_beat_{};  // when the last heartbeat went to every peer
   asio::steady_timer round_timer_;
+  asio::steady_timer recovery_timer_;
+  std::unique_ptr<Journal> journal_;
+  uint64_t rejoined_ = 0;
   Membership membership_{*this};
   StateArbiter state_{*this, membership_, options_.max_state_tensors};
   BatchArbiter batch_{*this, membership_};

@@ -48,6 +48,12 @@ struct CommunicatorOptions {
   std::string node;
   uint32_t rail = 0;
   uint32_t rails = 1;
+  // When the control link to the master breaks after admission (the master crashed, restarts, or
+  // the path to it failed), the session keeps its epoch, ring and data links, fails the
+  // collectives in flight with LH_ERR_ABORTED (retryable), and reconnects with backoff for up to
+  // this long, then rejoins the (restarted) master with its view of the run (REJOIN). 0: a lost
+  // master ends the session at once (LH_ERR_PEER_LOST).
+  std::chrono::milliseconds master_reconnect_timeout{60000};
   // A state sync drops a source that delivers nothing for this long. 0: the environment's
   // LONGHAUL_STATE_STALL_TIMEOUT_MS if set, else 30 s (state/sync.cpp).
   std::chrono::milliseconds state_stall_timeout{0};

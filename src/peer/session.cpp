@@ -49,6 +49,8 @@ Result<std::shared_ptr<PeerSession>> PeerSession::create(
   LH_RETURN_IF_ERROR(parse_advertised(options.advertised_address, &host, &port));
   if (options.connect_timeout.count() <= 0 || options.link_timeout.count() <= 0)
     return invalid_argument("connect and link timeouts must be positive");
+  if (options.master_reconnect_timeout.count() < 0)
+    return invalid_argument("the master reconnect timeout must not be negative");
   LH_RETURN_IF_ERROR(validate_node(options));
   Strand strand = asio::make_strand(io.context());
   auto mesh = Mesh::create(io, strand, options, std::move(data_traffic));
@@ -68,7 +70,8 @@ PeerSession::PeerSession(net::IoRuntime& io, const CommunicatorOptions& options,
       master_host_(std::move(master_host)),
       master_port_(master_port),
       control_traffic_(std::move(control_traffic)),
-      heartbeat_timer_(strand_) {}
+      heartbeat_timer_(strand_),
+      reconnect_timer_(strand_) {}
 
 PeerSession::~PeerSession() = default;
 
@@ -84,6 +87,8 @@ void PeerSession::set_state_handler(StateHandler handler) {
 
 Status PeerSession::send_state_message(wire::ControlMessage message) {
   if (Status f = failure(); !f) return f;
+  if (master_away_.load())
+    return Status(LH_ERR_ABORTED, "the master is away (the session is reconnecting)");
   if (view().epoch == 0) return invalid_argument("the communicator is not connected");
   asio::post(strand_, [self = shared_from_this(), message = std::move(message)] {
     if (self->state_ == State::kActive) self->send(message);
@@ -172,19 +177,7 @@ Status PeerSession::connect() {
               self->send(wire::ReportPeerLostMsg{epoch, neighbour,
                                                  why.message().substr(0, wire::kMaxReasonBytes)});
             });
-        net::TransportOptions transport = options_.transport;
-        transport.role = net::Role::kPeer;
-        net::async_connect_link(io_, master_host_, master_port_, 1, transport,
-                                [weak](Result<std::shared_ptr<net::Link>> r) {
-                                  auto self = weak.lock();
-                                  if (!self) {
-                                    if (r) (*r)->close();
-                                    return;
-                                  }
-                                  asio::post(self->strand_, [self, r = std::move(r)]() mutable {
-                                    self->on_master_link(std::move(r));
-                                  });
-                                });
+        async_connect_master();
       },
       options_.connect_timeout, "connect");
 }
@@ -195,9 +188,15 @@ Status PeerSession::update_topology(bool admit_joiners) {
         if (state_ == State::kFailed) return complete_call(failure());
         if (state_ == State::kLeft)
           return complete_call(closed_error("the communicator has left the run"));
+        if (state_ == State::kReconnecting || state_ == State::kRejoining) {
+          resume_ = State::kUpdating;  // sent once the master is back
+          update_admit_ = admit_joiners;
+          return;
+        }
         if (state_ != State::kActive)
           return complete_call(invalid_argument("update_topology needs a connected communicator"));
         state_ = State::kUpdating;
+        update_admit_ = admit_joiners;
         report_failed_links();
         send(wire::UpdateTopologyMsg{epoch_, admit_joiners});
       },
@@ -225,10 +224,14 @@ Result<bool> PeerSession::decide_batch(bool ok) {
   Status s = run_call(
       [this, ok, decision] {
         if (state_ == State::kFailed) return complete_call(failure());
-        if (state_ != State::kActive)
+        const bool away = state_ == State::kReconnecting || state_ == State::kRejoining;
+        if (state_ != State::kActive && !away)
           return complete_call(invalid_argument("a batch needs a connected communicator"));
         batch_decision_ = decision;
-        send(wire::BatchReportMsg{epoch_, ++batch_attempt_, ok});
+        batch_ok_ = ok;
+        ++batch_attempt_;
+        // While the master is away the report goes out once it is back (resume_after_rejoin).
+        if (!away) send(wire::BatchReportMsg{epoch_, batch_attempt_, ok});
       },
       kBatchDecisionTimeout, "the batch decision");
   if (!s) return s;
@@ -240,8 +243,11 @@ Status PeerSession::leave(const std::string& reason) {
       [this, reason] {
         if (state_ == State::kFailed) return complete_call(failure());
         if (state_ == State::kLeft) return complete_call(Status::ok());
-        if (state_ == State::kIdle) {
+        if (state_ == State::kIdle || state_ == State::kReconnecting ||
+            state_ == State::kRejoining) {
+          // No master to tell (or none that knows this peer yet): it notices the closed links.
           state_ = State::kLeft;
+          master_away_.store(false);
           shutdown_network();
           return complete_call(Status::ok());
         }
@@ -284,35 +290,65 @@ void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
         fmt::format("cannot join the master at {}", options_.master_address)));
     return;
   }
-  master_ = std::move(*result);
+  attach_master_link(std::move(*result));
+  std::string host;
+  uint16_t port = 0;
+  (void)parse_advertised(options_.advertised_address, &host, &port);  // validated in create()
+  advertised_host_ = host;
+  advertised_port_ = port ? port : mesh_->port();
+  send(wire::RegisterMsg{options_.group, advertised_host_, advertised_port_, options_.node,
+                         options_.rail, options_.rails});
+}
+
+void PeerSession::async_connect_master() {
+  net::TransportOptions transport = options_.transport;
+  transport.role = net::Role::kPeer;
+  net::async_connect_link(io_, master_host_, master_port_, 1, transport,
+                          [weak = weak_from_this()](Result<std::shared_ptr<net::Link>> r) {
+                            auto self = weak.lock();
+                            if (!self) {
+                              if (r) (*r)->close();
+                              return;
+                            }
+                            asio::post(self->strand_, [self, r = std::move(r)]() mutable {
+                              if (self->state_ == State::kReconnecting)
+                                self->on_reconnect(std::move(r));
+                              else
+                                self->on_master_link(std::move(r));
+                            });
+                          });
+}
+
+void PeerSession::attach_master_link(std::shared_ptr<net::Link> link) {
+  master_ = std::move(link);
   master_->count_traffic(control_traffic_);
   std::weak_ptr<PeerSession> weak = weak_from_this();
   master_->start(
-      [weak](std::vector<std::byte> bytes) {
+      [weak, link = std::weak_ptr<net::Link>(master_)](std::vector<std::byte> bytes) {
         if (auto self = weak.lock())
-          asio::post(self->strand_,
-                     [self, bytes = std::move(bytes)] { self->on_master_message(bytes); });
+          asio::post(self->strand_, [self, link, bytes = std::move(bytes)] {
+            // Bytes of a link given up already (the master was lost and reconnected meanwhile).
+            auto current = link.lock();
+            if (current && self->master_ == current) self->on_master_message(bytes);
+          });
       },
-      [weak](const Status& why) {
+      [weak, link = std::weak_ptr<net::Link>(master_)](const Status& why) {
         auto self = weak.lock();
         if (!self) return;
-        asio::post(self->strand_, [self, why] {
+        asio::post(self->strand_, [self, link, why] {
+          auto current = link.lock();
+          if (!current || self->master_ != current) return;
           if (self->state_ == State::kLeaving) {
             self->state_ = State::kLeft;
             self->shutdown_network();
             self->complete_call(Status::ok());
             return;
           }
-          self->fail(
+          self->lose_master(
               peer_lost(fmt::format("lost the connection to the master: {}", why.message())));
         });
       });
   last_heard_ = Clock::now();
-  std::string host;
-  uint16_t port = 0;
-  (void)parse_advertised(options_.advertised_address, &host, &port);  // validated in create()
-  send(wire::RegisterMsg{options_.group, host, port ? port : mesh_->port(), options_.node,
-                         options_.rail, options_.rails});
 }
 
 void PeerSession::send(const wire::ControlMessage& m) {
@@ -323,6 +359,7 @@ void PeerSession::fail(Status why) {
   if (state_ == State::kFailed || state_ == State::kLeft) return;
   state_ = State::kFailed;
   failed_.store(true);
+  master_away_.store(false);
   AbortHandler handler;
   StateHandler state_handler;
   {
@@ -341,6 +378,7 @@ void PeerSession::fail(Status why) {
 
 void PeerSession::shutdown_network(const Status& why) {
   heartbeat_timer_.cancel();
+  reconnect_timer_.cancel();
   if (master_) master_->close(closed_error("session closed"));
   mesh_->close(why);
 }
@@ -350,11 +388,17 @@ void PeerSession::arm_heartbeat() {
   heartbeat_timer_.async_wait([weak = weak_from_this()](asio::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->state_ == State::kFailed || self->state_ == State::kLeft) return;
+    if (self->state_ == State::kReconnecting) {  // no master to hear from or to beat to
+      self->arm_heartbeat();
+      return;
+    }
     const auto quiet =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - self->last_heard_);
     if (quiet > self->heartbeat_interval_ * self->heartbeat_misses_) {
-      self->fail(peer_lost(fmt::format("the master was silent for {} ms ({} heartbeats missed)",
-                                       quiet.count(), self->heartbeat_misses_)));
+      self->lose_master(
+          peer_lost(fmt::format("the master was silent for {} ms ({} heartbeats missed)",
+                                quiet.count(), self->heartbeat_misses_)));
+      if (self->state_ == State::kReconnecting) self->arm_heartbeat();
       return;
     }
     self->send(wire::HeartbeatMsg{});

@@ -6,10 +6,17 @@
 // the queries (peers_pending, view, ring_links, aborts_seen) are thread-safe and never block on
 // the network.
 //
-// Failure: the master closing or going silent for heartbeat_misses intervals, a REMOVED from the
-// master, a batch decision that does not come within kBatchDecisionTimeout, or a protocol
-// violation ends the session: every later call returns that Status, and the
-// abort handler runs with it (in-flight collectives must end).
+// Failure: a REMOVED from the master, a batch decision that does not come within
+// kBatchDecisionTimeout, or a protocol violation ends the session: every later call returns that
+// Status, and the abort handler runs with it (in-flight collectives must end). Losing the master
+// (its link closes or it is silent for heartbeat_misses intervals) ends the session too before
+// admission, or with master_reconnect_timeout 0. Once admitted, the session instead keeps its
+// epoch, ring and data links, runs the abort handler once with LH_ERR_ABORTED (the collectives in
+// flight end retryably, and the engine refuses new ones of this epoch), and reconnects with backoff
+// (session_reconnect.cpp). Meanwhile update_topology and decide_batch wait for the master, a state
+// sync fails with LH_ERR_ABORTED, and peers_pending() is true. Back, it REJOINs with its view of
+// the run and resumes the call in progress; the master then re-forms every group in an epoch newer
+// than any reported. Not back within the timeout, the session fails with LH_ERR_PEER_LOST.
 #pragma once
 
 #include <atomic>
@@ -115,6 +122,10 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   uint16_t listen_port() const { return mesh_->port(); }
   // OK while the session works.
   Status failure() const;
+  // Whether the session has lost the master and is reconnecting (or rejoining); and how many times
+  // it got back. Thread-safe.
+  bool master_away() const { return master_away_.load(); }
+  uint64_t master_rejoins() const { return rejoins_.load(); }
 
  private:
   void report_failed_links();  // on the strand, before UPDATE_TOPOLOGY
@@ -127,7 +138,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
     kLinking,
     kLeaving,
     kLeft,
-    kFailed
+    kFailed,
+    kReconnecting,  // admitted, the master lost: connecting again (session_reconnect.cpp)
+    kRejoining,     // connected again, REJOIN sent, waiting for WELCOME
   };
   using Strand = asio::strand<asio::io_context::executor_type>;
   using Clock = std::chrono::steady_clock;
@@ -141,6 +154,18 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
                   const char* what);
   void complete_call(Status s);
   void on_master_link(Result<std::shared_ptr<net::Link>> result);
+  // Starts reading the (new) master link: messages to on_master_message, its failure to
+  // lose_master (or, while leaving, to the end of the leave).
+  void attach_master_link(std::shared_ptr<net::Link> link);
+  void async_connect_master();
+  // The master's link closed or the master went silent (session_reconnect.cpp): reconnect when
+  // admitted and allowed, otherwise fail with `why`.
+  void lose_master(Status why);
+  void reconnect_after(std::chrono::milliseconds delay);
+  void on_reconnect(Result<std::shared_ptr<net::Link>> result);
+  wire::RejoinMsg rejoin_report() const;
+  // WELCOME after REJOIN: resume the state the master was lost in and the call in progress.
+  Status resume_after_rejoin(const wire::WelcomeMsg& welcome);
   void on_master_message(const std::vector<std::byte>& bytes);
   // Sends each message the master may send a peer to its one handler below; any other type is a
   // protocol violation. A handler's first lines check the states the message is legal in; a
@@ -187,6 +212,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   State state_ = State::kIdle;
   std::shared_ptr<net::Link> master_;
   PeerId id_ = 0;
+  std::string advertised_host_;  // as registered (REGISTER), for a REJOIN
+  uint16_t advertised_port_ = 0;
   uint64_t epoch_ = 0;
   std::optional<Topology> proposal_;
   std::chrono::milliseconds heartbeat_interval_{1000};
@@ -198,9 +225,24 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   std::string node_waiting_;
   uint64_t batch_attempt_ = 0;            // batch reports sent in the current epoch
   std::shared_ptr<bool> batch_decision_;  // set while decide_batch waits for attempt batch_attempt_
+  bool batch_ok_ = false;                 // what the report of batch_attempt_ said
+  uint64_t decided_attempt_ = 0;          // the last attempt of the epoch decided, 0 if none
+  bool decided_ok_ = false;
+  // Reconnecting (session_reconnect.cpp): the state to resume after REJOIN (kActive or kUpdating),
+  // the admit flag of an update_topology in progress, the proposal that was being linked when the
+  // master was lost, the deadline and the next backoff.
+  State resume_ = State::kActive;
+  bool update_admit_ = true;
+  std::optional<Topology> lost_proposal_;
+  Clock::time_point reconnect_deadline_;
+  std::chrono::milliseconds backoff_{0};
+  Status last_loss_;
+  asio::steady_timer reconnect_timer_;
 
   std::atomic<bool> pending_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> master_away_{false};
+  std::atomic<uint64_t> rejoins_{0};
   std::atomic<uint64_t> aborts_{0};
   mutable std::mutex mu_;  // guards the fields below
   TopologyView view_;

@@ -41,7 +41,9 @@ Status PeerSession::unexpected(wire::ControlType type) const {
 }
 
 Status PeerSession::on(const wire::WelcomeMsg& welcome) {
-  LH_RETURN_IF_ERROR(expect_state(wire::ControlType::kWelcome, {State::kRegistering}));
+  LH_RETURN_IF_ERROR(
+      expect_state(wire::ControlType::kWelcome, {State::kRegistering, State::kRejoining}));
+  if (state_ == State::kRejoining) return resume_after_rejoin(welcome);
   id_ = welcome.peer_id;
   heartbeat_interval_ = std::chrono::milliseconds(welcome.heartbeat_interval_ms);
   heartbeat_misses_ = welcome.heartbeat_misses;
@@ -98,6 +100,7 @@ Status PeerSession::on(const wire::EpochCommitMsg& commit) {
   proposal_.reset();
   pending_.store(commit.peers_pending);
   batch_attempt_ = 0;
+  decided_attempt_ = 0;
   state_ = State::kActive;
   log::info("peer", "peer {} entered epoch {}", id_, epoch_);
   complete_call(Status::ok());
@@ -124,6 +127,8 @@ Status PeerSession::on(const wire::BatchDecisionMsg& decision) {
                                       decision.attempt, decision.epoch));
   *batch_decision_ = decision.ok;
   batch_decision_.reset();
+  decided_attempt_ = decision.attempt;  // a restarted master learns it from the REJOIN
+  decided_ok_ = decision.ok;
   complete_call(Status::ok());
   return Status::ok();
 }

@@ -242,10 +242,29 @@ void fields(V& v, M& m) {
   v.list(m.links, kMaxStatsLinks);
 }
 
+// Master restart.
+template <class V, OneOf<RejoinMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.peer_id);
+  v.u32(m.group);
+  v.string(m.advertised_host, kMaxHostBytes);
+  v.u16(m.advertised_port);
+  v.string(m.node, kMaxNodeNameBytes);
+  v.u32(m.rail);
+  v.u32(m.rails);
+  v.u64(m.epoch);
+  v.u32(m.world);
+  v.list(m.ring, kMaxMembers);
+  v.u64(m.proposed_epoch);
+  v.list(m.proposed_ring, kMaxMembers);
+  v.u64(m.decided_attempt);
+  v.boolean(m.decided_ok);
+}
+
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
-constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kPeerStats);
+constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kRejoin);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
 // ---- The rules between fields, checked once a message is read whole ---------------------------
@@ -263,14 +282,47 @@ Status validate(const WelcomeMsg& m) {
 }
 
 // A rail inside its node; a peer without a node is rail 0 of 1.
+Status validate_rail(const std::string& node, uint32_t rail, uint32_t rails) {
+  if (rails == 0 || rails > kMaxRails)
+    return protocol_error(fmt::format("a node of {} rails (1..{})", rails, kMaxRails));
+  if (rail >= rails)
+    return protocol_error(
+        fmt::format("rail {} out of range: the node has {} rails (0..{})", rail, rails, rails - 1));
+  if (node.empty() && rails != 1)
+    return protocol_error(fmt::format("{} rails without a node name", rails));
+  return Status::ok();
+}
+
 Status validate(const RegisterMsg& m) {
-  if (m.rails == 0 || m.rails > kMaxRails)
-    return protocol_error(fmt::format("a node of {} rails (1..{})", m.rails, kMaxRails));
-  if (m.rail >= m.rails)
-    return protocol_error(fmt::format("rail {} out of range: the node has {} rails (0..{})", m.rail,
-                                      m.rails, m.rails - 1));
-  if (m.node.empty() && m.rails != 1)
-    return protocol_error(fmt::format("{} rails without a node name", m.rails));
+  return validate_rail(m.node, m.rail, m.rails);
+}
+
+// A ring that names `self` once and no peer twice or as 0.
+Status validate_ring(const std::vector<uint64_t>& ring, uint64_t self, const char* what) {
+  std::set<uint64_t> seen;
+  for (uint64_t id : ring)
+    if (id == 0 || !seen.insert(id).second)
+      return protocol_error(fmt::format("REJOIN: the {} names peer {} twice or peer 0", what, id));
+  if (!seen.contains(self))
+    return protocol_error(fmt::format("REJOIN: the {} does not name the peer itself", what));
+  return Status::ok();
+}
+
+Status validate(const RejoinMsg& m) {
+  if (m.peer_id == 0) return protocol_error("REJOIN: peer id 0 is reserved");
+  if (m.advertised_port == 0) return protocol_error("REJOIN: data port 0");
+  if (m.epoch == 0) return protocol_error("REJOIN: epoch 0 (a peer never admitted registers)");
+  if (m.world < m.ring.size() || m.world > kMaxMembers)
+    return protocol_error("REJOIN: a world smaller than the ring or beyond the member limit");
+  LH_RETURN_IF_ERROR(validate_rail(m.node, m.rail, m.rails));
+  LH_RETURN_IF_ERROR(validate_ring(m.ring, m.peer_id, "ring"));
+  if (m.proposed_epoch == 0) {
+    if (!m.proposed_ring.empty()) return protocol_error("REJOIN: a proposed ring without an epoch");
+  } else {
+    if (m.proposed_epoch <= m.epoch)
+      return protocol_error("REJOIN: a proposal not newer than the committed epoch");
+    LH_RETURN_IF_ERROR(validate_ring(m.proposed_ring, m.peer_id, "proposed ring"));
+  }
   return Status::ok();
 }
 
@@ -487,6 +539,8 @@ const char* control_type_name(ControlType t) {
       return "NODE_WAITING";
     case ControlType::kPeerStats:
       return "PEER_STATS";
+    case ControlType::kRejoin:
+      return "REJOIN";
   }
   return "UNKNOWN";
 }

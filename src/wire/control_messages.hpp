@@ -55,6 +55,8 @@ enum class ControlType : uint8_t {
   kNodeWaiting = 27,  // master -> peer: your node is admitted once all its rails have registered
   // Observability, added in protocol version 6 (docs/operations.md).
   kPeerStats = 28,  // peer -> master: my traffic, my links as TCP measures them, my progress
+  // Master restart, added in protocol version 7 (docs/protocol.md, "Master restart").
+  kRejoin = 29,  // peer -> (restarted) master: I was member `peer_id`; here is my view of the run
 };
 const char* control_type_name(ControlType t);
 
@@ -283,6 +285,28 @@ struct PeerStatsMsg {
   std::vector<LinkStatsEntry> links;  // at most kMaxStatsLinks, ascending peer ids
 };
 
+// REJOIN: a member whose control link to the master broke reconnects and reports its view of the
+// run, so that a restarted master rebuilds membership, nodes, epochs and rings from its members
+// (and resolves the batch decisions it lost). The master answers WELCOME with the same id, or
+// REMOVED when the report conflicts with its group's (docs/protocol.md, "Master restart").
+struct RejoinMsg {
+  uint64_t peer_id = 0;
+  // As at REGISTER: the group, the data address and the node.
+  uint32_t group = 0;
+  std::string advertised_host;
+  uint16_t advertised_port = 0;
+  std::string node;
+  uint32_t rail = 0;
+  uint32_t rails = 1;
+  uint64_t epoch = 0;           // the committed epoch this peer is in (at least 1)
+  uint32_t world = 0;           // the members of that epoch, every group (at least 1)
+  std::vector<uint64_t> ring;   // its group's ring in that epoch (it is in it)
+  uint64_t proposed_epoch = 0;  // the proposal it was linking for, 0 if none
+  std::vector<uint64_t> proposed_ring;
+  uint64_t decided_attempt = 0;  // its last batch attempt decided in `epoch`, 0 if none
+  bool decided_ok = false;       // that decision
+};
+
 // Alternative i holds the message whose ControlType value is i + 1.
 using ControlMessage =
     std::variant<RegisterMsg, WelcomeMsg, HeartbeatMsg, UpdateTopologyMsg, TopologyUnchangedMsg,
@@ -290,7 +314,7 @@ using ControlMessage =
                  ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg,
                  StateReportMsg, StatePlanMsg, StateDoneMsg, StateCompleteMsg, StateFetchMsg,
                  StateBlocksZMsg, StateFetchFailedMsg, BatchReportMsg, BatchDecisionMsg,
-                 StateSourceLostMsg, NodeWaitingMsg, PeerStatsMsg>;
+                 StateSourceLostMsg, NodeWaitingMsg, PeerStatsMsg, RejoinMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

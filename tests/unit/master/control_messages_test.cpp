@@ -11,6 +11,22 @@ namespace longhaul::wire {
 namespace {
 
 // A PEER_STATS with every field set to a distinct value.
+RejoinMsg rejoin() {
+  RejoinMsg m;
+  m.peer_id = 5;
+  m.group = 1;
+  m.advertised_host = "10.0.0.5";
+  m.advertised_port = 4000;
+  m.epoch = 12;
+  m.world = 4;
+  m.ring = {3, 5, 7};
+  m.proposed_epoch = 13;
+  m.proposed_ring = {5, 7};
+  m.decided_attempt = 2;
+  m.decided_ok = true;
+  return m;
+}
+
 PeerStatsMsg full_peer_stats() {
   PeerStatsMsg m{9, 1, 2, 3, 4, 5, 6, true, 7, 8, true, 9, 10, 11, 12, 13, 14, {}};
   m.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}, {5, 1, 20, 0, 0, 0, 0}};
@@ -64,7 +80,31 @@ std::vector<ControlMessage> samples() {
       RemovedMsg{LH_ERR_NODE_EVICTED, "node 'a' evicted"},
       PeerStatsMsg{},
       full_peer_stats(),
+      rejoin(),
   };
+}
+
+TEST(ControlMessages, RejoinsThatCannotBeTrueAreRefused) {
+  auto refused = [](const RejoinMsg& m) { return !decode_control(encode_control(m)).is_ok(); };
+  EXPECT_FALSE(refused(rejoin()));
+  auto r = rejoin();
+  r.ring = {3, 4};
+  EXPECT_TRUE(refused(r)) << "a ring without the peer";
+  r = rejoin();
+  r.ring = {5, 5};
+  EXPECT_TRUE(refused(r)) << "a peer twice";
+  r = rejoin();
+  r.epoch = 0;
+  EXPECT_TRUE(refused(r)) << "never admitted";
+  r = rejoin();
+  r.proposed_epoch = r.epoch;
+  EXPECT_TRUE(refused(r)) << "a proposal not newer than the epoch";
+  r = rejoin();
+  r.world = 1;
+  EXPECT_TRUE(refused(r)) << "a world smaller than the ring";
+  r = rejoin();
+  r.rails = 2;
+  EXPECT_TRUE(refused(r)) << "rails without a node";
 }
 
 TEST(ControlMessages, EveryMessageRoundTrips) {
