@@ -11,6 +11,7 @@
 //   ABORT t= epoch= status=     the abort callback (a pushed abort, or the session's end)
 //   FORMED t= epoch= world=     --mode formation: the group reached --world members
 //   ALLREDUCE t= attempts= ok=  --mode formation: the all-reduce's outcome (ok=1: correct sums)
+//   REDUCED t= epoch=           --mode allreduce: an all-reduce completed with correct sums
 //   LEFT t=                     graceful leave done (then exit 0)
 //   ERROR what= status= message=  (then exit 1)
 //
@@ -21,7 +22,11 @@
 //   formation  wait until the group has --world members (update_topology whenever the flag is
 //              set), run one f32 all-reduce (retried after update_topology on a retryable
 //              error), check every element, leave gracefully and exit
-// In pending and loop mode, a line "leave" on stdin (or its end) leaves gracefully and exits 0.
+//   allreduce  wait until the group has --world members, then all-reduce back to back (--poll-us
+//              apart), each retried after update_topology on a retryable error, the flag
+//              honoured between them (the master restart figure)
+// In pending, loop and allreduce mode, a line "leave" on stdin (or its end) leaves gracefully and
+// exits 0.
 // --connect-on-stdin waits for a line "connect" before connecting; --start-at-ns waits for that
 // CLOCK_MONOTONIC instant (so that several processes connect at the same instant).
 #include <time.h>
@@ -57,7 +62,7 @@ std::optional<int> parse_args(int argc, char** argv, Args* a) {
   app.add_option("--master", a->master, "the master to join")->type_name("HOST:PORT")->required();
   app.add_option("--mode", a->mode, "pending, loop or formation")
       ->type_name("M")
-      ->check(longhaul::cli::one_of({"pending", "loop", "formation"}));
+      ->check(longhaul::cli::one_of({"pending", "loop", "formation", "allreduce"}));
   app.add_option("--secret", a->secret, "the cluster secret (default: none)")->type_name("S");
   add_number(app, "--world", a->world, 1, 1024, "formation: members to wait for");
   add_number(app, "--poll-us", a->poll_us, 0, 1'000'000, "pause between polls or loop calls");
@@ -163,7 +168,10 @@ int leave(lh_comm* comm) {
   return 0;
 }
 
-// pending / loop mode until "leave" or the end of stdin.
+bool allreduce_once(lh_comm* comm, const Args& a, long* attempts);
+void wait_for_world(lh_comm* comm, const Args& a);
+
+// pending / loop / allreduce mode until "leave" or the end of stdin.
 int serve(lh_comm* comm, const Args& a) {
   std::atomic<bool> stop{false};
   std::thread([&stop] {
@@ -173,8 +181,14 @@ int serve(lh_comm* comm, const Args& a) {
     stop = true;
   }).detach();
   const bool loop = a.mode == "loop";
+  if (a.mode == "allreduce") wait_for_world(comm, a);
   while (!stop) {
     if (loop || peers_pending(comm)) update(comm);
+    if (a.mode == "allreduce") {
+      long attempts = 0;
+      if (!allreduce_once(comm, a, &attempts)) die("lh_allreduce", LH_ERR_INTERNAL, "wrong sums");
+      emit("REDUCED", "epoch=" + num(attr(comm, LH_ATTR_EPOCH)));
+    }
     pause_us(a.poll_us);
   }
   return leave(comm);
@@ -201,7 +215,7 @@ bool allreduce_once(lh_comm* comm, const Args& a, long* attempts) {
   return world == static_cast<float>(a.world);
 }
 
-int formation(lh_comm* comm, const Args& a) {
+void wait_for_world(lh_comm* comm, const Args& a) {
   const uint64_t deadline = now_ns() + static_cast<uint64_t>(a.formation_timeout_ms) * 1'000'000;
   update(comm);  // the round right after connect: admits whoever registered meanwhile
   while (attr(comm, LH_ATTR_GROUP_WORLD_SIZE) < a.world) {
@@ -211,6 +225,10 @@ int formation(lh_comm* comm, const Args& a) {
     else
       pause_us(a.poll_us);
   }
+}
+
+int formation(lh_comm* comm, const Args& a) {
+  wait_for_world(comm, a);
   emit("FORMED", "epoch=" + num(attr(comm, LH_ATTR_EPOCH)) +
                      " world=" + num(attr(comm, LH_ATTR_GROUP_WORLD_SIZE)));
   long attempts = 0;

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "allreduce_steps.hpp"
 #include "cluster.hpp"
 
 namespace longhaul::testing {
@@ -31,29 +32,6 @@ int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-struct StepLine {
-  uint64_t epoch = 0;
-  int64_t world = 0;
-  std::string hash;
-  double maxerr = 0;
-  int64_t ms = 0;
-};
-
-std::map<long, StepLine> steps_of(const Child& c) {
-  std::map<long, StepLine> out;
-  for (const std::string& l : c.lines()) {
-    if (!starts_with(l, "step ")) continue;
-    std::istringstream in(l);
-    std::string w, k1, k2, k3, k4, k5;
-    long step = 0;
-    StepLine s;
-    in >> w >> step >> k1 >> s.epoch >> k2 >> s.world >> k3 >> s.hash >> k4 >> s.maxerr >> k5 >>
-        s.ms;
-    if (in && k5 == "ms") out[step] = s;
-  }
-  return out;
 }
 
 struct Params {

@@ -1,5 +1,6 @@
 #include "cluster.hpp"
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -37,23 +38,39 @@ std::optional<EpochLine> parse_epoch_line(const std::string& line) {
   return ::testing::AssertionSuccess();
 }
 
-Cluster::Cluster(std::vector<std::string> master_args) {
-  const std::string port_file = dir_.path() + "/master.port";
-  std::vector<std::string> argv = {LONGHAUL_MASTER_BIN, "--listen",    "127.0.0.1:0", "--port-file",
+Cluster::Cluster(std::vector<std::string> master_args) : master_args_(std::move(master_args)) {
+  if (auto started = start_master("127.0.0.1:0"); !started) ADD_FAILURE() << started.message();
+}
+
+::testing::AssertionResult Cluster::start_master(const std::string& listen) {
+  const int start = ++master_starts_;
+  const std::string port_file = dir_.path() + "/master" + std::to_string(start) + ".port";
+  std::vector<std::string> argv = {LONGHAUL_MASTER_BIN, "--listen",    listen, "--port-file",
                                    port_file,           "--log-level", "info"};
-  argv.insert(argv.end(), master_args.begin(), master_args.end());
-  master_ = std::make_unique<Child>(argv, dir_.path() + "/master.log");
+  argv.insert(argv.end(), master_args_.begin(), master_args_.end());
+  // Each master's log is kept: the first one's as master.log, restarts' as master2.log, ...
+  const std::string log =
+      dir_.path() + (start == 1 ? "/master.log" : "/master" + std::to_string(start) + ".log");
+  master_ = std::make_unique<Child>(argv, log);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline && master_->running()) {
     std::ifstream in(port_file);
     unsigned p = 0;
     if (in >> p && p > 0) {
       port_ = static_cast<uint16_t>(p);
-      return;
+      return ::testing::AssertionSuccess();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ADD_FAILURE() << "the master did not write its port file; its log:\n" << master_->stderr_text();
+  return ::testing::AssertionFailure() << "the master did not write its port file; its log:\n"
+                                       << master_->stderr_text();
+}
+
+::testing::AssertionResult Cluster::restart_master() {
+  master_->kill(SIGKILL);
+  if (!master_->wait_exit(std::chrono::seconds(10)))
+    return ::testing::AssertionFailure() << "the master did not die of SIGKILL";
+  return start_master("127.0.0.1:" + std::to_string(port_));
 }
 
 Cluster::~Cluster() {

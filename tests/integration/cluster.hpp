@@ -39,6 +39,10 @@ class Cluster {
   Child& master() { return *master_; }
   const TempDir& dir() const { return dir_; }
 
+  // Kills the master with SIGKILL and starts a new one on the same port with the same arguments
+  // (a journal among them is the same file); waits until it listens. The failure if it did not.
+  ::testing::AssertionResult restart_master();
+
   // Starts a test_peer connecting to this master (extra args appended).
   Child& add_peer(std::vector<std::string> args = {});
   // Waits for the peer's "ID" line; 0 on failure.
@@ -51,7 +55,12 @@ class Cluster {
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
  private:
+  // Starts the daemon listening on `listen` and waits for its port file.
+  ::testing::AssertionResult start_master(const std::string& listen);
+
   TempDir dir_;
+  std::vector<std::string> master_args_;
+  int master_starts_ = 0;
   std::unique_ptr<Child> master_;
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<Child>> peers_;

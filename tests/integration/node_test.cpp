@@ -181,6 +181,38 @@ TEST(Nodes, RailsFormKilledRankEvictsItsNodeOthersGoOnAndTheNodeRejoins) {
   }
 }
 
+// The master SIGKILLed and restarted (issue 27) under two nodes of two rails: every rank rejoins,
+// the nodes stay whole (no eviction), and each rail goes on bit-identical across the nodes.
+TEST(Nodes, MasterRestartKeepsNodesOfTwoRailsWholeAndTheirRailsIdentical) {
+  constexpr int kNodes = 2, kRails = 2;
+  NodeRun run;
+  ASSERT_NE(run.cluster().port(), 0);
+  std::vector<std::vector<Child*>> ranks(kNodes);  // [node][rail]
+  for (int n = 0; n < kNodes; ++n)
+    for (int r = 0; r < kRails; ++r)
+      ranks[n].push_back(&run.start("n" + std::to_string(n), r, kRails));
+  for (auto& node : ranks)
+    for (Child* rank : node) ASSERT_TRUE(steps_with_world(*rank, kNodes));
+
+  std::vector<size_t> marks;
+  for (auto& node : ranks)
+    for (Child* rank : node) marks.push_back(rank->lines().size());
+  ASSERT_TRUE(run.cluster().restart_master());
+  size_t i = 0;
+  for (auto& node : ranks)
+    for (Child* rank : node) {
+      // Steps after the restart, in a group that still has both nodes.
+      EXPECT_TRUE(steps_with_world(*rank, kNodes, marks[i++] + 5));
+      EXPECT_TRUE(rank->running());
+      EXPECT_TRUE(rank->last_line("ERROR").empty()) << rank->last_line("ERROR");
+      EXPECT_TRUE(rank->last_line("EVICTED").empty()) << rank->last_line("EVICTED");
+    }
+  for (int r = 0; r < kRails; ++r)
+    EXPECT_TRUE(rail_identical({ranks[0][r], ranks[1][r]})) << "rail " << r;
+  const std::string log = run.cluster().master().stderr_text();
+  EXPECT_NE(log.find("recovery done: 4 of 4"), std::string::npos) << log;
+}
+
 TEST(Nodes, AFrozenRankIsDeclaredDeadAndItsSiblingEvictedWithinTheHeartbeatBound) {
   NodeRun run;
   std::vector<std::vector<Child*>> ranks(2);

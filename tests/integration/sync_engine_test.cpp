@@ -337,6 +337,33 @@ TEST_F(SyncEngineTest, APeerKilledMidSyncLeavesTheSurvivorsBitIdentical) {
   EXPECT_EQ(rounds.back().applied, 1);
 }
 
+// The master SIGKILLed and restarted (without a journal) twice mid-training (issue 27): the
+// trainers never stop, a round a restart catches is dropped or retried by every peer alike, and
+// every peer ends with bit-identical global parameters.
+TEST_F(SyncEngineTest, MasterRestartTwiceMidTrainingLeavesEveryPeerBitIdentical) {
+  const Training run{3, 300, 10, 1, 0, {"--step-ms", "5"}};
+  std::vector<Child*> peers;
+  for (uint32_t i = 0; i < run.peers; ++i) peers.push_back(&start(run, i));
+  for (const char* at : {"step 80", "step 180"}) {
+    ASSERT_TRUE(peers[0]->wait_line([at](const std::string& l) { return l == at; }, 120s))
+        << why(*peers[0]);
+    ASSERT_TRUE(cluster_.restart_master());
+  }
+  const std::vector<Final> finals = finals_of(peers);
+  ASSERT_EQ(finals.size(), run.peers);
+  for (const auto& f : finals) {
+    EXPECT_EQ(f.hash, finals[0].hash);
+    EXPECT_EQ(f.global, finals[0].global);
+  }
+  // Training went on in rounds of all three after the second restart.
+  const auto rounds = rounds_of(*peers[0]);
+  ASSERT_FALSE(rounds.empty());
+  EXPECT_EQ(rounds.back().participants, 3u);
+  EXPECT_EQ(rounds.back().applied, 1);
+  EXPECT_NE(cluster_.master().stderr_text().find("recovery done: 3 of 3"), std::string::npos)
+      << cluster_.master().stderr_text();
+}
+
 // A peer joining mid-run downloads the global parameters, the outer state and the counters, takes
 // part in the rounds at once without counting, and counts from its first whole round.
 TEST_F(SyncEngineTest, AJoinerReceivesTheGlobalStateAndItsNextContributionCounts) {

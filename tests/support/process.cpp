@@ -97,6 +97,12 @@ void Child::send(const std::string& line) {
   (void)!write(stdin_fd_, text.data(), text.size());
 }
 
+void Child::close_stdin() {
+  if (stdin_fd_ < 0) return;
+  close(stdin_fd_);
+  stdin_fd_ = -1;
+}
+
 void Child::kill(int signal) {
   if (running()) ::kill(pid_, signal);
 }

@@ -40,6 +40,8 @@ class Child {
   pid_t pid() const { return pid_; }
   // Writes one line to the child's stdin (ignored once it has exited).
   void send(const std::string& line);
+  // Closes the child's stdin (it reads end of input). Idempotent.
+  void close_stdin();
   void kill(int signal);
   // Waits for the child to exit and for its stdout to be read to the end (so lines() and
   // last_line() hold everything it printed); its exit code (or 128 + signal), or nullopt on

@@ -152,6 +152,11 @@ void add_run_and_churn(CLI::App& app, Flags& f) {
   cli::add_number(app, "--rejoin-delay-ms", f.rejoin_delay_ms, 0, kHourMs,
                   "a replacement starts this long after a peer went")
       ->group("Churn");
+  cli::add_number(app, "--master-restart-ms", f.master_restart_ms, 0, kDayMs,
+                  "mean time between master restarts: the master is SIGKILLed and started again "
+                  "on the same port with its journal, and every peer must ride through it; 0: "
+                  "never")
+      ->group("Churn");
   cli::add_number(app, "--min-alive", f.min_alive, 1, 1000,
                   "never disrupt a peer if fewer than N would keep stepping")
       ->group("Churn");

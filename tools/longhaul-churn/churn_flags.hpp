@@ -34,7 +34,10 @@ struct Flags {
   uint32_t stop_min_ms = 200, stop_max_ms = 1500;
   uint32_t blackhole_min_ms = 200, blackhole_max_ms = 1500;
   uint32_t rejoin_delay_ms = 300;  // a replacement starts this long after a peer went
-  uint32_t min_alive = 3;          // never disrupt a peer when fewer would keep stepping
+  // Master restarts: every master_restart_ms on average (uniform in [0.5, 1.5] times it) the
+  // master is SIGKILLed and started again on the same port with its journal; 0: never.
+  uint32_t master_restart_ms = 0;
+  uint32_t min_alive = 3;  // never disrupt a peer when fewer would keep stepping
   // Watching.
   uint32_t hang_ms = 15000;  // a running peer with no completed step for longer is a violation
   uint32_t join_ms = 30000;  // a started peer must have joined within this

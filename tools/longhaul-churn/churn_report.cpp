@@ -75,6 +75,9 @@ void ChurnRun::report() {
     std::printf("  link faults   %llu resets, %llu black holes\n",
                 static_cast<unsigned long long>(s.link_resets),
                 static_cast<unsigned long long>(s.blackholes));
+  if (flags_.master_restart_ms > 0)
+    std::printf("  master        %llu restarts (SIGKILL, started again with its journal)\n",
+                static_cast<unsigned long long>(s.master_restarts));
   std::printf("  retried       %llu all-reduce steps aborted and retried, %llu syncs retried\n",
               static_cast<unsigned long long>(s.aborted_ops),
               static_cast<unsigned long long>(s.sync_retries));

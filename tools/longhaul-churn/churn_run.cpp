@@ -91,9 +91,10 @@ int ChurnRun::report_run() {
 
 void ChurnRun::start_master() {
   const std::string port_file = log_dir_ + "/master.port";
+  // A restarted master listens where its predecessor did: the peers reconnect there.
   std::vector<std::string> argv = {bins_.master,
                                    "--listen",
-                                   "127.0.0.1:0",
+                                   "127.0.0.1:" + std::to_string(master_port_),
                                    "--port-file",
                                    port_file,
                                    "--log-level",
@@ -103,11 +104,17 @@ void ChurnRun::start_master() {
                                    "--heartbeat-misses",
                                    std::to_string(flags_.heartbeat_misses)};
   argv.insert(argv.end(), master_security_args_.begin(), master_security_args_.end());
+  if (flags_.master_restart_ms > 0) {
+    argv.push_back("--journal");
+    argv.push_back(log_dir_ + "/master.journal");
+  }
   std::string error;
   master_ = ChildProcess::spawn(
       &loop_, argv, log_path("master", ".err"), false, [](const std::string&) {},
       [this](int64_t status, int sig) {
-        if (phase_ != Phase::kShutdown) {
+        if (master_restarting_) {
+          master_down_ = true;  // started again from tick(), outside this callback
+        } else if (phase_ != Phase::kShutdown) {
           monitor_.on_infrastructure_exit("the master", status, sig, now_ms());
           shutdown(1, "the master exited");
         }
@@ -118,7 +125,7 @@ void ChurnRun::start_master() {
     return;
   }
   append_log("master", "started pid " + std::to_string(master_->pid()));
-  phase_deadline_ms_ = now_ms() + kStartTimeoutMs;
+  if (phase_ == Phase::kStarting) phase_deadline_ms_ = now_ms() + kStartTimeoutMs;
 }
 
 void ChurnRun::start_wanem() {
@@ -297,6 +304,7 @@ void ChurnRun::tick_starting(double now) {
     else
       for (uint32_t i = 0; i < flags_.peers; ++i) start_peer(static_cast<int>(i), false);
     schedule_next_event();
+    schedule_master_restart();
     // Give the first peers time to join before the churn starts.
     next_event_ms_ =
         flags_.kill_interval_ms == 0 ? -1 : now + std::max<double>(flags_.kill_interval_ms, 2000);
@@ -320,6 +328,7 @@ void ChurnRun::tick_churn(double now) {
     disrupt();
     schedule_next_event();
   }
+  tick_master_restart(now);
   for (auto it = respawns_.begin(); it != respawns_.end();) {
     if (now >= it->at_ms) {
       const int shard = it->shard;
@@ -337,6 +346,7 @@ void ChurnRun::tick_churn(double now) {
 
 void ChurnRun::tick() {
   const double now = now_ms();
+  if (master_restarting_ && master_down_ && phase_ != Phase::kShutdown) bring_master_back();
   switch (phase_) {
     case Phase::kStarting:
       tick_starting(now);

@@ -113,6 +113,10 @@ class ChurnRun {
   void heal_links(double now);
   bool prepare_security();
   void start_master();
+  // Master restarts (churn_run_master.cpp, --master-restart-ms).
+  void schedule_master_restart();
+  void tick_master_restart(double now);
+  void bring_master_back();
   void start_wanem();
   bool train() const { return flags_.workload == Workload::kTrain; }
   void start_peer(int shard, bool join, const std::string& node = "", uint32_t rail = 0);
@@ -151,6 +155,9 @@ class ChurnRun {
 
   std::vector<std::string> master_security_args_, peer_security_args_;  // --tls, --secret
   std::unique_ptr<ChildProcess> master_;
+  bool master_restarting_ = false;  // SIGKILLed for a restart: its exit is expected
+  bool master_down_ = false;        // ... and it has exited: start it again
+  double next_master_restart_ms_ = -1;
   uint16_t master_port_ = 0;
   std::unique_ptr<ChildProcess> wanem_;
   uint16_t master_route_port_ = 0;

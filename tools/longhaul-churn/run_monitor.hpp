@@ -46,6 +46,8 @@ class RunMonitor {
   // Another process of the run (the master, the emulator) ended when it should not have.
   void on_infrastructure_exit(const std::string& what, int64_t exit_status, int term_signal,
                               double now);
+  // The master was restarted on purpose (churn's --master-restart-ms).
+  void on_master_restart() { ++s_.master_restarts; }
   // A violation found by the caller (e.g. a survivor that did not leave in time).
   void add_violation(double now, std::string text);
   // The run is being torn down: every peer still running is about to be SIGKILLed by us.
@@ -77,6 +79,7 @@ class RunMonitor {
     uint64_t spawned = 0, joins = 0, kills = 0, terms = 0, stops = 0, evicted_after_stop = 0;
     uint64_t node_evictions = 0;  // ranks that ended with their node evicted (exit status 4)
     uint64_t link_resets = 0, blackholes = 0;
+    uint64_t master_restarts = 0;
     uint64_t aborted_ops = 0;   // all-reduce steps that failed and were retried
     uint64_t sync_retries = 0;  // syncs that failed and were retried
     uint64_t hashes_compared = 0;

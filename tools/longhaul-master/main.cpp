@@ -120,6 +120,12 @@ void add_flags(CLI::App& app, Flags& f, Timing& t) {
                   "peers that have not set up their links N ms after a membership "
                   "change are evicted")
       ->group("Failure detection");
+  app.add_option("--journal", f.options.journal_path,
+                 "keep a journal in PATH (fsynced, a few dozen bytes): a master restarted on it "
+                 "lets the run's peers rejoin and hands out ids and epochs above the earlier "
+                 "master's; a corrupt journal is logged and replaced")
+      ->type_name("PATH")
+      ->group("Members");
   cli::add_number(app, "--max-state-tensors", f.options.max_state_tensors, 1, 1u << 20,
                   "a member's shared-state report may name at most N tensors; beyond it the "
                   "member is dropped with the reason")
@@ -182,8 +188,8 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
   longhaul::log::parse_format(f->log_format, &format);  // one_of() admitted only known formats
   longhaul::log::set_format(format);
   if (f->status_listen != "off")
-    if (Status s = longhaul::net::parse_host_port(f->status_listen, &f->status.host,
-                                                  &f->status.port);
+    if (Status s =
+            longhaul::net::parse_host_port(f->status_listen, &f->status.host, &f->status.port);
         !s)
       return cli::usage_error(app, "--status-listen: " + s.message());
   if (Status s = longhaul::net::parse_host_port(f->listen, &o.listen_host, &o.listen_port); !s)
