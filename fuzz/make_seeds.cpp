@@ -219,9 +219,9 @@ int main(int argc, char** argv) {
   stats.has_state = stats.has_engine = true;
   stats.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}};
   write_seed("control_peer_stats", fz::kControl, wire::encode_control(stats));
-  write_seed(
-      "control_topology", fz::kControl,
-      wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));
+  write_seed("control_topology", fz::kControl,
+             wire::encode_control(
+                 wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}, 0, {}}));
   write_seed("frame_hello", fz::kFrameStream,
              cat(header_bytes({net::FrameType::kHello, 0,
                                static_cast<uint32_t>(hello_payload.size()), 0, 0, 0}),

@@ -309,6 +309,22 @@ void MasterServer::send(PeerId to, const wire::ControlMessage& message) {
   write(*sessions_.at(it->second).link, message);
 }
 
+// One encoding for every recipient: a broadcast costs the master its bytes once, not once per
+// member (a TOPOLOGY to a large run is the biggest message it sends).
+void MasterServer::send_all(const std::vector<PeerId>& to, const wire::ControlMessage& message) {
+  if (to.empty()) return;
+  if (const auto* abort = std::get_if<wire::AbortMsg>(&message))
+    recorder_.aborted(abort->group, abort->epoch, abort->reason, unix_now());
+  const auto bytes = wire::encode_control(message);
+  const auto type = wire::control_type(message);
+  for (PeerId id : to) {
+    auto it = by_peer_.find(id);
+    if (it == by_peer_.end()) continue;
+    sent_.count(type, bytes.size());
+    sessions_.at(it->second).link->send_control(bytes);
+  }
+}
+
 void MasterServer::write(net::Link& link, const wire::ControlMessage& message,
                          net::Link::Completion done) {
   auto bytes = wire::encode_control(message);

@@ -106,6 +106,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
 
   // Outbox
   void send(PeerId to, const wire::ControlMessage& message) override;
+  void send_all(const std::vector<PeerId>& to, const wire::ControlMessage& message) override;
   void disconnect(PeerId who, const Status& why) override;
   void round_started(uint64_t epoch) override;
   void peer_forgotten(PeerId who) override;
