@@ -345,7 +345,8 @@ void Membership::propose(Groups rings, bool admit) {
   log::debug("master", "proposing epoch {} to {} peers", round.epoch, round.participants.size());
   round_ = std::move(round);
   // Members of the committed epoch are told only what changes; peers it admits get it all.
-  const auto change = topology_delta(committed_epoch_, rings_, proposal);
+  const auto change =
+      base_is_shared_ ? topology_delta(committed_epoch_, rings_, proposal) : std::nullopt;
   std::vector<PeerId> to_change, to_whole;
   for (PeerId id : round_->participants)
     (change && members_.at(id).state == State::kActive ? to_change : to_whole).push_back(id);
@@ -356,6 +357,7 @@ void Membership::propose(Groups rings, bool admit) {
 
 void Membership::commit() {
   committed_epoch_ = round_->epoch;
+  base_is_shared_ = true;
   rings_ = std::move(round_->rings);
   const std::set<PeerId> participants = std::move(round_->participants);
   const bool held = !round_->admits_joiners;

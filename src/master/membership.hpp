@@ -199,6 +199,11 @@ class Membership {
   uint64_t op_sequence_ = 0;   // advanced by the collective layer (issue 4)
   bool ring_broken_ = false;   // an active member or a link was lost since the last commit
   bool joiners_held_ = false;  // the committed epoch's round held pending peers back
+  // Whether every active member holds committed_epoch_ with rings_ exactly, as after a round this
+  // master committed: only then may a proposal go to them as a change to that epoch
+  // (topology_delta.hpp). Anything that sets the committed epoch another way (a restarted master
+  // rebuilding it from reports) must leave it false, and members get whole proposals.
+  bool base_is_shared_ = false;
   // Counts kept as members change, so that no message from one peer scans every member
   // (bench/run scale): per group, active members and those waiting; the totals; the members not
   // admitted yet.
