@@ -230,9 +230,9 @@ int main(int argc, char** argv) {
   rejoin.proposed_ring = {5, 7};
   rejoin.decided_attempt = 2;
   write_seed("control_rejoin", fz::kControl, wire::encode_control(rejoin));
-  write_seed(
-      "control_topology", fz::kControl,
-      wire::encode_control(wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}}));
+  write_seed("control_topology", fz::kControl,
+             wire::encode_control(
+                 wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}, 0, {}}));
   write_seed("frame_hello", fz::kFrameStream,
              cat(header_bytes({net::FrameType::kHello, 0,
                                static_cast<uint32_t>(hello_payload.size()), 0, 0, 0}),

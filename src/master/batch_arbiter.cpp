@@ -61,16 +61,15 @@ void BatchArbiter::decide(const Key& key, Attempt& attempt, bool ok) {
   attempt.decision = ok;
   log::debug("master", "epoch {}: batch attempt {} of group {} {}", epoch, number, group,
              ok ? "succeeded" : "failed");
-  for (PeerId id : attempt.reported) out_.send(id, wire::BatchDecisionMsg{epoch, number, ok});
+  out_.send_all({attempt.reported.begin(), attempt.reported.end()},
+                wire::BatchDecisionMsg{epoch, number, ok});
 }
 
+// Counting is enough: only active members of the group report for its current epoch, and a member
+// that goes (lost, left, waiting) fails the epoch's undecided attempts before it could be
+// miscounted (on_group_epoch_failed). A scan of the members per report would cost N^2 per attempt.
 bool BatchArbiter::everyone_reported(uint32_t group, const Attempt& attempt) const {
-  return std::all_of(membership_.members().begin(), membership_.members().end(),
-                     [&](const auto& kv) {
-                       const Membership::Member& m = kv.second;
-                       return m.state != Membership::State::kActive || m.group != group ||
-                              attempt.reported.contains(kv.first);
-                     });
+  return attempt.reported.size() >= membership_.group_active(group);
 }
 
 void BatchArbiter::forget_old_epochs() {

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "common/log.hpp"
+#include "master/topology_delta.hpp"
 
 namespace longhaul::master {
 
@@ -20,6 +21,7 @@ void Membership::add_pending(PeerId id, uint32_t group, std::string host, uint16
   log::info("master", "peer {} joined group {} (data address {}:{}); waiting for admission", id,
             group, m.host, port);
   members_.emplace(id, std::move(m));
+  pending_.insert(id);
   if (const Node* n = nodes_.add(id, node)) note_rail_registered(*n);
   maybe_start_round();
   sync_pending_flags();
@@ -27,9 +29,8 @@ void Membership::add_pending(PeerId id, uint32_t group, std::string host, uint16
 
 bool Membership::reconfiguration_needed() const {
   if (ring_broken_) return true;
-  return std::any_of(members_.begin(), members_.end(), [this](const auto& kv) {
-    return kv.second.state == State::kPending && admissible(kv.first);
-  });
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [this](PeerId id) { return admissible(id); });
 }
 
 bool Membership::pending_flag() const {
@@ -42,10 +43,30 @@ void Membership::release_held_joiners() {
   sync_pending_flags();
 }
 
-size_t Membership::active_count() const {
-  return static_cast<size_t>(std::count_if(members_.begin(), members_.end(), [](const auto& kv) {
-    return kv.second.state == State::kActive;
-  }));
+size_t Membership::group_active(uint32_t group) const {
+  auto it = counts_.find(group);
+  return it == counts_.end() ? 0 : it->second.active;
+}
+
+size_t Membership::group_waiting(uint32_t group) const {
+  auto it = counts_.find(group);
+  return it == counts_.end() ? 0 : it->second.waiting;
+}
+
+void Membership::set_waiting(Member& m, bool waiting) {
+  if (m.waiting == waiting) return;
+  m.waiting = waiting;
+  GroupCount& c = counts_[m.group];
+  c.waiting = waiting ? c.waiting + 1 : c.waiting - 1;
+  waiting_total_ = waiting ? waiting_total_ + 1 : waiting_total_ - 1;
+  if (!waiting) flag_pushed_.reset();  // eligible for the flag again
+}
+
+void Membership::count_active(const Member& m, int change) {
+  GroupCount& c = counts_[m.group];
+  c.active = change > 0 ? c.active + 1 : c.active - 1;
+  active_total_ = change > 0 ? active_total_ + 1 : active_total_ - 1;
+  if (c.active == 0) counts_.erase(m.group);
 }
 
 Status Membership::on_update_topology(PeerId id, uint64_t epoch, bool admit_joiners) {
@@ -68,16 +89,11 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch, bool admit_join
   // time) then fails fast and comes to update_topology too, instead of waiting for this one
   // forever.
   const uint32_t group = m.group;
-  const auto same_group = [&](bool waiting) {
-    return std::any_of(members_.begin(), members_.end(), [&](const auto& kv) {
-      return kv.first != id && kv.second.state == State::kActive && kv.second.group == group &&
-             kv.second.waiting == waiting;
-    });
-  };
-  const bool first_to_wait = !same_group(true);
-  m.waiting = true;
+  const bool first_to_wait = group_waiting(group) == 0;
+  const bool others_busy = group_active(group) - group_waiting(group) > 1;  // besides this one
+  set_waiting(m, true);
   m.admit_joiners = admit_joiners;
-  if (first_to_wait && same_group(false)) {
+  if (first_to_wait && others_busy) {
     abort_group(group, LH_ERR_ABORTED, fmt::format("peer {} is waiting for a reconfiguration", id));
     out_.group_reconfiguring(group);
   }
@@ -176,6 +192,9 @@ void Membership::drop_peer(PeerId id, const std::string& reason, bool graceful) 
 void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
+  set_waiting(it->second, false);
+  if (it->second.state == State::kActive) count_active(it->second, -1);
+  pending_.erase(id);
   const Member m = it->second;
   members_.erase(it);
   log::info("master", "peer {} left group {}: {}", id, m.group, reason);
@@ -205,9 +224,10 @@ void Membership::evict(PeerId id, const Status& why) {
 }
 
 void Membership::abort_group(uint32_t group, lh_status code, const std::string& reason) {
+  std::vector<PeerId> to;
   for (const auto& [id, m] : members_)
-    if (m.state == State::kActive && m.group == group)
-      out_.send(id, wire::AbortMsg{m.epoch, group, code, reason});
+    if (m.state == State::kActive && m.group == group) to.push_back(id);
+  out_.send_all(to, wire::AbortMsg{committed_epoch_, group, code, reason});
   out_.group_epoch_failed(group);
 }
 
@@ -215,16 +235,18 @@ void Membership::maybe_start_round() {
   if (round_ || recovering_) return;
   if (!reconfiguration_needed()) {
     // The reason to wait went away (the joiner left before it was admitted).
+    if (waiting_total_ == 0) return;
+    std::vector<PeerId> to;
     for (auto& [id, m] : members_) {
       if (!m.waiting) continue;
-      m.waiting = false;
+      set_waiting(m, false);
       m.admit_joiners = true;
-      out_.send(id, wire::TopologyUnchangedMsg{m.epoch});
+      to.push_back(id);
     }
+    out_.send_all(to, wire::TopologyUnchangedMsg{committed_epoch_});
     return;
   }
-  for (const auto& [id, m] : members_)
-    if (m.state == State::kActive && !m.waiting) return;
+  if (active_total_ != waiting_total_) return;  // an active member has not come to wait yet
   start_round();
 }
 
@@ -322,12 +344,20 @@ void Membership::propose(Groups rings, bool admit) {
   for (const auto& [group, order] : round.rings) proposal.rings.push_back({group, order});
   log::debug("master", "proposing epoch {} to {} peers", round.epoch, round.participants.size());
   round_ = std::move(round);
-  for (PeerId id : round_->participants) out_.send(id, proposal);
+  // Members of the committed epoch are told only what changes; peers it admits get it all.
+  const auto change =
+      base_is_shared_ ? topology_delta(committed_epoch_, rings_, proposal) : std::nullopt;
+  std::vector<PeerId> to_change, to_whole;
+  for (PeerId id : round_->participants)
+    (change && members_.at(id).state == State::kActive ? to_change : to_whole).push_back(id);
+  if (change) out_.send_all(to_change, *change);
+  out_.send_all(to_whole, proposal);
   out_.round_started(round_->epoch);
 }
 
 void Membership::commit() {
   committed_epoch_ = round_->epoch;
+  base_is_shared_ = true;
   rings_ = std::move(round_->rings);
   const std::set<PeerId> participants = std::move(round_->participants);
   const bool held = !round_->admits_joiners;
@@ -335,9 +365,13 @@ void Membership::commit() {
   ring_broken_ = false;
   for (PeerId id : participants) {
     Member& m = members_.at(id);
-    m.state = State::kActive;
+    if (m.state == State::kPending) {
+      m.state = State::kActive;
+      count_active(m, +1);
+      pending_.erase(id);
+    }
     m.epoch = committed_epoch_;
-    m.waiting = false;
+    set_waiting(m, false);
     m.admit_joiners = true;
   }
   joiners_held_ = held && reconfiguration_needed();
@@ -347,20 +381,24 @@ void Membership::commit() {
   log::info("master", "epoch {}: {} peers in {} group(s);{}", committed_epoch_, participants.size(),
             rings_.size(), rings);
   const bool pending = pending_flag();
-  for (PeerId id : participants) {
-    members_.at(id).pending_sent = pending;
-    out_.send(id, wire::EpochCommitMsg{committed_epoch_, op_sequence_, pending});
-  }
+  for (PeerId id : participants) members_.at(id).pending_sent = pending;
+  flag_pushed_ = pending;  // every active member took part, and now knows the flag
+  out_.send_all({participants.begin(), participants.end()},
+                wire::EpochCommitMsg{committed_epoch_, op_sequence_, pending});
   maybe_start_round();  // with no active member waiting this does nothing
 }
 
 void Membership::sync_pending_flags() {
   const bool pending = pending_flag();
+  if (flag_pushed_ == pending) return;  // a wave of joins scans the members once, not per join
+  std::vector<PeerId> to;
   for (auto& [id, m] : members_) {
     if (m.state != State::kActive || m.waiting || m.pending_sent == pending) continue;
     m.pending_sent = pending;
-    out_.send(id, wire::PendingChangedMsg{pending});
+    to.push_back(id);
   }
+  flag_pushed_ = pending;
+  out_.send_all(to, wire::PendingChangedMsg{pending});
 }
 
 }  // namespace longhaul::master

@@ -40,6 +40,10 @@ class Outbox {
  public:
   virtual ~Outbox() = default;
   virtual void send(PeerId to, const wire::ControlMessage& message) = 0;
+  // The same message to each of `to`: by default one send() each; the server encodes it once.
+  virtual void send_all(const std::vector<PeerId>& to, const wire::ControlMessage& message) {
+    for (PeerId id : to) send(id, message);
+  }
   // Tells the peer why it is removed (REMOVED) and closes its connection. Membership has already
   // forgotten it.
   virtual void disconnect(PeerId who, const Status& why) = 0;
@@ -153,7 +157,10 @@ class Membership {
   bool pending_flag() const;
   bool round_in_progress() const { return round_.has_value(); }
   const std::map<PeerId, Member>& members() const { return members_; }
-  size_t active_count() const;
+  size_t active_count() const { return active_total_; }
+  // Active members of `group`, and how many of them wait in update_topology.
+  size_t group_active(uint32_t group) const;
+  size_t group_waiting(uint32_t group) const;
   // Committed ring order per group.
   const std::map<uint32_t, std::vector<PeerId>>& rings() const { return rings_; }
   const std::set<PeerPair>& unreachable_pairs() const { return banned_; }
@@ -193,6 +200,10 @@ class Membership {
   void evict(PeerId id, const Status& why);
   void abort_group(uint32_t group, lh_status code, const std::string& reason);
   void sync_pending_flags();
+  // Every change of a member's waiting flag goes through here, to keep the counts below.
+  void set_waiting(Member& m, bool waiting);
+  // The member becomes active (+1) or is forgotten while active (-1).
+  void count_active(const Member& m, int change);
   // Whether pending peer `id` may join a round (its node, if any, is complete).
   bool admissible(PeerId id) const { return nodes_.admissible(id); }
   // Nodes (membership_nodes.cpp). A rail registered: tell an incomplete node's rails what is
@@ -225,12 +236,29 @@ class Membership {
   NodeTable nodes_;
   PeerId last_id_ = 0;
   uint64_t committed_epoch_ = 0;
-  uint64_t last_epoch_ = 0;   // last epoch number proposed
-  uint64_t op_sequence_ = 0;  // advanced by the collective layer (issue 4)
-  bool ring_broken_ = false;  // an active member or a link was lost since the last commit
-  bool recovering_ = false;   // restarted: members rejoin, no round starts (begin_recovery)
+  uint64_t last_epoch_ = 0;    // last epoch number proposed
+  uint64_t op_sequence_ = 0;   // advanced by the collective layer (issue 4)
+  bool ring_broken_ = false;   // an active member or a link was lost since the last commit
+  bool joiners_held_ = false;  // the committed epoch's round held pending peers back
+  bool recovering_ = false;    // restarted: members rejoin, no round starts (begin_recovery)
   std::map<PeerId, RejoinReport> rejoined_;  // the reports of this recovery
-  bool joiners_held_ = false;                // the committed epoch's round held pending peers back
+  // Whether every active member holds committed_epoch_ with rings_ exactly, as after a round this
+  // master committed: only then may a proposal go to them as a change to that epoch
+  // (topology_delta.hpp). Anything that sets the committed epoch another way (a restarted master
+  // rebuilding it from reports) must leave it false, and members get whole proposals.
+  bool base_is_shared_ = false;
+  // Counts kept as members change, so that no message from one peer scans every member
+  // (bench/run scale): per group, active members and those waiting; the totals; the members not
+  // admitted yet.
+  struct GroupCount {
+    size_t active = 0, waiting = 0;
+  };
+  std::map<uint32_t, GroupCount> counts_;
+  size_t active_total_ = 0, waiting_total_ = 0;
+  std::set<PeerId> pending_;
+  // sync_pending_flags() has nothing to tell while the flag is the one it last pushed and no
+  // member became eligible for it since (admitted, or stopped waiting).
+  std::optional<bool> flag_pushed_;
 };
 
 }  // namespace longhaul::master

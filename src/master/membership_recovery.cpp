@@ -56,6 +56,7 @@ Status Membership::add_rejoined(const RejoinReport& r) {
   m.port = r.port;
   m.state = State::kActive;
   m.epoch = r.epoch;
+  count_active(m, +1);
   members_.emplace(r.id, std::move(m));
   nodes_.add(r.id, r.node);
   rejoined_[r.id] = r;
@@ -151,8 +152,11 @@ void Membership::finish_recovery() {
             rejoined_.size(), committed_epoch_, last_epoch_ + 1);
   rejoined_.clear();
   recovering_ = false;
-  // Members sit in different epochs and in none this master proposed: re-form every group.
+  // Members sit in different epochs and in none this master proposed: re-form every group, with
+  // whole proposals (base_is_shared_ stays false until this master commits), and tell every
+  // rejoined member the flag.
   ring_broken_ = true;
+  flag_pushed_.reset();
   maybe_start_round();
   sync_pending_flags();
 }

@@ -1,6 +1,7 @@
 #include "master/run_recorder.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace longhaul::master {
 namespace {
@@ -73,7 +74,6 @@ void RunRecorder::fill_peer(const Membership::Member& m, std::string node, doubl
   p.active = m.state == Membership::State::kActive;
   p.waiting = m.waiting;
   if (auto j = joined_at_.find(m.id); j != joined_at_.end()) p.joined_at = j->second;
-  if (auto ring = membership_ring(s, m); ring >= 0) p.ring_position = ring;
   if (auto it = reports_.find(m.id); it != reports_.end()) {
     const Report& r = it->second;
     p.has_stats = true;
@@ -103,13 +103,6 @@ void RunRecorder::fill_peer(const Membership::Member& m, std::string node, doubl
     }
   }
   s->peers.push_back(std::move(p));
-}
-
-int RunRecorder::membership_ring(const RunStatus* s, const Membership::Member& m) {
-  auto g = s->groups.find(m.group);
-  if (g == s->groups.end()) return -1;
-  auto it = std::find(g->second.ring.begin(), g->second.ring.end(), m.id);
-  return it == g->second.ring.end() ? -1 : static_cast<int>(it - g->second.ring.begin());
 }
 
 // Within each group, the (revision, digest) most active members report is the reference; a member
@@ -143,9 +136,13 @@ RunStatus RunRecorder::build_common(const Membership& membership, size_t connect
   s.round_in_progress = membership.round_in_progress();
   s.peers_pending = membership.pending_flag();
   s.connections = connections;
+  // Ring positions from one pass over each ring: searching the ring for each member would cost
+  // N^2 at every publish, four times per heartbeat interval.
+  std::unordered_map<PeerId, int> position;
   for (const auto& [group, ring] : membership.rings()) {
     s.groups[group].group = group;
     s.groups[group].ring = ring;
+    for (size_t i = 0; i < ring.size(); ++i) position[ring[i]] = static_cast<int>(i);
   }
   for (const auto& [id, m] : membership.members()) {
     auto& g = s.groups[m.group];
@@ -155,6 +152,8 @@ RunStatus RunRecorder::build_common(const Membership& membership, size_t connect
     // A rank of a node (issue 21) shows under its node's name; a peer without one under its host.
     const Node* node = membership.nodes().node_of(id);
     fill_peer(m, node ? node->name : m.host, now, &s);
+    if (auto it = position.find(id); it != position.end())
+      s.peers.back().ring_position = it->second;
   }
   mark_mismatches(&s);
   s.data_bytes_sent += departed_data_;

@@ -56,8 +56,6 @@ class RunRecorder {
   void add_event(RunEvent event);
   void fill_peer(const Membership::Member& m, std::string node, double now, RunStatus* s) const;
   static void mark_mismatches(RunStatus* s);
-  // The member's position in its group's committed ring in *s, or -1.
-  static int membership_ring(const RunStatus* s, const Membership::Member& m);
 
   const double started_at_;
   std::deque<RunEvent> events_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "master/ring_order.hpp"
+#include "master/send_counters.hpp"
 #include "wire/control_messages.hpp"
 
 namespace longhaul::master {
@@ -86,6 +87,8 @@ struct RunStatus {
   uint64_t data_bytes_sent = 0, control_bytes_sent = 0, state_bytes_sent = 0;
   // Sync engines: the largest inner step and outer round any member reports.
   uint64_t engine_peers = 0, inner_steps = 0, outer_rounds = 0;
+  // What the master itself wrote to its control links since it started, by message name.
+  std::map<std::string, SentTotals> master_sent;
 };
 
 // The latest published RunStatus. Thread-safe; readers get a shared immutable copy.

@@ -246,8 +246,7 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
           by_peer_.erase(id);
           sessions_.erase(conn);
           // Closing once BYE is written; the peer closes on BYE too.
-          link->send_control(wire::encode_control(wire::ByeMsg{}),
-                             [link](Status) { link->close(closed_error("peer left")); });
+          write(*link, wire::ByeMsg{}, [link](Status) { link->close(closed_error("peer left")); });
           membership_.drop_peer(
               id,
               m.reason.empty() ? "left gracefully" : fmt::format("left gracefully ({})", m.reason),
@@ -282,9 +281,8 @@ void MasterServer::drop_connection(uint64_t conn, const Status& why) {
   sessions_.erase(it);
   log::warn("master", "dropping connection from {}{}: {}", link->peer(),
             id ? fmt::format(" (peer {})", id) : "", why.to_string());
-  link->send_control(wire::encode_control(wire::RemovedMsg{
-                         why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
-                     [link, why](Status) { link->close(why); });
+  write(*link, wire::RemovedMsg{why.code(), why.message().substr(0, wire::kMaxReasonBytes)},
+        [link, why](Status) { link->close(why); });
   if (id) membership_.drop_peer(id, fmt::format("dropped: {}", why.to_string()));
 }
 
@@ -315,7 +313,6 @@ void MasterServer::heartbeat_tick() {
   // every tick of an interval timer); a peer's own silence limit never sees a longer gap.
   const bool beat_due = now - last_beat_ >= options_.heartbeat_interval - silence_check();
   if (beat_due) last_beat_ = now;
-  const auto beat = wire::encode_control(wire::HeartbeatMsg{});
   std::vector<std::pair<PeerId, std::chrono::milliseconds>> silent;
   for (auto& [conn, session] : sessions_) {
     if (session.peer == 0) continue;
@@ -324,7 +321,7 @@ void MasterServer::heartbeat_tick() {
     if (quiet > limit)
       silent.emplace_back(session.peer, quiet);
     else if (beat_due)
-      session.link->send_control(beat);
+      write(*session.link, wire::HeartbeatMsg{});
   }
   for (const auto& [id, quiet] : silent) {
     Status why = peer_lost(fmt::format("missed {} heartbeats (silent for {} ms)",
@@ -335,9 +332,11 @@ void MasterServer::heartbeat_tick() {
 }
 
 void MasterServer::publish_status() {
-  status_box_.publish(std::make_shared<const RunStatus>(recorder_.build(
+  RunStatus status = recorder_.build(
       membership_, [this](uint32_t group) { return state_.group_revision(group); },
-      sessions_.size(), unix_now())));
+      sessions_.size(), unix_now());
+  status.master_sent = sent_.by_name();
+  status_box_.publish(std::make_shared<const RunStatus>(std::move(status)));
 }
 
 void MasterServer::peer_left(PeerId who, uint32_t group, const std::string& reason, bool graceful) {
@@ -349,7 +348,30 @@ void MasterServer::send(PeerId to, const wire::ControlMessage& message) {
     recorder_.aborted(abort->group, abort->epoch, abort->reason, unix_now());
   auto it = by_peer_.find(to);
   if (it == by_peer_.end()) return;
-  sessions_.at(it->second).link->send_control(wire::encode_control(message));
+  write(*sessions_.at(it->second).link, message);
+}
+
+// One encoding for every recipient: a broadcast costs the master its bytes once, not once per
+// member (a TOPOLOGY to a large run is the biggest message it sends).
+void MasterServer::send_all(const std::vector<PeerId>& to, const wire::ControlMessage& message) {
+  if (to.empty()) return;
+  if (const auto* abort = std::get_if<wire::AbortMsg>(&message))
+    recorder_.aborted(abort->group, abort->epoch, abort->reason, unix_now());
+  const auto bytes = wire::encode_control(message);
+  const auto type = wire::control_type(message);
+  for (PeerId id : to) {
+    auto it = by_peer_.find(id);
+    if (it == by_peer_.end()) continue;
+    sent_.count(type, bytes.size());
+    sessions_.at(it->second).link->send_control(bytes);
+  }
+}
+
+void MasterServer::write(net::Link& link, const wire::ControlMessage& message,
+                         net::Link::Completion done) {
+  auto bytes = wire::encode_control(message);
+  sent_.count(wire::control_type(message), bytes.size());
+  link.send_control(std::move(bytes), std::move(done));
 }
 
 void MasterServer::disconnect(PeerId who, const Status& why) {
@@ -359,9 +381,8 @@ void MasterServer::disconnect(PeerId who, const Status& why) {
   auto link = sessions_.at(conn).link;
   by_peer_.erase(it);
   sessions_.erase(conn);
-  link->send_control(wire::encode_control(wire::RemovedMsg{
-                         why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
-                     [link, why](Status) { link->close(why); });
+  write(*link, wire::RemovedMsg{why.code(), why.message().substr(0, wire::kMaxReasonBytes)},
+        [link, why](Status) { link->close(why); });
 }
 
 void MasterServer::peer_forgotten(PeerId who) {

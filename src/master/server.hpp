@@ -24,6 +24,7 @@
 #include "master/journal.hpp"
 #include "master/membership.hpp"
 #include "master/run_recorder.hpp"
+#include "master/send_counters.hpp"
 #include "master/state_arbiter.hpp"
 #include "net/endpoint.hpp"
 
@@ -123,9 +124,12 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void arm_heartbeat();
   std::chrono::milliseconds silence_check() const;  // the period of heartbeat_tick
   void publish_status();                            // on the strand
+  // Every control message the master writes goes through here, so that sent_ counts it.
+  void write(net::Link& link, const wire::ControlMessage& message, net::Link::Completion done = {});
 
   // Outbox
   void send(PeerId to, const wire::ControlMessage& message) override;
+  void send_all(const std::vector<PeerId>& to, const wire::ControlMessage& message) override;
   void disconnect(PeerId who, const Status& why) override;
   void round_started(uint64_t epoch) override;
   void peer_forgotten(PeerId who) override;
@@ -149,6 +153,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   BatchArbiter batch_{*this, membership_};
   RunRecorder recorder_;
   StatusBox status_box_;
+  SendCounters sent_;
   std::map<uint64_t, Session> sessions_;
   std::map<PeerId, uint64_t> by_peer_;
   uint64_t next_conn_ = 0;

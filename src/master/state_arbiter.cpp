@@ -51,9 +51,9 @@ Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
 void StateArbiter::maybe_plan(uint32_t group) {
   Round& round = rounds_.at(group);
   if (round.planned) return;
-  for (const auto& [id, m] : membership_.members())
-    if (m.state == Membership::State::kActive && m.group == group && !round.reports.contains(id))
-      return;
+  // Reports come only from active members of the group (on_report) and leave with them
+  // (on_peer_gone): counting them tells whether all are in, without a scan per report.
+  if (round.reports.size() < membership_.group_active(group)) return;
   if (round.reports.empty()) {
     rounds_.erase(group);
     return;
@@ -104,14 +104,13 @@ void StateArbiter::maybe_complete(uint32_t group) {
   Round& round = rounds_.at(group);
   if (!round.planned || !round.fetching.empty()) return;
   if (round.releasing.size() > round.failed) revisions_[group] = round.next_revision;
-  for (PeerId id : round.releasing) out_.send(id, wire::StateCompleteMsg{round.epoch});
+  out_.send_all({round.releasing.begin(), round.releasing.end()},
+                wire::StateCompleteMsg{round.epoch});
   rounds_.erase(group);
 }
 
 bool StateArbiter::reconfiguring(uint32_t group) const {
-  for (const auto& [id, m] : membership_.members())
-    if (m.state == Membership::State::kActive && m.group == group && m.waiting) return true;
-  return false;
+  return membership_.group_waiting(group) > 0;
 }
 
 wire::StatePlanMsg StateArbiter::aborted_plan(uint64_t epoch, uint32_t group) {

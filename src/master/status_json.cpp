@@ -57,6 +57,14 @@ json peer_json(const PeerStatus& p) {
           {"stats", stats_json(p)}};
 }
 
+// {"TOPOLOGY": {"messages": M, "bytes": B}, ...}: what the master wrote, by message name.
+json master_sent_json(const RunStatus& s) {
+  json sent = json::object();
+  for (const auto& [name, t] : s.master_sent)
+    sent[name] = {{"messages", t.messages}, {"bytes", t.bytes}};
+  return sent;
+}
+
 json groups_json(const RunStatus& s) {
   json groups = json::array();
   for (const auto& [id, g] : s.groups)
@@ -111,7 +119,8 @@ std::string status_json(const RunStatus& s) {
                      {{"peers", s.engine_peers},
                       {"inner_steps", s.inner_steps},
                       {"outer_rounds", s.outer_rounds}}},
-                    {"throughput", plot}};
+                    {"throughput", plot},
+                    {"master_sent", master_sent_json(s)}};
   // Reasons come from peers: replace invalid UTF-8 rather than fail.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }

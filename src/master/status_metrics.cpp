@@ -53,6 +53,14 @@ void run_metrics(const RunStatus& s, Writer& w) {
            "Membership events since the master started, by kind (join, leave, lost, evicted, "
            "abort, epoch).");
   for (const auto& [kind, n] : s.event_totals) w.sample(static_cast<double>(n), {{"kind", kind}});
+  w.family("longhaul_master_sent_messages_total", Type::kCounter,
+           "Control messages the master wrote since it started, by message type.");
+  for (const auto& [name, t] : s.master_sent)
+    w.sample(static_cast<double>(t.messages), {{"type", name}});
+  w.family("longhaul_master_sent_bytes_total", Type::kCounter,
+           "Bytes of the control messages the master wrote (frame headers included), by type.");
+  for (const auto& [name, t] : s.master_sent)
+    w.sample(static_cast<double>(t.bytes), {{"type", name}});
   w.family("longhaul_run_bytes_sent_total", Type::kCounter,
            "Bytes the peers sent, as they report them (departed peers included), by kind of link.");
   w.sample(static_cast<double>(s.data_bytes_sent), {{"kind", "data"}});

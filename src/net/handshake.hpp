@@ -25,7 +25,8 @@ namespace longhaul::net {
 inline constexpr uint64_t kHandshakeMagic = 0x4C55414848474E4FULL;  // "ONGHHAUL"-ish, fixed forever
 // Bumped whenever a message changes shape or a message is added (2: ABORT carries a status code;
 // 3: STATE_SOURCE_LOST; 4: STATE_BLOCKS_Z carries the source's compression time; 5: REGISTER
-// names the peer's node and rail, NODE_WAITING; 6: PEER_STATS; 7: REJOIN).
+// names the peer's node and rail, NODE_WAITING; 6: PEER_STATS; 7: REJOIN, and TOPOLOGY as a
+// change to the receiver's epoch).
 inline constexpr uint16_t kProtocolVersion = 7;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;

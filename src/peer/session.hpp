@@ -216,6 +216,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   uint16_t advertised_port_ = 0;
   uint64_t epoch_ = 0;
   std::optional<Topology> proposal_;
+  std::optional<Topology> committed_;  // the committed epoch, once admitted
   std::chrono::milliseconds heartbeat_interval_{1000};
   uint32_t heartbeat_misses_ = 3;
   Clock::time_point last_heard_;

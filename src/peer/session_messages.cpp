@@ -81,7 +81,8 @@ Status PeerSession::on(const wire::TopologyMsg& proposal) {
   if (proposal.epoch <= floor)
     return protocol_error(
         fmt::format("TOPOLOGY for epoch {} after epoch {}", proposal.epoch, floor));
-  auto topology = Topology::from_message(proposal, id_, options_.group);
+  auto topology =
+      Topology::from_message(proposal, id_, options_.group, committed_ ? &*committed_ : nullptr);
   if (!topology) return topology.status();
   proposal_ = std::move(*topology);
   state_ = State::kLinking;
@@ -97,6 +98,7 @@ Status PeerSession::on(const wire::EpochCommitMsg& commit) {
   epoch_ = commit.epoch;
   mesh_->commit(epoch_);
   publish_view(*proposal_);
+  committed_ = std::move(proposal_);  // the base the next proposal's change applies to
   proposal_.reset();
   pending_.store(commit.peers_pending);
   batch_attempt_ = 0;

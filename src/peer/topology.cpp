@@ -1,18 +1,61 @@
 #include "peer/topology.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
 namespace longhaul::peer {
 
-Result<Topology> Topology::from_message(const wire::TopologyMsg& m, PeerId self, uint32_t group) {
+namespace {
+
+// `base` without the removed peers, with the new ones added and appended to their rings.
+Result<Topology> apply_change(const wire::TopologyMsg& m, const Topology& base) {
+  const std::set<PeerId> removed(m.removed.begin(), m.removed.end());
   Topology t;
+  t.epoch = m.epoch;
+  std::set<PeerId> present;
+  for (const auto& member : base.members) {
+    if (removed.contains(member.peer_id)) continue;
+    t.members.push_back(member);
+    present.insert(member.peer_id);
+  }
+  if (t.members.size() + removed.size() != base.members.size())
+    return protocol_error(
+        fmt::format("epoch {} removes a peer epoch {} does not have", m.epoch, m.base_epoch));
+  for (const auto& member : m.members) {
+    if (!present.insert(member.peer_id).second)
+      return protocol_error(fmt::format("epoch {} adds peer {}, already in epoch {}", m.epoch,
+                                        member.peer_id, m.base_epoch));
+    t.members.push_back(member);
+  }
+  for (const auto& [group, order] : base.rings)
+    for (PeerId id : order)
+      if (!removed.contains(id)) t.rings[group].push_back(id);
+  for (const auto& ring : m.rings)
+    t.rings[ring.group].insert(t.rings[ring.group].end(), ring.order.begin(), ring.order.end());
+  return t;
+}
+
+}  // namespace
+
+Result<Topology> Topology::from_message(const wire::TopologyMsg& m, PeerId self, uint32_t group,
+                                        const Topology* base) {
+  Topology t;
+  if (m.base_epoch == 0) {
+    t.members = m.members;
+    for (const auto& ring : m.rings) t.rings[ring.group] = ring.order;
+  } else {
+    if (!base || base->epoch != m.base_epoch)
+      return protocol_error(fmt::format("epoch {} is a change to epoch {}, but this peer is in {}",
+                                        m.epoch, m.base_epoch, base ? base->epoch : 0));
+    auto changed = apply_change(m, *base);
+    if (!changed) return changed.status();
+    t = std::move(*changed);
+  }
   t.epoch = m.epoch;
   t.self = self;
   t.group = group;
-  t.members = m.members;
-  for (const auto& ring : m.rings) t.rings[ring.group] = ring.order;
   auto it = t.rings.find(group);
   if (it == t.rings.end() ||
       std::find(it->second.begin(), it->second.end(), self) == it->second.end())

@@ -21,8 +21,10 @@ struct Topology {
   std::map<uint32_t, std::vector<PeerId>> rings;
 
   // Builds the view of `self` from a proposal; fails if the proposal does not place `self` in
-  // the ring of `group`.
-  static Result<Topology> from_message(const wire::TopologyMsg& m, PeerId self, uint32_t group);
+  // the ring of `group`. A proposal that is a change (m.base_epoch != 0) applies to `base`, the
+  // committed epoch, which must be that epoch (null before admission: only whole proposals).
+  static Result<Topology> from_message(const wire::TopologyMsg& m, PeerId self, uint32_t group,
+                                       const Topology* base = nullptr);
 
   size_t world_size() const { return members.size(); }
   size_t group_count() const { return rings.size(); }

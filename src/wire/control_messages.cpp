@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <concepts>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -73,6 +74,8 @@ void fields(V& v, M& m) {
   v.u64(m.epoch);
   v.list(m.members, kMaxMembers);
   v.list(m.rings, kMaxMembers);
+  v.u64(m.base_epoch);
+  v.list(m.removed, kMaxMembers);
 }
 template <class V, OneOf<LinksReadyMsg> M>
 void fields(V& v, M& m) {
@@ -342,12 +345,13 @@ Status validate(const NodeWaitingMsg& m) {
   return Status::ok();
 }
 
-// Each member once, and in exactly one ring: its own group's.
+// Each member once, and in exactly one ring: its own group's. A change to a base epoch names
+// the peers it removes once each, in ascending order, none of them among its new members.
 Status validate(const TopologyMsg& m) {
-  std::set<uint64_t> ids;
+  std::map<uint64_t, uint32_t> group_of;
   for (const auto& member : m.members) {
     if (member.peer_id == 0) return protocol_error("member with peer id 0");
-    if (!ids.insert(member.peer_id).second)
+    if (!group_of.emplace(member.peer_id, member.group).second)
       return protocol_error(fmt::format("peer {} listed twice", member.peer_id));
   }
   std::set<uint64_t> placed;
@@ -358,18 +362,28 @@ Status validate(const TopologyMsg& m) {
     if (ring.order.empty())
       return protocol_error(fmt::format("empty ring for group {}", ring.group));
     for (uint64_t id : ring.order) {
-      auto it = std::find_if(m.members.begin(), m.members.end(),
-                             [id](const MemberInfo& x) { return x.peer_id == id; });
-      if (it == m.members.end())
+      auto it = group_of.find(id);
+      if (it == group_of.end())
         return protocol_error(fmt::format("ring names unknown peer {}", id));
-      if (it->group != ring.group)
+      if (it->second != ring.group)
         return protocol_error(fmt::format("peer {} of group {} placed in the ring of group {}", id,
-                                          it->group, ring.group));
+                                          it->second, ring.group));
       if (!placed.insert(id).second) return protocol_error(fmt::format("peer {} placed twice", id));
     }
   }
   if (placed.size() != m.members.size())
     return protocol_error("a member is missing from its group's ring");
+  if (m.base_epoch == 0 && !m.removed.empty())
+    return protocol_error("a whole proposal that removes peers");
+  if (m.base_epoch != 0 && m.base_epoch >= m.epoch)
+    return protocol_error(
+        fmt::format("a change to epoch {} proposing epoch {}", m.base_epoch, m.epoch));
+  for (size_t i = 0; i < m.removed.size(); ++i) {
+    if (m.removed[i] == 0 || (i > 0 && m.removed[i] <= m.removed[i - 1]))
+      return protocol_error("removed peers out of order, listed twice or 0");
+    if (group_of.contains(m.removed[i]))
+      return protocol_error(fmt::format("peer {} both removed and new", m.removed[i]));
+  }
   return Status::ok();
 }
 

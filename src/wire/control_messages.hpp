@@ -111,6 +111,14 @@ struct TopologyMsg {
   uint64_t epoch = 0;
   std::vector<MemberInfo> members;
   std::vector<RingInfo> rings;  // one per group, ascending group
+  // 0: members and rings are the whole proposed epoch. Otherwise (protocol version 7) the
+  // proposal is a change to the epoch `base_epoch`, which the receiver is in: `members` are the
+  // peers new since then, `removed` the ids gone since then, and each ring lists only the ids
+  // appended to that group's ring once the removed ones are taken out of it (a group with
+  // nothing appended is left out). A round then costs the master bytes in the number of
+  // changes per member, not in the number of members.
+  uint64_t base_epoch = 0;
+  std::vector<uint64_t> removed;  // ascending
 };
 struct LinksReadyMsg {
   uint64_t epoch = 0;

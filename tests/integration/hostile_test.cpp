@@ -146,7 +146,7 @@ std::vector<std::vector<std::byte>> hostile_control_messages(std::mt19937_64& rn
       HeartbeatMsg{},
       UpdateTopologyMsg{1},
       TopologyUnchangedMsg{1},
-      TopologyMsg{5, {{1, 0, "h", 1}, {2, 0, "h", 2}}, {{0, {1, 2}}}},
+      TopologyMsg{5, {{1, 0, "h", 1}, {2, 0, "h", 2}}, {{0, {1, 2}}}, 0, {}},
       LinksReadyMsg{123456, {1, 2, 3}},
       EpochCommitMsg{1, 0, false},
       AbortMsg{1, 0, LH_ERR_PEER_LOST, "x"},

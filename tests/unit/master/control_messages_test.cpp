@@ -42,7 +42,9 @@ std::vector<ControlMessage> samples() {
       UpdateTopologyMsg{7},
       UpdateTopologyMsg{7, false},
       TopologyUnchangedMsg{7},
-      TopologyMsg{9, {{1, 0, "a", 1}, {2, 1, "b", 2}, {3, 0, "c", 3}}, {{0, {3, 1}}, {1, {2}}}},
+      TopologyMsg{
+          9, {{1, 0, "a", 1}, {2, 1, "b", 2}, {3, 0, "c", 3}}, {{0, {3, 1}}, {1, {2}}}, 0, {}},
+      TopologyMsg{9, {{4, 0, "d", 4}}, {{0, {4}}}, 8, {2, 5}},
       LinksReadyMsg{9, {2, 3}},
       EpochCommitMsg{9, 100, true},
       AbortMsg{9, 1, LH_ERR_ABORTED, "peer 4 left"},
@@ -136,15 +138,18 @@ TEST(ControlMessages, EveryTruncationAndTrailingByteIsRefused) {
 
 TEST(ControlMessages, InconsistentTopologiesAreRefused) {
   auto refused = [](const TopologyMsg& t) { return !decode_control(encode_control(t)).is_ok(); };
-  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}, {1, 0, "a", 1}}, {{0, {1}}}})) << "duplicate member";
-  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {2}}}})) << "ring names a stranger";
-  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}, {2, 0, "b", 1}}, {{0, {1}}}}))
+  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}, {1, 0, "a", 1}}, {{0, {1}}}, 0, {}}))
+      << "duplicate member";
+  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {2}}}, 0, {}})) << "ring names a stranger";
+  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}, {2, 0, "b", 1}}, {{0, {1}}}, 0, {}}))
       << "member missing from its ring";
-  EXPECT_TRUE(refused({1, {{1, 1, "a", 1}}, {{0, {1}}}})) << "member in another group's ring";
-  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {1, 1}}}})) << "placed twice";
-  EXPECT_TRUE(refused({1, {{0, 0, "a", 1}}, {{0, {0}}}})) << "peer id 0";
-  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {1}}, {0, {}}}})) << "two rings for a group";
-  EXPECT_FALSE(refused({1, {{1, 0, "a", 1}}, {{0, {1}}}}));
+  EXPECT_TRUE(refused({1, {{1, 1, "a", 1}}, {{0, {1}}}, 0, {}}))
+      << "member in another group's ring";
+  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {1, 1}}}, 0, {}})) << "placed twice";
+  EXPECT_TRUE(refused({1, {{0, 0, "a", 1}}, {{0, {0}}}, 0, {}})) << "peer id 0";
+  EXPECT_TRUE(refused({1, {{1, 0, "a", 1}}, {{0, {1}}, {0, {}}}, 0, {}}))
+      << "two rings for a group";
+  EXPECT_FALSE(refused({1, {{1, 0, "a", 1}}, {{0, {1}}}, 0, {}}));
 }
 
 TEST(ControlMessages, UpdateTopologyCarriesTheAdmissionFlag) {

@@ -43,11 +43,27 @@ TEST_F(MembershipTest, JoinerWaitsUntilEveryActivePeerReachesUpdateTopology) {
   ASSERT_TRUE(m.on_update_topology(b, m.epoch()).is_ok());
   auto proposals = out.take<wire::TopologyMsg>();
   ASSERT_EQ(proposals.size(), 3u);
-  const auto& ring = proposals[0].second.rings.at(0).order;
-  EXPECT_EQ(ring, (std::vector<PeerId>{a, b, c}));
+  // The joiner gets the whole epoch; the members only what changes: c appended to their ring.
+  EXPECT_EQ(proposals[2].first, c);
+  EXPECT_EQ(proposals[2].second.rings.at(0).order, (std::vector<PeerId>{a, b, c}));
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(proposals[i].second.base_epoch, m.epoch());
+    EXPECT_EQ(proposals[i].second.rings.at(0).order, std::vector<PeerId>{c});
+    ASSERT_EQ(proposals[i].second.members.size(), 1u);
+    EXPECT_EQ(proposals[i].second.members[0].peer_id, c);
+  }
   for (auto& [id, p] : proposals) ASSERT_TRUE(m.on_links_ready(id, p.epoch, {}).is_ok());
   EXPECT_EQ(out.take<wire::EpochCommitMsg>().size(), 3u);
   EXPECT_EQ(m.active_count(), 3u);
+}
+
+// The flag goes to each member when it changes, not once per joiner: a wave of joins costs the
+// master one message per member, and no scan of the members per join.
+TEST_F(MembershipTest, AWaveOfJoinersRaisesEachMembersFlagOnce) {
+  form(3);
+  for (int i = 0; i < 5; ++i) join();
+  EXPECT_EQ(out.take<wire::PendingChangedMsg>().size(), 3u);
+  EXPECT_TRUE(m.reconfiguration_needed());
 }
 
 TEST_F(MembershipTest, UpdateTopologyWithNothingToDoAnswersUnchanged) {
@@ -151,7 +167,7 @@ TEST_F(MembershipTest, AFullMeshPairThatCannotLinkEvictsAPeerInsteadOfProposingF
   all_update({ids[0], ids[1], ids[2]});
   auto proposals = out.take<wire::TopologyMsg>();
   ASSERT_EQ(proposals.size(), 4u);
-  ASSERT_EQ(proposals[0].second.rings.at(0).order, ids);
+  ASSERT_EQ(proposals.back().second.rings.at(0).order, ids) << "the joiner's whole proposal";
   const uint64_t epoch = proposals[0].second.epoch;
   // ids[0] and ids[2] are not neighbours: they only tried to link for the full mesh.
   for (PeerId id : ids) {

@@ -55,7 +55,9 @@ std::unique_ptr<Member> make(const CommunicatorOptions& o) {
 TEST(Topology, NeighboursAndRank) {
   wire::TopologyMsg m{4,
                       {{1, 0, "a", 1}, {2, 0, "b", 2}, {3, 0, "c", 3}, {4, 1, "d", 4}},
-                      {{0, {3, 1, 2}}, {1, {4}}}};
+                      {{0, {3, 1, 2}}, {1, {4}}},
+                      0,
+                      {}};
   auto t = Topology::from_message(m, 1, 0);
   ASSERT_TRUE(t.is_ok());
   EXPECT_EQ(t->rank(), 1u);
@@ -221,7 +223,7 @@ ScriptedMaster::Reply admit_after(std::vector<wire::ControlMessage> extra) {
       std::vector<wire::ControlMessage> out{wire::WelcomeMsg{kScriptedId, 1000, 3}};
       out.insert(out.end(), extra.begin(), extra.end());
       out.push_back(wire::TopologyMsg{
-          1, {{kScriptedId, 0, "127.0.0.1", reg->advertised_port}}, {{0, {kScriptedId}}}});
+          1, {{kScriptedId, 0, "127.0.0.1", reg->advertised_port}}, {{0, {kScriptedId}}}, 0, {}});
       return out;
     }
     if (std::holds_alternative<wire::LinksReadyMsg>(m)) return {wire::EpochCommitMsg{1, 0, false}};
