@@ -70,7 +70,9 @@ void Forwarder::route(size_t from, std::span<const std::byte> frame, int64_t now
     keep[i] = !p.draw_loss();
     any_lost |= !keep[i];
   }
-  if (!any_lost) {
+  // A super-packet that does not fit the bottleneck's queue whole is cut too: the wire packets
+  // that fit are queued, the rest dropped, instead of losing ~44 MSS segments as one.
+  if (!any_lost && !p.would_overflow(now_ns, info.wire_bytes)) {
     enqueue(to, p, std::vector<std::byte>(frame.begin(), frame.end()), now_ns);
     return;
   }

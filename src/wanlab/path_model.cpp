@@ -9,7 +9,17 @@ Nanos ms_to_ns(double ms) {
   return static_cast<Nanos>(ms * 1e6);
 }
 
+Nanos serialisation_ns(uint64_t wire_bytes, double rate_mbit) {
+  return static_cast<Nanos>(static_cast<double>(wire_bytes) * 8e3 / rate_mbit);
+}
+
 }  // namespace
+
+bool PathModel::would_overflow(Nanos now, uint64_t wire_bytes) const {
+  if (shape_.rate_mbit <= 0) return false;
+  const Nanos wait = std::max(now, link_free_at_) - now;
+  return wait + serialisation_ns(wire_bytes, shape_.rate_mbit) > ms_to_ns(shape_.queue_ms);
+}
 
 bool PathModel::draw_loss() {
   if (shape_.loss <= 0) return false;

@@ -29,6 +29,9 @@ class PathModel {
   bool blackhole() const { return blackhole_; }
   const PathCounters& counters() const { return counters_; }
 
+  // Whether a packet of `wire_bytes` entering at `now` would find the bottleneck's queue too full
+  // to take all of it (a router takes the wire packets of a burst one by one until it is full).
+  bool would_overflow(Nanos now, uint64_t wire_bytes) const;
   // Whether one wire packet is lost on the line (a draw of the loss rate); counted.
   bool draw_loss();
   // The delivery time of a packet of `wire_bytes` carrying `segments` wire packets that enters at
