@@ -76,7 +76,7 @@ int ChurnRun::execute() {
         },
         sig);
   }
-  if (prepare_security()) start_master();
+  if (prepare_security()) sites() ? start_lab() : start_master();
   uv_run(&loop_, UV_RUN_DEFAULT);
   return exit_status_;
 }
@@ -91,17 +91,15 @@ int ChurnRun::report_run() {
 
 void ChurnRun::start_master() {
   const std::string port_file = log_dir_ + "/master.port";
-  std::vector<std::string> argv = {bins_.master,
-                                   "--listen",
-                                   "127.0.0.1:0",
-                                   "--port-file",
-                                   port_file,
-                                   "--log-level",
-                                   "info",
-                                   "--heartbeat-interval-ms",
-                                   std::to_string(flags_.heartbeat_interval_ms),
-                                   "--heartbeat-misses",
-                                   std::to_string(flags_.heartbeat_misses)};
+  // In the packet lab the master runs in its own site (the lab printed it before READY).
+  const bool in_lab = sites() && site_hosts_.count("master") > 0;
+  std::vector<std::string> argv;
+  if (in_lab) argv = {"ip", "netns", "exec", site_hosts_["master"].first};
+  const std::string listen = (in_lab ? site_hosts_["master"].second : "127.0.0.1") + ":0";
+  for (const std::string& a : {bins_.master, std::string("--listen"), listen}) argv.push_back(a);
+  argv.insert(argv.end(), {"--port-file", port_file, "--log-level", "info",
+                           "--heartbeat-interval-ms", std::to_string(flags_.heartbeat_interval_ms),
+                           "--heartbeat-misses", std::to_string(flags_.heartbeat_misses)});
   argv.insert(argv.end(), master_security_args_.begin(), master_security_args_.end());
   std::string error;
   master_ = ChildProcess::spawn(
@@ -157,6 +155,10 @@ void ChurnRun::start_wanem() {
 
 void ChurnRun::on_wanem_line(const std::string& line) {
   append_log("wanem", line);
+  if (sites()) {
+    on_site_line(line);
+    return;
+  }
   std::istringstream in(line);
   std::string word;
   in >> word;
@@ -226,6 +228,12 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
   launch.node = node;
   launch.rail = rail;
   launch.security = peer_security_args_;
+  if (sites()) {
+    const auto& [netns, address] = next_peer_site();
+    launch.netns = netns;
+    launch.listen_host = address;
+    launch.master_host = site_hosts_["master"].second;
+  }
   const std::vector<std::string> argv = peer_command(flags_, launch);
   PeerProc* raw = proc.get();
   std::string error;
@@ -301,8 +309,9 @@ void ChurnRun::tick_starting(double now) {
     next_event_ms_ =
         flags_.kill_interval_ms == 0 ? -1 : now + std::max<double>(flags_.kill_interval_ms, 2000);
   } else if (now > phase_deadline_ms_) {
-    shutdown(3, master_port_ == 0 ? "the master did not report its port"
-                                  : "longhaul-wanem did not get ready");
+    shutdown(3, sites() && !master_ ? "the packet lab did not get ready"
+                : master_port_ == 0 ? "the master did not report its port"
+                                    : "longhaul-wanem did not get ready");
   }
 }
 
@@ -440,7 +449,8 @@ void ChurnRun::shutdown(int exit_status, const std::string& why) {
   // Every child we started, by its own pid; a stopped one dies of SIGKILL too.
   monitor_.on_shutdown();
   for (auto& p : peers_) p->child->send_signal(SIGKILL);
-  if (wanem_) wanem_->send_signal(SIGKILL);
+  // The packet lab removes its namespaces on SIGTERM; SIGKILL would leave them behind.
+  if (wanem_) wanem_->send_signal(sites() ? SIGTERM : SIGKILL);
   if (master_) master_->send_signal(exit_status == 0 ? SIGTERM : SIGKILL);
   if (all_children_gone()) tick();
 }
