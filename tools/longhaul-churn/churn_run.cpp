@@ -228,13 +228,12 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
   launch.node = node;
   launch.rail = rail;
   launch.security = peer_security_args_;
+  PeerPlace place;
   if (sites()) {
     const auto& [netns, address] = next_peer_site();
-    launch.netns = netns;
-    launch.listen_host = address;
-    launch.master_host = site_hosts_["master"].second;
+    place = {site_hosts_["master"].second, address, netns};
   }
-  const std::vector<std::string> argv = peer_command(flags_, launch);
+  const std::vector<std::string> argv = peer_command(flags_, launch, place);
   PeerProc* raw = proc.get();
   std::string error;
   proc->child = ChildProcess::spawn(

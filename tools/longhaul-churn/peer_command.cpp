@@ -44,13 +44,14 @@ void add_defaults(const Defaults& defaults, const std::vector<std::string>& user
 
 }  // namespace
 
-std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch) {
+std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch,
+                                      const PeerPlace& place) {
   std::vector<std::string> argv;
-  if (!launch.netns.empty()) argv = {"ip", "netns", "exec", launch.netns};
+  if (!place.netns.empty()) argv = {"ip", "netns", "exec", place.netns};
   for (const std::string& a :
        {launch.binary, std::string("--master"),
-        launch.master_host + ":" + std::to_string(launch.master_port), std::string("--listen"),
-        launch.listen_host + ":0", std::string("--codec"), flags.codec})
+        place.master_host + ":" + std::to_string(launch.master_port), std::string("--listen"),
+        place.listen_host + ":0", std::string("--codec"), flags.codec})
     argv.push_back(a);
   argv.insert(argv.end(), launch.security.begin(), launch.security.end());
   if (launch.advertise_port > 0) {
