@@ -27,7 +27,10 @@ int run_packet_lab(const wanlab::LabSpec& spec) {
   sigaddset(&mask, SIGINT);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() == 1) return 1;  // the parent is gone already
+  if (::getppid() == 1) {  // the parent died before PR_SET_PDEATHSIG took hold
+    std::cerr << "longhaul-wanem: the process that started the lab is gone; not building it\n";
+    return 1;
+  }
   if (int stale = wanlab::sweep_stale_namespaces(); stale > 0)
     log::info("wanlab", "removed {} namespaces of labs that died", stale);
   auto lab = wanlab::Lab::build(spec, ::getpid());
