@@ -40,6 +40,7 @@ struct Args {
   std::string device = "cpu", dtype = "f32";
   long world = 2, iterations = 5, warmup = 1, connections = 1;  // K: the library's default
   long io_threads = 0, segment_bytes = 0, block = 0;            // 0: the library's defaults
+  long link_upload_mbit = 0;                                    // 0: no upload cap
   size_t bytes = 256u << 20;
   bool error = false;
   bool restore_input = true;
@@ -121,6 +122,8 @@ std::optional<int> parse_args(int argc, char** argv, Args* a) {
   app.add_option("--listen", a->listen, "data listener")->type_name("HOST:0");
   add_number(app, "--io-threads", a->io_threads, 0, 1024, "0: the library's default");
   add_number(app, "--segment-bytes", a->segment_bytes, 0, UINT32_MAX, "0: the library's default");
+  add_number(app, "--link-upload-mbit", a->link_upload_mbit, 0, UINT32_MAX,
+             "upload cap of each data link (lh_comm_options.link_upload_mbit); 0: none");
   add_number(app, "--block", a->block, 0, UINT32_MAX, "quantization block, elements; 0: default");
   app.add_option("--op", a->op, "sum or avg")->type_name("OP")->check(one_of({"sum", "avg"}));
   app.add_option("--device", a->device, "cpu, or cuda: the buffer in device memory")
@@ -198,6 +201,7 @@ lh_comm* join_group(const Args& a) {
   co.listen_address = a.listen.c_str();
   co.connections_per_link = static_cast<uint32_t>(a.connections);
   co.io_threads = static_cast<uint32_t>(a.io_threads);
+  co.link_upload_mbit = static_cast<uint32_t>(a.link_upload_mbit);
   co.full_mesh = 1;  // so the direct schedule can run at any group size
   lh_comm* comm = nullptr;
   if (lh_comm_create(&co, &comm) != LH_OK) die("lh_comm_create", lh_last_error());

@@ -224,6 +224,13 @@ typedef struct lh_comm_options {
    * rejoins the master, which re-forms the ring. Not back in time: LH_ERR_PEER_LOST. 0 ends the
    * communicator at once when the master is lost. Default 60000. */
   uint32_t master_reconnect_timeout_ms;
+  /* Upload cap of each data link in Mbit/s, split evenly over its connections_per_link
+   * connections (the kernel paces each one, SO_MAX_PACING_RATE). For a peer on a home connection
+   * whose uplink is slower than its paths: set it a little below the uplink's rate so the K
+   * connections do not fill the modem's buffer and delay the peer's heartbeats behind seconds of
+   * data. Each link has its own cap (a ring peer sends on one link at a time). 0 (the default):
+   * no cap. */
+  uint32_t link_upload_mbit;
 } lh_comm_options;
 
 /* Fills *options with the defaults above (the strings it sets are static). NULL is ignored. */

@@ -283,6 +283,7 @@ struct CommunicatorOptions {
   uint32_t node_rail = detail::comm_defaults().node_rail;
   uint32_t node_rails = detail::comm_defaults().node_rails;
   uint32_t master_reconnect_timeout_ms = detail::comm_defaults().master_reconnect_timeout_ms;
+  uint32_t link_upload_mbit = detail::comm_defaults().link_upload_mbit;
 };
 
 class Communicator {
@@ -311,6 +312,7 @@ class Communicator {
     o.io_threads = options.io_threads;
     o.full_mesh = options.full_mesh ? 1 : 0;
     o.state_stall_timeout_ms = options.state_stall_timeout_ms;
+    o.link_upload_mbit = options.link_upload_mbit;
     o.node = detail::c_str_or_null(options.node);
     o.node_rail = options.node_rail;
     o.node_rails = options.node_rails;

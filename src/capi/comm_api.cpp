@@ -43,6 +43,7 @@ extern "C" void lh_comm_options_init(lh_comm_options* o) {
   o->node_rail = d.rail;
   o->node_rails = d.rails;
   o->master_reconnect_timeout_ms = to_ms(d.master_reconnect_timeout);
+  o->link_upload_mbit = static_cast<uint32_t>(d.transport.link_rate_bytes_per_s * 8 / 1'000'000);
   if (const auto& env = environment_node()) {
     o->node = env->node.c_str();
     o->node_rail = env->rail;
@@ -79,6 +80,7 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.connect_timeout = std::chrono::milliseconds(o->connect_timeout_ms);
     options.link_timeout = std::chrono::milliseconds(o->link_timeout_ms);
     options.full_mesh = o->full_mesh != 0;
+    options.transport.link_rate_bytes_per_s = uint64_t{o->link_upload_mbit} * 1'000'000 / 8;
     options.state_stall_timeout = std::chrono::milliseconds(o->state_stall_timeout_ms);
     options.node = str(o->node);
     options.rail = o->node_rail;

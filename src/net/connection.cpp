@@ -2,6 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <array>
 
@@ -199,6 +202,13 @@ std::vector<std::byte> Connection::channel_binding() {
 bool Connection::add_tcp_stats(TcpStats* total) const {
   // A closed descriptor may be reused by another socket: ask only while this one is open.
   return !closed_.load() && net::add_tcp_stats(fd_, total);
+}
+
+Status Connection::cap_send_rate(uint64_t bytes_per_s) {
+  if (::setsockopt(fd_, SOL_SOCKET, SO_MAX_PACING_RATE, &bytes_per_s, sizeof bytes_per_s) != 0)
+    return io_error(fmt::format("setsockopt(SO_MAX_PACING_RATE={}) failed: {}", bytes_per_s,
+                                std::strerror(errno)));
+  return Status::ok();
 }
 
 void Connection::close() {

@@ -64,6 +64,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Adds this connection's TCP_INFO into *total (tcp_stats.hpp); false once closed. Thread-safe:
   // reads the descriptor fixed at construction, never the socket object.
   bool add_tcp_stats(TcpStats* total) const;
+  // Caps what this connection sends at `bytes_per_s` (SO_MAX_PACING_RATE: the kernel's TCP paces
+  // the connection itself, no qdisc needed). Call before the connection carries data.
+  Status cap_send_rate(uint64_t bytes_per_s);
   // True when the last read_header failed because the peer closed the connection between frames
   // (an orderly end, as opposed to an error or a frame cut short).
   bool closed_between_frames() const { return closed_between_frames_; }

@@ -216,6 +216,14 @@ void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConne
     }
     p.connections[who.connection_index] = conn;
     if (++p.arrived < p.connections.size()) return;
+    if (Status s = cap_link_rate(p.connections, options_.link_rate_bytes_per_s); !s) {
+      ++refused_;
+      log::warn("net", "refused link {:016x} from {}: {}", who.link_id, conn->remote(),
+                s.message());
+      for (auto& c : p.connections) c->close();
+      pending_.erase(it);
+      return;
+    }
     link = Link::create(std::move(p.connections), options_, conn->remote());
     pending_.erase(it);
     handler = on_link_;
@@ -257,6 +265,7 @@ struct ConnectAttempt {
         error = result.status();
       if (--remaining > 0) return;
       callback = std::move(done);
+      if (error.is_ok()) error = cap_link_rate(connections, options.link_rate_bytes_per_s);
       if (error.is_ok()) {
         outcome = Link::create(std::move(connections), options, peer);
       } else {

@@ -23,6 +23,14 @@ constexpr size_t kMaxRememberedCancels = 1 << 16;
 constexpr size_t kMaxRememberedPrefixes = 4096;
 }
 
+Status cap_link_rate(const std::vector<std::shared_ptr<Connection>>& connections,
+                     uint64_t link_bytes_per_s) {
+  if (link_bytes_per_s == 0 || connections.empty()) return Status::ok();
+  const uint64_t each = std::max<uint64_t>(1, link_bytes_per_s / connections.size());
+  for (const auto& c : connections) LH_RETURN_IF_ERROR(c->cap_send_rate(each));
+  return Status::ok();
+}
+
 std::shared_ptr<Link> Link::create(std::vector<std::shared_ptr<Connection>> connections,
                                    const TransportOptions& options, std::string peer) {
   return std::shared_ptr<Link>(new Link(std::move(connections), options, std::move(peer)));

@@ -160,4 +160,9 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   std::deque<std::pair<uint64_t, uint64_t>> cancelled_prefixes_;  // (id & mask, mask)
 };
 
+// Applies TransportOptions::link_rate_bytes_per_s to a link's connections before it is created
+// (each paced at rate / K). 0: nothing to do.
+Status cap_link_rate(const std::vector<std::shared_ptr<Connection>>& connections,
+                     uint64_t link_bytes_per_s);
+
 }  // namespace longhaul::net

@@ -41,6 +41,11 @@ struct TransportOptions {
   TlsOptions tls;
   SocketOptions socket;
   FrameLimits limits;
+  // Upload cap of one link in bytes per second, split evenly over its connections (each paced at
+  // rate / K by the kernel); 0: none. For a peer whose uplink is slower than the path (a home
+  // connection): without it K connections fill the uplink's buffer and delay everything else
+  // that leaves the machine, the peer's own heartbeats included.
+  uint64_t link_rate_bytes_per_s = 0;
   // Payloads are striped in segments of this size across a link's connections.
   uint32_t segment_bytes = 1u << 20;
   // A connection that has not completed its handshake (or a link missing some of its

@@ -1,8 +1,8 @@
 #include "churn_flags.hpp"
 
-#include <string_view>
-
 #include <algorithm>
+#include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -162,6 +162,27 @@ void add_run_and_churn(CLI::App& app, Flags& f) {
       ->group("Churn");
 }
 
+// "eu:10,us:40": site names as the lab takes them (a-z, 0-9, _; up to 10; not "master").
+bool parse_sites(const std::string& text, std::vector<Flags::Site>* out) {
+  out->clear();
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) return false;
+    Flags::Site site{item.substr(0, colon), 0};
+    const bool good_name = !site.name.empty() && site.name.size() <= 10 && site.name != "master" &&
+                           std::all_of(site.name.begin(), site.name.end(), [](char c) {
+                             return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                           });
+    if (!good_name || !parse_double(item.substr(colon + 1), 0, 60000, &site.one_way_ms))
+      return false;
+    for (const Flags::Site& other : *out)
+      if (other.name == site.name) return false;
+    out->push_back(site);
+  }
+  return !out->empty();
+}
+
 void add_watching_and_wan(CLI::App& app, Flags& f) {
   cli::add_number(app, "--hang-ms", f.hang_ms, 100, kDayMs,
                   "no completed step for this long is a hang")
@@ -185,6 +206,13 @@ void add_watching_and_wan(CLI::App& app, Flags& f) {
   cli::add_number(app, "--jitter-ms", f.jitter_ms, 0, 60000, "jitter of the routes, ms")
       ->group("WAN emulation (longhaul-wanem)");
   cli::add_number(app, "--rate-mbit", f.rate_mbit, 0, 1e6, "rate cap per route, Mbit/s; 0: none")
+      ->group("WAN emulation (longhaul-wanem)");
+  cli::add_parsed(app, "--sites", f.sites, parse_sites, "NAME:MS[,NAME:MS...]",
+                  "packet lab (root): the master in a site of its own, the peers spread "
+                  "round-robin over these sites, each MS one way from the master's (two "
+                  "sites: the sum apart); --jitter-ms and --rate-mbit apply to every path. "
+                  "E.g. eu:10,us:40,asia:90")
+      ->type_name("LIST")
       ->group("WAN emulation (longhaul-wanem)");
 }
 
@@ -290,6 +318,8 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
     return cli::usage_error(app,
                             "--tls is not supported with --workload train (longhaul-train "
                             "has no TLS flags)");
+  if (!f->sites.empty() && (f->wanem_fraction > 0 || f->weight_reset + f->weight_blackhole > 0))
+    return cli::usage_error(app, "--sites (packet lab) does not mix with --wanem or link faults");
   if (f->min_alive > f->peers) f->min_alive = f->peers;
   return std::nullopt;
 }

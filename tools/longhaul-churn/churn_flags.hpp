@@ -47,6 +47,14 @@ struct Flags {
   uint32_t max_recovery_ms = 0;
   // WAN emulation.
   double wanem_fraction = 0;
+  // The packet lab instead (--sites, needs root): the master in a site of its own, the peers
+  // spread round-robin over these sites, each `one_way_ms` from the master's; two peer sites are
+  // the sum of their delays apart. Empty: no lab.
+  struct Site {
+    std::string name;
+    double one_way_ms = 0;
+  };
+  std::vector<Site> sites;
   double latency_ms = 10, jitter_ms = 2, rate_mbit = 0;
   // Peers and the master.
   std::string codec = "u8";

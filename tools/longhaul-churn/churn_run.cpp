@@ -76,7 +76,7 @@ int ChurnRun::execute() {
         },
         sig);
   }
-  if (prepare_security()) start_master();
+  if (prepare_security()) sites() ? start_lab() : start_master();
   uv_run(&loop_, UV_RUN_DEFAULT);
   return exit_status_;
 }
@@ -91,18 +91,17 @@ int ChurnRun::report_run() {
 
 void ChurnRun::start_master() {
   const std::string port_file = log_dir_ + "/master.port";
+  // In the packet lab the master runs in its own site (the lab printed it before READY).
+  const bool in_lab = sites() && site_hosts_.count("master") > 0;
+  std::vector<std::string> argv;
+  if (in_lab) argv = {"ip", "netns", "exec", site_hosts_["master"].first};
   // A restarted master listens where its predecessor did: the peers reconnect there.
-  std::vector<std::string> argv = {bins_.master,
-                                   "--listen",
-                                   "127.0.0.1:" + std::to_string(master_port_),
-                                   "--port-file",
-                                   port_file,
-                                   "--log-level",
-                                   "info",
-                                   "--heartbeat-interval-ms",
-                                   std::to_string(flags_.heartbeat_interval_ms),
-                                   "--heartbeat-misses",
-                                   std::to_string(flags_.heartbeat_misses)};
+  const std::string listen = (in_lab ? site_hosts_["master"].second : "127.0.0.1") + ":" +
+                             std::to_string(master_port_);
+  for (const std::string& a : {bins_.master, std::string("--listen"), listen}) argv.push_back(a);
+  argv.insert(argv.end(), {"--port-file", port_file, "--log-level", "info",
+                           "--heartbeat-interval-ms", std::to_string(flags_.heartbeat_interval_ms),
+                           "--heartbeat-misses", std::to_string(flags_.heartbeat_misses)});
   argv.insert(argv.end(), master_security_args_.begin(), master_security_args_.end());
   if (flags_.master_restart_ms > 0) {
     argv.push_back("--journal");
@@ -164,6 +163,10 @@ void ChurnRun::start_wanem() {
 
 void ChurnRun::on_wanem_line(const std::string& line) {
   append_log("wanem", line);
+  if (sites()) {
+    on_site_line(line);
+    return;
+  }
   std::istringstream in(line);
   std::string word;
   in >> word;
@@ -233,7 +236,12 @@ void ChurnRun::launch_peer(const std::string& name, bool routed, uint16_t advert
   launch.node = node;
   launch.rail = rail;
   launch.security = peer_security_args_;
-  const std::vector<std::string> argv = peer_command(flags_, launch);
+  PeerPlace place;
+  if (sites()) {
+    const auto& [netns, address] = next_peer_site();
+    place = {site_hosts_["master"].second, address, netns};
+  }
+  const std::vector<std::string> argv = peer_command(flags_, launch, place);
   PeerProc* raw = proc.get();
   std::string error;
   proc->child = ChildProcess::spawn(
@@ -309,8 +317,9 @@ void ChurnRun::tick_starting(double now) {
     next_event_ms_ =
         flags_.kill_interval_ms == 0 ? -1 : now + std::max<double>(flags_.kill_interval_ms, 2000);
   } else if (now > phase_deadline_ms_) {
-    shutdown(3, master_port_ == 0 ? "the master did not report its port"
-                                  : "longhaul-wanem did not get ready");
+    shutdown(3, sites() && !master_ ? "the packet lab did not get ready"
+                : master_port_ == 0 ? "the master did not report its port"
+                                    : "longhaul-wanem did not get ready");
   }
 }
 
@@ -450,7 +459,8 @@ void ChurnRun::shutdown(int exit_status, const std::string& why) {
   // Every child we started, by its own pid; a stopped one dies of SIGKILL too.
   monitor_.on_shutdown();
   for (auto& p : peers_) p->child->send_signal(SIGKILL);
-  if (wanem_) wanem_->send_signal(SIGKILL);
+  // The packet lab removes its namespaces on SIGTERM; SIGKILL would leave them behind.
+  if (wanem_) wanem_->send_signal(sites() ? SIGTERM : SIGKILL);
   if (master_) master_->send_signal(exit_status == 0 ? SIGTERM : SIGKILL);
   if (all_children_gone()) tick();
 }

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -118,6 +119,13 @@ class ChurnRun {
   void tick_master_restart(double now);
   void bring_master_back();
   void start_wanem();
+  // The packet lab (--sites; churn_sites.cpp): longhaul-wanem --site ..., then the master in its
+  // site once the lab is READY.
+  bool sites() const { return !flags_.sites.empty(); }
+  void start_lab();
+  void on_site_line(const std::string& line);
+  // The site a new peer goes to (round-robin); its namespace and address.
+  const std::pair<std::string, std::string>& next_peer_site();
   bool train() const { return flags_.workload == Workload::kTrain; }
   void start_peer(int shard, bool join, const std::string& node = "", uint32_t rail = 0);
   void launch_peer(const std::string& name, bool routed, uint16_t advertise_port, int shard,
@@ -162,6 +170,9 @@ class ChurnRun {
   std::unique_ptr<ChildProcess> wanem_;
   uint16_t master_route_port_ = 0;
   bool wanem_ready_ = false;
+  // Site name -> (namespace, address), from the lab's SITE lines; the master's is "master".
+  std::map<std::string, std::pair<std::string, std::string>> site_hosts_;
+  uint64_t sited_count_ = 0;
   std::deque<std::function<void(const std::string&)>> wanem_answers_;
 
   std::vector<std::unique_ptr<PeerProc>> peers_;

@@ -44,11 +44,15 @@ void add_defaults(const Defaults& defaults, const std::vector<std::string>& user
 
 }  // namespace
 
-std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch) {
-  std::vector<std::string> argv = {
-      launch.binary, "--master",    "127.0.0.1:" + std::to_string(launch.master_port),
-      "--listen",    "127.0.0.1:0", "--codec",
-      flags.codec};
+std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch,
+                                      const PeerPlace& place) {
+  std::vector<std::string> argv;
+  if (!place.netns.empty()) argv = {"ip", "netns", "exec", place.netns};
+  for (const std::string& a :
+       {launch.binary, std::string("--master"),
+        place.master_host + ":" + std::to_string(launch.master_port), std::string("--listen"),
+        place.listen_host + ":0", std::string("--codec"), flags.codec})
+    argv.push_back(a);
   argv.insert(argv.end(), launch.security.begin(), launch.security.end());
   if (launch.advertise_port > 0) {
     argv.push_back("--advertise");

@@ -26,6 +26,15 @@ struct PeerLaunch {
   std::vector<std::string> security;  // --tls-cert/--tls-key, --secret-file of the run
 };
 
-std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch);
+// Where a peer runs: loopback, or in the packet lab (--sites) the master's address, the peer's
+// own, and its network namespace (the command then starts with `ip netns exec NETNS`).
+struct PeerPlace {
+  std::string master_host = "127.0.0.1";
+  std::string listen_host = "127.0.0.1";
+  std::string netns;  // empty: the churn tool's own
+};
+
+std::vector<std::string> peer_command(const Flags& flags, const PeerLaunch& launch,
+                                      const PeerPlace& place = {});
 
 }  // namespace longhaul_churn

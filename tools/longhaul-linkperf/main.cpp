@@ -57,6 +57,7 @@ struct Config {
   bool loop = false;
   bool json = false;
   unsigned threads = 2;
+  double rate_mbit = 0;  // the link's upload cap (transport.link_rate_bytes_per_s), 0: none
   net::TransportOptions transport;
 };
 
@@ -325,6 +326,8 @@ void add_flags(CLI::App& app, Config& c) {
       "a size in 1..16MiB", "segment size for striping", size_text(c.transport.segment_bytes))
       ->type_name("SIZE");
   cli::add_number(app, "--threads", c.threads, 1, 1024, "I/O threads");
+  cli::add_number(app, "--rate-mbit", c.rate_mbit, 0.0, 1e6,
+                  "upload cap of the link, Mbit/s, split over its connections; 0: none");
   app.add_option("--secret-file", c.secret_file,
                  "cluster secret (first line of FILE); both sides must match")
       ->type_name("FILE");
@@ -348,6 +351,7 @@ std::optional<int> parse_config(int argc, char** argv, Config* c) {
   if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
   if (!c->transport.tls.cert_file.empty() || !c->transport.tls.key_file.empty())
     c->transport.tls.enabled = true;
+  c->transport.link_rate_bytes_per_s = static_cast<uint64_t>(c->rate_mbit * 1e6 / 8);
   if (!c->secret_file.empty()) {
     std::ifstream f(c->secret_file);
     if (!f) return cli::usage_error(app, "cannot read --secret-file " + c->secret_file);

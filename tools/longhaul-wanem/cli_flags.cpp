@@ -40,7 +40,15 @@ must detect it with their own heartbeats or timeouts: the emulator's kernel stil
 fits in its socket buffers, so TCP keepalive alone does not notice.
 
 Example: 40 ms each way and 100 Mbit/s between a client and a server on port 9000:
-  longhaul-wanem --route 'srv=127.0.0.1:0>127.0.0.1:9000,latency_ms=40,rate_mbit=100')";
+  longhaul-wanem --route 'srv=127.0.0.1:0>127.0.0.1:9000,latency_ms=40,rate_mbit=100'
+
+Packet lab (any --site; needs root): each site is a network namespace lhw-<pid>-<site> with an
+interface wan0 at 10.214.0.<i+1>/24 (i: the site's position), joined through TUN devices to this
+process, which delays, drops, reorders and rate-caps the IP packets of each path, so TCP sees the
+real round trip. Prints "SITE NAME NETNS ADDRESS" per site, then "READY"; run programs in a site
+with `ip netns exec NETNS ...`. Commands: set A-B key=value..., blackhole A-B, heal A-B,
+stats A>B, counters, quit (A-B: both directions, A>B: one). See docs/wanlab.md.
+  longhaul-wanem --site a --site b --latency-ms 50 --rate-mbit 1000 --path 'a-b,loss=0.0001')";
 
 // A route default, checked by the same rule as a route's own key=value (set_shape_field).
 CLI::Option* add_shape_default(CLI::App& app, const std::string& flag, const std::string& key,
@@ -53,6 +61,28 @@ CLI::Option* add_shape_default(CLI::App& app, const std::string& flag, const std
   return app.add_option(flag, target, description)
       ->type_name("X")
       ->check(CLI::Validator(check, ""));
+}
+
+// The packet lab's own flags; --latency-ms, --jitter-ms, --rate-mbit and --seed serve both modes.
+void add_lab_flags(CLI::App& app, CliFlags& f, std::vector<std::string>& paths) {
+  app.add_option("--site", f.lab.sites,
+                 "packet lab: a site (network namespace) named NAME (a-z, 0-9, _; up to 10), "
+                 "repeatable; at least two make a lab")
+      ->type_name("NAME")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--path", paths,
+                 "packet lab: A-B,key=value... (both directions) or A>B,... (one); keys "
+                 "latency_ms, jitter_ms, loss, reorder, reorder_ms, rate_mbit, queue_ms; "
+                 "repeatable, later ones win")
+      ->type_name("SPEC")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cli::add_number(app, "--loss", f.lab.defaults.loss, 0.0, 1.0,
+                  "packet lab: default probability that a wire packet is lost");
+  cli::add_number(app, "--queue-ms", f.lab.defaults.queue_ms, 0.0, 60000.0,
+                  "packet lab: default drop-tail queue of a rate-capped path, in ms at its rate");
+  cli::add_number(app, "--mtu", f.lab.mtu, 576, 65000, "packet lab: MTU of every site's wan0");
+  app.add_flag("!--no-offload", f.lab.offload,
+               "packet lab: no TSO/GSO super-packets (one read and write per MTU packet)");
 }
 
 void add_flags(CLI::App& app, CliFlags& f, std::vector<std::string>& routes, std::string& schedule,
@@ -91,6 +121,24 @@ void add_flags(CLI::App& app, CliFlags& f, std::vector<std::string>& routes, std
       ->check(cli::one_of({"debug", "info", "warn", "error", "off"}));
 }
 
+// A lab takes the shared defaults and its path settings, once every flag is in.
+Status resolve_lab(CliFlags* f, const std::vector<std::string>& routes,
+                   const std::vector<std::string>& paths, const std::string& schedule) {
+  f->lab_mode = true;
+  if (!routes.empty() || !schedule.empty())
+    return invalid_argument("--site (packet lab) and --route/--schedule (proxy) do not mix");
+  f->lab.defaults.latency_ms = f->options.defaults.latency_ms;
+  f->lab.defaults.jitter_ms = f->options.defaults.jitter_ms;
+  f->lab.defaults.rate_mbit = f->options.defaults.rate_mbit;
+  f->lab.seed = f->options.seed;
+  for (const std::string& text : paths) {
+    wanlab::PathSetting setting;
+    LH_RETURN_IF_ERROR(wanlab::parse_path_setting(text, &setting));
+    f->lab.paths.push_back(std::move(setting));
+  }
+  return wanlab::check_lab_spec(f->lab);
+}
+
 // Routes are read once every flag is in, so the global defaults apply to each whatever the order.
 Status resolve(CliFlags* f, const std::vector<std::string>& routes, const std::string& schedule) {
   for (const std::string& text : routes) {
@@ -121,10 +169,14 @@ std::optional<int> parse_cli_flags(int argc, char** argv, CliFlags* f) {
   std::vector<std::string> routes;
   std::string schedule;
   uint64_t target_timeout_ms = static_cast<uint64_t>(f->options.target_timeout.count());
+  std::vector<std::string> paths;
   add_flags(app, *f, routes, schedule, target_timeout_ms);
+  add_lab_flags(app, *f, paths);
   if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
   f->options.target_timeout = std::chrono::milliseconds(target_timeout_ms);
-  if (Status s = resolve(f, routes, schedule); !s) return cli::usage_error(app, s.message());
+  Status s = f->lab.sites.empty() && paths.empty() ? resolve(f, routes, schedule)
+                                                   : resolve_lab(f, routes, paths, schedule);
+  if (!s) return cli::usage_error(app, s.message());
   return std::nullopt;
 }
 

@@ -9,6 +9,7 @@
 #include "wanem/emulator.hpp"
 #include "wanem/route_spec.hpp"
 #include "wanem/schedule.hpp"
+#include "wanlab/lab_spec.hpp"
 
 namespace longhaul::wanem {
 
@@ -17,6 +18,9 @@ struct CliFlags {
   std::vector<RouteSpec> routes;
   std::vector<ScheduledFault> schedule;
   std::string log_level = "warn";
+  // Packet-lab mode (any --site): the routes' latency/jitter/rate defaults become the paths'.
+  bool lab_mode = false;
+  wanlab::LabSpec lab;
 };
 
 // Parses argv into *flags. Returns the exit status when the program must stop now: 0 after

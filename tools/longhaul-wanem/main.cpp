@@ -1,4 +1,5 @@
-// longhaul-wanem: a userspace WAN emulator (TCP proxy) for testing longhaul over bad networks.
+// longhaul-wanem: a userspace WAN emulator for testing longhaul over bad networks: a TCP proxy
+// (routes, faults) or, with --site, a packet-level lab of network namespaces (docs/wanlab.md).
 #include <signal.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "cli_flags.hpp"
 #include "common/log.hpp"
+#include "lab_main.hpp"
 #include "stdin_lines.hpp"
 #include "wanem/commands.hpp"
 #include "wanem/emulator.hpp"
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
   longhaul::log::parse_level(flags.log_level, &level);  // the flags admit only known levels
   longhaul::log::set_level(level);
   ::signal(SIGPIPE, SIG_IGN);  // a vanished endpoint is an error code on write, not a signal
+  if (flags.lab_mode) return run_packet_lab(flags.lab);
 
   asio::io_context io(1);
   Emulator emulator(io, flags.options);

@@ -71,6 +71,17 @@ TEST(PeerCommand, ThePeerWorkloadRunsLonghaulPeerWithItsDefaults) {
   EXPECT_EQ(argv.back(), "--step-delay-ms=5");
 }
 
+TEST(PeerCommand, APeerInThePacketLabRunsInItsSitesNamespaceAtItsAddress) {
+  const auto argv =
+      peer_command(Flags{}, PeerLaunch{"/bin/longhaul-peer", 7, 0, 0, false, "", "", 0, {}},
+                   PeerPlace{"10.214.0.1", "10.214.0.3", "lhw-42-us"});
+  ASSERT_GE(argv.size(), 5u);
+  EXPECT_EQ((std::vector<std::string>(argv.begin(), argv.begin() + 5)),
+            (std::vector<std::string>{"ip", "netns", "exec", "lhw-42-us", "/bin/longhaul-peer"}));
+  EXPECT_EQ(value_of(argv, "--master"), "10.214.0.1:7");
+  EXPECT_EQ(value_of(argv, "--listen"), "10.214.0.3:0");
+}
+
 TEST(PeerCommand, TheRunsTlsAndSecretFilesGoToEveryPeer) {
   PeerLaunch l{"/bin/longhaul-peer", 7, 0, 0, false, "", "", 0, {}};
   l.security = {"--tls-cert",        "/logs/tls-cert.pem", "--tls-key",

@@ -1,0 +1,25 @@
+/* LD_PRELOAD shim for the WAN bench: every TCP socket a process opens uses the congestion control
+ * named by LH_BENCH_TCP_CC (setsockopt TCP_CONGESTION, which root may do for any algorithm the
+ * kernel has). Why: a network namespace other than the host's may only pick algorithms in the
+ * host's tcp_allowed_congestion_control, and the bench must not change the host's settings.
+ * Built by bench/e2e/wan into a temporary directory; used for iperf3, linkperf, the all-reduce
+ * worker and gloo alike. A failure leaves the socket with the default and is reported by the
+ * bench, which reads each connection's algorithm back (ss -ti). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+int socket(int domain, int type, int protocol) {
+  static int (*real_socket)(int, int, int);
+  if (!real_socket) real_socket = (int (*)(int, int, int))dlsym(RTLD_NEXT, "socket");
+  int fd = real_socket(domain, type, protocol);
+  const char* cc = getenv("LH_BENCH_TCP_CC");
+  if (fd >= 0 && cc && *cc && (domain == AF_INET || domain == AF_INET6) &&
+      (type & 0xf) == SOCK_STREAM)
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc));
+  return fd;
+}
