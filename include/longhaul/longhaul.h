@@ -218,9 +218,10 @@ typedef struct lh_comm_options {
   uint32_t node_rail;
   uint32_t node_rails;
   /* When the connection to the master breaks after lh_comm_connect succeeded (the master crashed
-   * or is restarting), the communicator keeps its epoch, ring and data links, fails the
-   * operations in flight with LH_ERR_ABORTED (retryable: call lh_comm_update_topology, which
-   * waits for the master, and retry), and reconnects with backoff for up to this long; then it
+   * or is restarting), the communicator keeps its epoch, ring and data links, lets the operations
+   * in flight run to their end, refuses new ones with LH_ERR_ABORTED (retryable: call
+   * lh_comm_update_topology, which waits for the master, and retry), and reconnects with backoff
+   * for up to this long; then it
    * rejoins the master, which re-forms the ring. Not back in time: LH_ERR_PEER_LOST. 0 ends the
    * communicator at once when the master is lost. Default 60000. */
   uint32_t master_reconnect_timeout_ms;

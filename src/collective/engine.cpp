@@ -100,15 +100,17 @@ void CollectiveEngine::remember(const std::shared_ptr<Operation>& op) {
   in_flight_.push_back(op);
 }
 
-void CollectiveEngine::abort_epoch(uint64_t epoch, const Status& why) {
-  {
-    std::lock_guard lock(mu_);
-    if (!aborted_ || epoch > aborted_epoch_) {
-      aborted_ = true;
-      aborted_epoch_ = epoch;
-      abort_status_ = why;
-    }
+void CollectiveEngine::close_epoch(uint64_t epoch, const Status& why) {
+  std::lock_guard lock(mu_);
+  if (!aborted_ || epoch > aborted_epoch_) {
+    aborted_ = true;
+    aborted_epoch_ = epoch;
+    abort_status_ = why;
   }
+}
+
+void CollectiveEngine::abort_epoch(uint64_t epoch, const Status& why) {
+  close_epoch(epoch, why);
   // A late or repeated abort of an old epoch leaves the operations of newer ones alone.
   abort_matching(why, [epoch](const Operation& op) { return op.epoch() <= epoch; });
 }

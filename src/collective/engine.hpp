@@ -41,6 +41,11 @@ class CollectiveEngine {
   // takes its sequence number, and its transfers are cancelled on the view's links, so a member
   // the abort has not reached yet fails its part at once and nothing it sent is kept.
   void abort_epoch(uint64_t epoch, const Status& why);
+  // Refuses new operations of `epoch` and older with `why`, leaving those in flight alone: each
+  // completes or fails on the data plane, alike on every member. For a peer that lost its master
+  // (peer/session.hpp): aborting its own operations in flight would end, on this member only, an
+  // operation the others complete. Thread-safe.
+  void close_epoch(uint64_t epoch, const Status& why);
 
   // The scratch the operations share (the batch call guards its inputs with it too).
   BufferPool& buffers() { return buffers_; }

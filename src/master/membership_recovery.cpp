@@ -150,6 +150,13 @@ void Membership::finish_recovery() {
             std::count_if(rejoined_.begin(), rejoined_.end(),
                           [this](const auto& kv) { return members_.contains(kv.first); }),
             rejoined_.size(), committed_epoch_, last_epoch_ + 1);
+  // Every old epoch is over: an operation still in flight in one can only be one that a member
+  // refused after losing the master (CollectiveEngine::close_epoch), which no member completes.
+  // End it on the members still blocked in it, so that they come to update_topology too.
+  for (const auto& [id, m] : members_)
+    if (m.state == State::kActive && !m.waiting && rejoined_.contains(id))
+      out_.send(id, wire::AbortMsg{m.epoch, m.group, LH_ERR_ABORTED,
+                                   "the master restarted: the group re-forms"});
   rejoined_.clear();
   recovering_ = false;
   // Members sit in different epochs and in none this master proposed: re-form every group, with

@@ -14,10 +14,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
   if (!session) return session.status();
   c->session_ = std::move(*session);
   c->session_->set_stats_source(
-      [sources = StatsSources{c->data_traffic_, c->control_traffic_, c->state_traffic_,
-                              c->stats_board_}](const RingLinks& links) {
-        return make_peer_stats(sources, links);
-      });
+      [sources =
+           StatsSources{c->data_traffic_, c->control_traffic_, c->state_traffic_, c->stats_board_}](
+          const RingLinks& links) { return make_peer_stats(sources, links); });
   Communicator* self = c.get();
   // An abort from the master (or the session failing) ends every collective in flight with that
   // reason, on every member at once; the caller retries after update_topology.
@@ -30,6 +29,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
     }
     if (user) user(epoch, why);
   });
+  // The master lost: no new collective of the epoch starts (the restarted master re-forms the
+  // ring), but those in flight run on (docs/protocol.md, "Master restart").
+  c->session_->set_master_lost_handler(
+      [self](uint64_t epoch, const Status& why) { self->engine_->close_epoch(epoch, why); });
   return c;
 }
 
@@ -39,6 +42,7 @@ Communicator::~Communicator() {
     // its abort handler points here, so unset it; close() then waits for the strand, so no call
     // of the old handler is still running when it returns.
     session_->set_abort_handler({});
+    session_->set_master_lost_handler({});
     session_->close();
   }
   if (engine_) engine_->abort_all(closed_error("communicator destroyed"));

@@ -80,6 +80,11 @@ void PeerSession::set_abort_handler(AbortHandler handler) {
   on_abort_ = std::move(handler);
 }
 
+void PeerSession::set_master_lost_handler(AbortHandler handler) {
+  std::lock_guard lock(mu_);
+  on_master_lost_ = std::move(handler);
+}
+
 void PeerSession::set_state_handler(StateHandler handler) {
   std::lock_guard lock(mu_);
   on_state_ = std::move(handler);

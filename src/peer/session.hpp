@@ -11,12 +11,13 @@
 // Status, and the abort handler runs with it (in-flight collectives must end). Losing the master
 // (its link closes or it is silent for heartbeat_misses intervals) ends the session too before
 // admission, or with master_reconnect_timeout 0. Once admitted, the session instead keeps its
-// epoch, ring and data links, runs the abort handler once with LH_ERR_ABORTED (the collectives in
-// flight end retryably, and the engine refuses new ones of this epoch), and reconnects with backoff
-// (session_reconnect.cpp). Meanwhile update_topology and decide_batch wait for the master, a state
-// sync fails with LH_ERR_ABORTED, and peers_pending() is true. Back, it REJOINs with its view of
-// the run and resumes the call in progress; the master then re-forms every group in an epoch newer
-// than any reported. Not back within the timeout, the session fails with LH_ERR_PEER_LOST.
+// epoch, ring and data links, runs the master-lost handler once with LH_ERR_ABORTED (the engine
+// refuses new collectives of this epoch; those in flight run to their end), and reconnects with
+// backoff (session_reconnect.cpp). Meanwhile update_topology and decide_batch wait for the master,
+// a state sync fails with LH_ERR_ABORTED, and peers_pending() is true. Back, it REJOINs with its
+// view of the run and resumes the call in progress; the master then re-forms every group in an
+// epoch newer than any reported. Not back within the timeout, the session fails with
+// LH_ERR_PEER_LOST.
 #pragma once
 
 #include <atomic>
@@ -73,6 +74,11 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   ~PeerSession();
 
   void set_abort_handler(AbortHandler handler);
+  // Runs on the session strand when an admitted session loses its master and starts reconnecting
+  // (with the epoch it keeps and LH_ERR_ABORTED): the collectives must refuse new operations of
+  // that epoch but let those in flight run to their end (CollectiveEngine::close_epoch). Must not
+  // block.
+  void set_master_lost_handler(AbortHandler handler);
 
   // The shared-state sync (state/sync.hpp) talks to the master through the session. The master's
   // state messages (STATE_PLAN, STATE_SOURCE_LOST, STATE_COMPLETE) go to the state handler on the
@@ -249,6 +255,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   TopologyView view_;
   Status failure_;
   AbortHandler on_abort_;
+  AbortHandler on_master_lost_;
   StateHandler on_state_;
   StatsSource stats_source_;
 };

@@ -58,7 +58,7 @@ void PeerSession::lose_master(Status why) {
   StateHandler state_handler;
   {
     std::lock_guard lock(mu_);
-    handler = on_abort_;
+    handler = on_master_lost_;
     state_handler = on_state_;
   }
   if (state_handler) state_handler(aborted);
