@@ -1,7 +1,10 @@
 // longhaul-master: the coordination daemon of a longhaul training run.
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -226,9 +229,23 @@ longhaul::Result<std::unique_ptr<longhaul::ops::HttpServer>> start_status_page(
 
 }  // namespace
 
+// One descriptor per peer's control link (and a few per status-page client): the default soft
+// limit of 1024 would stop a master at about a thousand peers (docs/scaling.md). Raise it to the
+// hard limit, which the operator controls.
+void raise_descriptor_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  const rlim_t before = r.rlim_cur;
+  r.rlim_cur = r.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &r) != 0)
+    longhaul::log::warn("master", "cannot raise the descriptor limit from {}: {}", before,
+                        std::strerror(errno));
+}
+
 int main(int argc, char** argv) {
   Flags flags;
   if (auto exit_status = parse_flags(argc, argv, &flags)) return *exit_status;
+  raise_descriptor_limit();
   // Block the stop signals in every thread (the I/O threads inherit the mask) and wait for them
   // here, so shutdown runs on this thread with no async-signal-safety concerns.
   sigset_t stop_signals;

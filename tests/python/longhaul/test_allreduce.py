@@ -142,3 +142,16 @@ def test_connect_errors(master):
     with pytest.raises(lh.Timeout, match="rail"):
         c.connect()
     c.close()
+
+
+def test_master_journal_and_restart_options(tmp_path):
+    journal = tmp_path / "master.journal"
+    with lh.Master(journal_path=str(journal)) as m:
+        assert journal.read_text().startswith("longhaul-master-journal 1 ")
+        c = lh.Communicator(m.address, master_reconnect_timeout_ms=5000, link_upload_mbit=100).connect()
+        np.testing.assert_array_equal(c.allreduce(np.ones(4, dtype=np.float32)).wait(), 1.0)
+        c.close()
+    # Stopping the master ends the run; a master started on the same journal is a restart.
+    with lh.Master(journal_path=str(journal)) as m:
+        c = lh.Communicator(m.address).connect()
+        c.close()

@@ -160,7 +160,9 @@ void define_construction(CommClass& comm) {
              std::optional<uint32_t> handshake_timeout_ms, std::optional<uint32_t> io_threads,
              std::optional<bool> full_mesh, std::optional<std::string> listen_address,
              std::optional<std::string> advertised_address,
-             std::optional<uint32_t> state_stall_timeout_ms, const std::string& on_eviction) {
+             std::optional<uint32_t> state_stall_timeout_ms,
+             std::optional<uint32_t> master_reconnect_timeout_ms,
+             std::optional<uint32_t> link_upload_mbit, const std::string& on_eviction) {
             lh_comm_options o;
             lh_comm_options_init(&o);  // node, rail and group from torchrun's environment
             o.master_address = master_address.c_str();
@@ -179,6 +181,8 @@ void define_construction(CommClass& comm) {
             set_str(o.listen_address, listen_address);
             set_str(o.advertised_address, advertised_address);
             set_if(o.state_stall_timeout_ms, state_stall_timeout_ms);
+            set_if(o.master_reconnect_timeout_ms, master_reconnect_timeout_ms);
+            set_if(o.link_upload_mbit, link_upload_mbit);
             new (self) Communicator(o);
             self->set_on_eviction(on_eviction);
           },
@@ -188,6 +192,7 @@ void define_construction(CommClass& comm) {
           "link_timeout_ms"_a = nb::none(), "handshake_timeout_ms"_a = nb::none(),
           "io_threads"_a = nb::none(), "full_mesh"_a = nb::none(), "listen_address"_a = nb::none(),
           "advertised_address"_a = nb::none(), "state_stall_timeout_ms"_a = nb::none(),
+          "master_reconnect_timeout_ms"_a = nb::none(), "link_upload_mbit"_a = nb::none(),
           "on_eviction"_a = "raise", doc::comm_init)
       .def(
           "connect",

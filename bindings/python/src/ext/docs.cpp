@@ -18,6 +18,9 @@ const char* const comm_init =
     "node_rail given without peer_group sets peer_group = node_rail. on_eviction: 'raise' (a "
     "NodeEvicted exception from the next call) or 'exit' (the process exits at once with status "
     "4 and a message on stderr, so no rank of the node hangs in an intra-node collective). "
+    "master_reconnect_timeout_ms: how long a connected communicator waits for a crashed master "
+    "to come back (new operations raise PeerFailure, retryable, meanwhile; see docs/protocol.md, "
+    "'Master restart'). link_upload_mbit: an upload cap per data link (docs/transport.md). "
     "ValueError for bad options.";
 
 const char* const connect =
@@ -28,8 +31,9 @@ const char* const connect =
 
 const char* const update_topology =
     "The reconfiguration point: returns at once when nothing changes, else blocks (GIL released) "
-    "until every admitted peer called it and enters the new epoch. Raises PeerFailure if the "
-    "master is lost, NodeEvicted if this node was evicted; any failure ends the communicator.";
+    "until every admitted peer called it and enters the new epoch; while a crashed master is "
+    "coming back it waits for it. Raises PeerFailure if the master is lost for good, NodeEvicted "
+    "if this node was evicted; any failure ends the communicator.";
 
 const char* const peers_pending =
     "Whether update_topology() has work to do (a joiner waits, a peer or link was lost, or this "

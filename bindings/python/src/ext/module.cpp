@@ -22,7 +22,8 @@ void bind_master(nb::module_& m) {
              std::optional<uint32_t> heartbeat_interval_ms,
              std::optional<uint32_t> heartbeat_misses, std::optional<uint32_t> topology_timeout_ms,
              std::optional<uint32_t> handshake_timeout_ms, std::optional<uint32_t> io_threads,
-             std::optional<std::string> tls_cert_file, std::optional<std::string> tls_key_file) {
+             std::optional<std::string> tls_cert_file, std::optional<std::string> tls_key_file,
+             std::optional<std::string> journal_path) {
             lh_master_options o;
             lh_master_options_init(&o);
             o.listen_address = listen.c_str();
@@ -34,13 +35,14 @@ void bind_master(nb::module_& m) {
             set_if(o.io_threads, io_threads);
             if (tls_cert_file) o.tls_cert_file = tls_cert_file->c_str();
             if (tls_key_file) o.tls_key_file = tls_key_file->c_str();
+            if (journal_path) o.journal_path = journal_path->c_str();
             new (self) Master(o);
           },
           "listen"_a = "127.0.0.1:0", nb::kw_only(), "secret"_a = nb::none(),
           "heartbeat_interval_ms"_a = nb::none(), "heartbeat_misses"_a = nb::none(),
           "topology_timeout_ms"_a = nb::none(), "handshake_timeout_ms"_a = nb::none(),
           "io_threads"_a = nb::none(), "tls_cert_file"_a = nb::none(),
-          "tls_key_file"_a = nb::none(),
+          "tls_key_file"_a = nb::none(), "journal_path"_a = nb::none(),
           "Binds `listen` (\"host:port\", port 0 picks a free one) and starts serving. Options "
           "left None take the library's defaults (include/longhaul/longhaul.h, "
           "lh_master_options). ValueError for bad options, LonghaulError (status LH_ERR_IO) when "
