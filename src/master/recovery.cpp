@@ -75,11 +75,9 @@ void MasterServer::finish_recovery() {
 }
 
 Status MasterServer::on_rejoin(Session& session, uint64_t conn, const wire::RejoinMsg& rejoin) {
-  std::string seen_from;
-  uint16_t ignored = 0;
-  if (Status p = net::parse_host_port(session.link->peer(), &seen_from, &ignored); !p)
-    return internal_error(
-        fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
+  auto seen = seen_from(session);
+  if (!seen) return seen.status();
+  const std::string& peer_host = *seen;
   if (!membership_.recovering()) {
     // A rejoin naming an epoch this master never proposed: it restarted without a journal (or
     // the journal's ceilings were lost). Anything else is a member whose control link broke while
@@ -100,9 +98,9 @@ Status MasterServer::on_rejoin(Session& session, uint64_t conn, const wire::Rejo
   Membership::RejoinReport report;
   report.id = rejoin.peer_id;
   report.group = rejoin.group;
-  report.host = rejoin.advertised_host.empty() ? seen_from : rejoin.advertised_host;
+  report.host = rejoin.advertised_host.empty() ? peer_host : rejoin.advertised_host;
   report.port = rejoin.advertised_port;
-  report.node = NodeClaim{rejoin.node, rejoin.rail, rejoin.rails, rejoin.group, seen_from};
+  report.node = NodeClaim{rejoin.node, rejoin.rail, rejoin.rails, rejoin.group, peer_host};
   report.epoch = rejoin.epoch;
   report.world = rejoin.world;
   report.ring = rejoin.ring;

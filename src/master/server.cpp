@@ -186,16 +186,23 @@ void MasterServer::on_message(uint64_t conn, const std::vector<std::byte>& bytes
   if (!s) drop_connection(conn, s);
 }
 
-Status MasterServer::on_register(Session& session, uint64_t conn, const wire::RegisterMsg& reg) {
-  if (reg.advertised_port == 0) return protocol_error("REGISTER with data port 0");
-  std::string seen_from;
+Result<std::string> MasterServer::seen_from(const Session& session) {
+  std::string host;
   uint16_t ignored = 0;
-  if (Status p = net::parse_host_port(session.link->peer(), &seen_from, &ignored); !p)
+  if (Status p = net::parse_host_port(session.link->peer(), &host, &ignored); !p)
     return internal_error(
         fmt::format("cannot parse the peer's address '{}'", session.link->peer()));
-  const std::string host = reg.advertised_host.empty() ? seen_from : reg.advertised_host;
+  return host;
+}
+
+Status MasterServer::on_register(Session& session, uint64_t conn, const wire::RegisterMsg& reg) {
+  if (reg.advertised_port == 0) return protocol_error("REGISTER with data port 0");
+  auto seen = seen_from(session);
+  if (!seen) return seen.status();
+  const std::string& peer_host = *seen;
+  const std::string host = reg.advertised_host.empty() ? peer_host : reg.advertised_host;
   // A rank's node claim is checked before it gets an id: a refused claim joins nothing.
-  const NodeClaim node{reg.node, reg.rail, reg.rails, reg.group, seen_from};
+  const NodeClaim node{reg.node, reg.rail, reg.rails, reg.group, peer_host};
   LH_RETURN_IF_ERROR(membership_.check_node_claim(node));
   // The id is in the journal before anyone hears of it.
   LH_RETURN_IF_ERROR(cover_in_journal(membership_.last_epoch()));

@@ -108,6 +108,8 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void on_link(std::shared_ptr<net::Link> link, net::Role role);
   void on_message(uint64_t conn, const std::vector<std::byte>& bytes);
   Status dispatch(Session& session, uint64_t conn, wire::ControlMessage message);
+  // The host a control link comes from, as the socket sees it.
+  static Result<std::string> seen_from(const Session& session);
   Status on_register(Session& session, uint64_t conn, const wire::RegisterMsg& reg);
   // REJOIN (master/recovery.cpp): a member of the previous master comes back.
   Status on_rejoin(Session& session, uint64_t conn, const wire::RejoinMsg& rejoin);

@@ -96,8 +96,8 @@ void ChurnRun::start_master() {
   std::vector<std::string> argv;
   if (in_lab) argv = {"ip", "netns", "exec", site_hosts_["master"].first};
   // A restarted master listens where its predecessor did: the peers reconnect there.
-  const std::string listen = (in_lab ? site_hosts_["master"].second : "127.0.0.1") + ":" +
-                             std::to_string(master_port_);
+  const std::string listen =
+      (in_lab ? site_hosts_["master"].second : "127.0.0.1") + ":" + std::to_string(master_port_);
   for (const std::string& a : {bins_.master, std::string("--listen"), listen}) argv.push_back(a);
   argv.insert(argv.end(), {"--port-file", port_file, "--log-level", "info",
                            "--heartbeat-interval-ms", std::to_string(flags_.heartbeat_interval_ms),
@@ -284,13 +284,14 @@ void ChurnRun::on_peer_line(PeerProc& p, const std::string& line) {
   }
 }
 
-void ChurnRun::schedule_next_event() {
-  if (flags_.kill_interval_ms == 0) {
-    next_event_ms_ = -1;
-    return;
-  }
+double ChurnRun::jittered_deadline(uint32_t mean_ms) {
+  if (mean_ms == 0) return -1;
   std::uniform_real_distribution<double> d(0.5, 1.5);
-  next_event_ms_ = now_ms() + d(rng_) * flags_.kill_interval_ms;
+  return now_ms() + d(rng_) * mean_ms;
+}
+
+void ChurnRun::schedule_next_event() {
+  next_event_ms_ = jittered_deadline(flags_.kill_interval_ms);
 }
 
 // The master's port (and the emulator's READY), then the first peers.

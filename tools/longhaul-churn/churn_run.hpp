@@ -94,6 +94,8 @@ class ChurnRun {
   void tick_starting(double now);
   void tick_churn(double now);
   void schedule_next_event();
+  // now + mean_ms x uniform(0.5, 1.5), or -1 (never) when mean_ms is 0.
+  double jittered_deadline(uint32_t mean_ms);
   // churn_run_faults.cpp
   void disrupt();
   // The next disruption's kind, drawn with the --mix weights.

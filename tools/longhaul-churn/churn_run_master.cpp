@@ -2,19 +2,13 @@
 // started again on the same port with its journal. Nothing else changes: every rule the monitor
 // applies (no hang, no unexpected exit, bit-identical state) must hold through it.
 #include <csignal>
-#include <random>
 
 #include "churn_run.hpp"
 
 namespace longhaul_churn {
 
 void ChurnRun::schedule_master_restart() {
-  if (flags_.master_restart_ms == 0) {
-    next_master_restart_ms_ = -1;
-    return;
-  }
-  std::uniform_real_distribution<double> d(0.5, 1.5);
-  next_master_restart_ms_ = now_ms() + d(rng_) * flags_.master_restart_ms;
+  next_master_restart_ms_ = jittered_deadline(flags_.master_restart_ms);
 }
 
 void ChurnRun::tick_master_restart(double now) {
