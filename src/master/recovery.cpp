@@ -113,7 +113,6 @@ Status MasterServer::on_rejoin(Session& session, uint64_t conn, const wire::Rejo
   session.register_deadline.reset();
   session.peer = rejoin.peer_id;
   by_peer_[rejoin.peer_id] = conn;
-  ++rejoined_;
   send(rejoin.peer_id,
        wire::WelcomeMsg{rejoin.peer_id, static_cast<uint32_t>(options_.heartbeat_interval.count()),
                         options_.heartbeat_misses});

@@ -127,8 +127,6 @@ MasterSnapshot MasterServer::snapshot() {
     s.pending_peers = membership_.members().size() - s.active_peers;
     s.connections = sessions_.size();
     s.rings = membership_.rings();
-    s.recovering = membership_.recovering();
-    s.rejoined = rejoined_;
     promise.set_value(std::move(s));
   });
   return future.get();

@@ -70,8 +70,6 @@ struct MasterSnapshot {
   size_t pending_peers = 0;
   size_t connections = 0;
   std::map<uint32_t, std::vector<PeerId>> rings;
-  bool recovering = false;  // restarted, waiting for the members to rejoin
-  uint64_t rejoined = 0;    // members that rejoined this master since it started
 };
 
 class MasterServer : public std::enable_shared_from_this<MasterServer>, private Outbox {
@@ -149,7 +147,6 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   asio::steady_timer round_timer_;
   asio::steady_timer recovery_timer_;
   std::unique_ptr<Journal> journal_;
-  uint64_t rejoined_ = 0;
   Membership membership_{*this};
   StateArbiter state_{*this, membership_, options_.max_state_tensors};
   BatchArbiter batch_{*this, membership_};

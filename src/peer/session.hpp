@@ -128,10 +128,6 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   uint16_t listen_port() const { return mesh_->port(); }
   // OK while the session works.
   Status failure() const;
-  // Whether the session has lost the master and is reconnecting (or rejoining); and how many times
-  // it got back. Thread-safe.
-  bool master_away() const { return master_away_.load(); }
-  uint64_t master_rejoins() const { return rejoins_.load(); }
 
  private:
   void report_failed_links();  // on the strand, before UPDATE_TOPOLOGY
@@ -249,7 +245,6 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   std::atomic<bool> pending_{false};
   std::atomic<bool> failed_{false};
   std::atomic<bool> master_away_{false};
-  std::atomic<uint64_t> rejoins_{0};
   std::atomic<uint64_t> aborts_{0};
   mutable std::mutex mu_;  // guards the fields below
   TopologyView view_;

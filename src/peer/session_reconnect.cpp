@@ -122,7 +122,6 @@ Status PeerSession::resume_after_rejoin(const wire::WelcomeMsg& welcome) {
   heartbeat_misses_ = welcome.heartbeat_misses;
   lost_proposal_.reset();
   master_away_.store(false);
-  rejoins_.fetch_add(1);
   state_ = resume_;
   log::info("peer", "peer {}: rejoined the master in epoch {}", id_, epoch_);
   if (state_ == State::kUpdating) {
