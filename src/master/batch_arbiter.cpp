@@ -80,6 +80,31 @@ void BatchArbiter::forget_old_epochs() {
   std::erase_if(failed_epoch_, [epoch](const auto& kv) { return kv.second < epoch; });
 }
 
+std::vector<std::pair<PeerId, Status>> BatchArbiter::expire(Clock::time_point now,
+                                                            std::chrono::milliseconds timeout) {
+  std::vector<std::pair<PeerId, Status>> silent;
+  const uint64_t epoch = membership_.epoch();
+  for (auto& [key, attempt] : attempts_) {
+    const auto [group, attempt_epoch, number] = key;
+    if (attempt.decision || attempt_epoch != epoch || membership_.recovering()) continue;
+    if (!attempt.seen) attempt.seen = now;
+    if (now - *attempt.seen < timeout) continue;
+    for (const auto& [id, m] : membership_.members()) {
+      if (m.group != group || m.state != Membership::State::kActive) continue;
+      if (attempt.reported.contains(id)) continue;
+      silent.emplace_back(id, timeout_error(fmt::format(
+                                  "no BATCH_REPORT for attempt {} of epoch {} within {} ms of the "
+                                  "others' (the attempt failed for everyone)",
+                                  number, epoch, timeout.count())));
+    }
+    log::warn("master",
+              "epoch {}: batch attempt {} of group {} waited {} ms for reports; failing it", epoch,
+              number, group, timeout.count());
+    decide(key, attempt, false);
+  }
+  return silent;
+}
+
 void BatchArbiter::record_decision(uint32_t group, uint64_t epoch, uint64_t attempt, bool ok) {
   Attempt& attempt_record = attempts_[Key{group, epoch, attempt}];
   if (attempt_record.decision && *attempt_record.decision != ok) {

@@ -10,10 +10,17 @@
 // epoch the group has moved past get the recorded decision, or FAILED if none was recorded (an
 // honest member cannot report for an old epoch: it joined the newer one after its report).
 //
+// An attempt that waits for reports past its deadline (expire(), which the caller runs a few
+// times a second) fails, and the members that did not report are returned to be evicted: a
+// member reports the moment its all-reduces end, at about the same time as the others, so
+// one that has not within the deadline misbehaves (a frozen one is caught by its heartbeats
+// first).
+//
 // Like Membership it is pure logic on the master's strand: events are calls, effects go out
 // through the Outbox.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -27,6 +34,7 @@ namespace longhaul::master {
 
 class BatchArbiter {
  public:
+  using Clock = std::chrono::steady_clock;
   BatchArbiter(Outbox& outbox, Membership& membership) : out_(outbox), membership_(membership) {}
 
   // A non-OK result is a protocol violation by `id` (the caller drops it).
@@ -35,6 +43,11 @@ class BatchArbiter {
   // attempts in that epoch, and any later one in it, fail. Called from inside Membership (an
   // Outbox effect), so it does not call back into it.
   void on_group_epoch_failed(uint32_t group);
+
+  // Fails the undecided attempts of the committed epoch that have waited `timeout` (counted from
+  // the first call that saw them) and returns their members that did not report, with the reason.
+  std::vector<std::pair<PeerId, Status>> expire(Clock::time_point now,
+                                                std::chrono::milliseconds timeout);
 
   // Recovery after a master restart (membership.hpp): a rejoining member knew this decision of
   // the previous master; members still waiting for it get the same one.
@@ -49,6 +62,7 @@ class BatchArbiter {
   struct Attempt {
     std::set<PeerId> reported;
     std::optional<bool> decision;
+    std::optional<Clock::time_point> seen;  // undecided since
   };
   void decide(const Key& key, Attempt& attempt, bool ok);
   bool everyone_reported(uint32_t group, const Attempt& attempt) const;

@@ -12,12 +12,13 @@
 namespace longhaul::master {
 
 void Membership::add_pending(PeerId id, uint32_t group, std::string host, uint16_t port,
-                             const NodeClaim& node) {
+                             const NodeClaim& node, bool full_mesh) {
   Member m;
   m.id = id;
   m.group = group;
   m.host = std::move(host);
   m.port = port;
+  m.full_mesh = full_mesh;
   log::info("master", "peer {} joined group {} (data address {}:{}); waiting for admission", id,
             group, m.host, port);
   members_.emplace(id, std::move(m));
@@ -101,61 +102,6 @@ Status Membership::on_update_topology(PeerId id, uint64_t epoch, bool admit_join
   return Status::ok();
 }
 
-Status Membership::on_links_ready(PeerId id, uint64_t epoch,
-                                  const std::vector<PeerId>& unreachable) {
-  if (!round_ || epoch != round_->epoch) {
-    // An answer to a proposal that a newer one replaced; the peer will answer that one too.
-    if (epoch <= last_epoch_) return Status::ok();
-    return protocol_error(fmt::format("LINKS_READY for epoch {} which was never proposed", epoch));
-  }
-  if (!round_->participants.contains(id))
-    return protocol_error(fmt::format("LINKS_READY for epoch {} from a peer not in it", epoch));
-  if (!round_->ready.insert(id).second)
-    return protocol_error(fmt::format("second LINKS_READY for epoch {}", epoch));
-  for (PeerId other : unreachable) {
-    if (other == id || !round_->participants.contains(other)) continue;
-    banned_.insert(make_peer_pair(id, other));
-    round_->new_unreachable = true;
-    if (neighbours_in_round(id, other)) {
-      log::warn("master", "epoch {}: peer {} cannot reach peer {}; the next ring keeps them apart",
-                epoch, id, other);
-    } else {
-      log::warn("master", "epoch {}: peer {} cannot reach peer {}, which its full mesh needs",
-                epoch, id, other);
-      unlinkable_.insert(make_peer_pair(id, other));
-    }
-  }
-  if (round_->ready.size() < round_->participants.size()) return Status::ok();
-  if (round_->new_unreachable) {
-    round_.reset();
-    start_round();
-    sync_pending_flags();
-  } else {
-    commit();
-  }
-  return Status::ok();
-}
-
-Status Membership::on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost,
-                                const std::string& reason) {
-  if (epoch != committed_epoch_ || round_)
-    return Status::ok();  // about links a newer proposal replaces
-  auto rep = members_.find(reporter);
-  auto it = members_.find(lost);
-  if (rep == members_.end() || rep->second.state != State::kActive)
-    return protocol_error("REPORT_PEER_LOST before being admitted");
-  if (it == members_.end() || lost == reporter) return Status::ok();  // already gone
-  log::warn("master", "epoch {}: peer {} lost its link to peer {}: {}", epoch, reporter, lost,
-            reason);
-  banned_.insert(make_peer_pair(reporter, lost));
-  ring_broken_ = true;
-  abort_group(rep->second.group, LH_ERR_PEER_LOST,
-              fmt::format("peer {} lost its link to peer {}: {}", reporter, lost, reason));
-  maybe_start_round();
-  sync_pending_flags();
-  return Status::ok();
-}
-
 bool Membership::neighbours_in_round(PeerId a, PeerId b) const {
   for (const auto& [group, order] : round_->rings) {
     const auto ia = std::find(order.begin(), order.end(), a);
@@ -176,8 +122,12 @@ void Membership::on_round_timeout(uint64_t epoch) {
     if (!round_->ready.contains(id)) silent.push_back(id);
   round_.reset();
   ring_broken_ = true;
-  for (PeerId id : silent)
-    evict(id, timeout_error(fmt::format("did not set up its links for epoch {} in time", epoch)));
+  for (PeerId id : silent) {
+    const Status why =
+        timeout_error(fmt::format("did not set up its links for epoch {} in time", epoch));
+    out_.misbehaved(id, why.message());
+    evict(id, why);
+  }
   maybe_start_round();
   sync_pending_flags();
 }
@@ -201,6 +151,8 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
   const auto involves = [id](const PeerPair& p) { return p.first == id || p.second == id; };
   std::erase_if(banned_, involves);
   std::erase_if(unlinkable_, involves);
+  std::erase_if(claims_, [&](const auto& kv) { return involves(kv.first); });
+  std::erase_if(loss_claims_, [&](const Claim& c) { return c.claimer == id || c.accused == id; });
   if (m.state == State::kActive) {
     ring_broken_ = true;
     if (graceful)
@@ -223,12 +175,32 @@ void Membership::evict(PeerId id, const Status& why) {
   out_.disconnect(id, why);
 }
 
+void Membership::expel(PeerId id, const Status& why) {
+  if (!members_.contains(id)) return;
+  out_.misbehaved(id, why.message());
+  evict(id, why);
+  maybe_start_round();
+  sync_pending_flags();
+}
+
 void Membership::abort_group(uint32_t group, lh_status code, const std::string& reason) {
   std::vector<PeerId> to;
   for (const auto& [id, m] : members_)
     if (m.state == State::kActive && m.group == group) to.push_back(id);
   out_.send_all(to, wire::AbortMsg{committed_epoch_, group, code, reason});
   out_.group_epoch_failed(group);
+}
+
+bool Membership::gathering() const {
+  return !round_ && !recovering_ && waiting_total_ > 0 && active_total_ != waiting_total_ &&
+         reconfiguration_needed();
+}
+
+std::vector<PeerId> Membership::stragglers() const {
+  std::vector<PeerId> out;
+  for (const auto& [id, m] : members_)
+    if (m.state == State::kActive && !m.waiting) out.push_back(id);
+  return out;
 }
 
 void Membership::maybe_start_round() {
@@ -247,6 +219,7 @@ void Membership::maybe_start_round() {
     return;
   }
   if (active_total_ != waiting_total_) return;  // an active member has not come to wait yet
+  judge_loss_claims();  // may evict a member whose claims nobody confirms (it waited too)
   start_round();
 }
 
@@ -301,11 +274,12 @@ std::optional<Membership::Eviction> Membership::choose_eviction(uint32_t group,
                                                                 const std::vector<PeerId>& ids,
                                                                 const std::set<PeerPair>& blocking,
                                                                 bool ring_found) const {
-  // A peer not yet admitted goes before an admitted one (a newcomer with a broken address must
-  // not push out the members that worked so far); then the one with the most unreachable
-  // neighbours; then the newest.
+  // A peer whose claims nobody confirmed goes first (one member's word never pushes out the
+  // peers it accuses); then a peer not yet admitted before an admitted one (a newcomer with a
+  // broken address must not push out the members that worked so far); then the one with the most
+  // unreachable neighbours; then the newest.
   std::optional<Eviction> victim;
-  std::tuple<bool, size_t, PeerId> worst{false, 0, 0};
+  std::tuple<size_t, bool, size_t, PeerId> worst{0, false, 0, 0};
   for (PeerId id : ids) {
     std::vector<PeerId> cut;
     for (const auto& p : blocking) {
@@ -313,8 +287,8 @@ std::optional<Membership::Eviction> Membership::choose_eviction(uint32_t group,
       if (p.second == id && std::count(ids.begin(), ids.end(), p.first)) cut.push_back(p.first);
     }
     if (cut.empty()) continue;
-    const std::tuple<bool, size_t, PeerId> score{members_.at(id).state == State::kPending,
-                                                 cut.size(), id};
+    const std::tuple<size_t, bool, size_t, PeerId> score{
+        one_sided_claims(id), members_.at(id).state == State::kPending, cut.size(), id};
     if (score < worst) continue;
     worst = score;
     victim = Eviction{

@@ -50,6 +50,13 @@ class Outbox {
   // A round proposing `epoch` has started; Membership expects on_round_timeout(epoch) if it is
   // still running after the configured topology timeout.
   virtual void round_started(uint64_t epoch) = 0;
+  // `who` is about to be evicted for misbehaving (a missed round deadline, loss claims nobody
+  // confirms): the caller remembers it against the member's identity (penalties.hpp). The member
+  // is still in Membership during the call.
+  virtual void misbehaved(PeerId /*who*/, const std::string& /*what*/) {}
+  // The round proposing `epoch` has answers from at least half its participants: the rest get a
+  // grace period (MasterOptions::topology_grace) rather than the whole topology timeout.
+  virtual void round_half_ready(uint64_t /*epoch*/) {}
   // The peer is no longer a member (left, lost or evicted); other state keyed by it can go.
   virtual void peer_forgotten(PeerId /*who*/) {}
   // The same moment, with what the status page shows: the peer's group, the reason Membership
@@ -78,6 +85,12 @@ class Membership {
     bool waiting = false;       // active and blocked in update_topology
     bool pending_sent = false;  // the last peers-pending flag this peer was told
     bool admit_joiners = true;  // what its waiting update_topology asked (UpdateTopologyMsg)
+    bool full_mesh = false;     // links to every member of its group (wire::RegisterMsg)
+    // The last epoch it reported a lost link in: one report per epoch aborts its group.
+    uint64_t loss_reported_in = 0;
+    // Its claims of unreachable or lost links that the accused did not confirm, as (epoch,
+    // accused), the last kClaimWindowEpochs epochs.
+    std::vector<std::pair<uint64_t, PeerId>> unconfirmed;
     // The epoch it is in: the committed one, except for a member that rejoined a restarted
     // master and has not entered a new epoch yet (it reported its own).
     uint64_t epoch = 0;
@@ -94,7 +107,14 @@ class Membership {
     std::vector<PeerId> ring;
     uint64_t proposed_epoch = 0;  // 0: it was not linking for a proposal
     std::vector<PeerId> proposed_ring;
+    bool full_mesh = false;
   };
+  // A member whose claims about kMaxUnconfirmedClaims distinct peers within kClaimWindowEpochs
+  // epochs were confirmed by none of them is removed as the party in conflict with everyone
+  // else. An honest peer's claim goes unconfirmed only when its link fails one way (a black hole
+  // the other end never noticed before the ring moved on), which the window makes rare.
+  static constexpr size_t kMaxUnconfirmedClaims = 3;
+  static constexpr uint64_t kClaimWindowEpochs = 16;
 
   explicit Membership(Outbox& outbox) : out_(outbox) {}
 
@@ -104,8 +124,9 @@ class Membership {
   Status check_node_claim(const NodeClaim& node) const { return nodes_.check(node); }
   // The registered peer `id` waits to be admitted. A rail of a node (node.name set, check passed)
   // waits until every rail of its node has registered: the node is admitted whole.
+  // `full_mesh`: the peer links to every member of its group (wire::RegisterMsg).
   void add_pending(PeerId id, uint32_t group, std::string host, uint16_t port,
-                   const NodeClaim& node = {});
+                   const NodeClaim& node = {}, bool full_mesh = false);
 
   // Messages from a registered peer. A non-OK result means the peer broke the protocol; the
   // caller drops it (drop_peer) and closes its connection. Nothing was changed in that case.
@@ -117,6 +138,12 @@ class Membership {
   // The retry that held joiners back has been decided: raise the peers-pending flag again so the
   // members admit them at their next update_topology.
   void release_held_joiners();
+  // Claims of unreachable (LINKS_READY) or lost (REPORT_PEER_LOST) links (membership_claims.cpp)
+  // are accepted only about the claimer's ring neighbours, or any member of its group when it
+  // links as a full mesh; a claim about anyone else is a protocol violation. A claimed pair is
+  // kept apart, but a claim decides no eviction alone: when no ring keeps the claimed pairs
+  // apart, a member whose claims the accused did not confirm goes first, and one with unconfirmed
+  // claims about kMaxUnconfirmedClaims peers is removed (LH_ERR_PEER_LOST, Outbox::misbehaved).
   Status on_links_ready(PeerId id, uint64_t epoch, const std::vector<PeerId>& unreachable);
   Status on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost, const std::string& reason);
   // The round proposing `epoch` ran out of time: participants that did not answer are evicted.
@@ -127,6 +154,9 @@ class Membership {
   // and anything that truly misses it fails when its links close); a round it took part in
   // restarts without it. Unknown ids are ignored.
   void drop_peer(PeerId id, const std::string& reason, bool graceful = false);
+  // Evicts a member that misbehaved (the arbiters' missed deadlines): Outbox::misbehaved, then
+  // REMOVED with `why`, as drop_peer otherwise. Unknown ids are ignored.
+  void expel(PeerId id, const Status& why);
 
   // Recovery after a master restart (membership_recovery.cpp). While recovering no round starts:
   // members of the previous master rejoin (add_rejoined) and newcomers register as usual. When
@@ -156,6 +186,10 @@ class Membership {
   // The flag peers are told: reconfiguration_needed(), except joiners held back for a batch retry.
   bool pending_flag() const;
   bool round_in_progress() const { return round_.has_value(); }
+  // Members wait in update_topology for a round that cannot start until the other active members
+  // come too; those are the stragglers (the server's gather deadline evicts them).
+  bool gathering() const;
+  std::vector<PeerId> stragglers() const;
   const std::map<PeerId, Member>& members() const { return members_; }
   size_t active_count() const { return active_total_; }
   // Active members of `group`, and how many of them wait in update_topology.
@@ -174,6 +208,13 @@ class Membership {
     std::map<uint32_t, std::vector<PeerId>> rings;
     bool new_unreachable = false;
     bool admits_joiners = true;
+    bool half_ready = false;  // Outbox::round_half_ready was called
+    // What each participant's LINKS_READY named unreachable.
+    std::map<PeerId, std::set<PeerId>> unreachable;
+  };
+  // One member's claim that its link to another is unreachable or lost.
+  struct Claim {
+    PeerId claimer = 0, accused = 0;
   };
 
   // A peer to evict because its group has no usable ring, and why.
@@ -224,11 +265,33 @@ class Membership {
   std::vector<std::pair<PeerId, std::string>> broken_nodes() const;
   // Whether a and b are next to each other in a ring of the current round.
   bool neighbours_in_round(PeerId a, PeerId b) const;
+  // Claims (membership_claims.cpp). Whether `claimer` may claim anything about `accused`: its
+  // neighbour in `rings`, or a member of its group when it links as a full mesh.
+  bool may_claim(const Member& claimer, PeerId accused,
+                 const std::map<uint32_t, std::vector<PeerId>>& rings) const;
+  // Keeps the pair apart from now on and remembers who claimed it.
+  void record_claim(PeerId claimer, PeerId accused);
+  // Pairs that `id` alone claims (the other side never did).
+  size_t one_sided_claims(PeerId id) const;
+  // The round's LINKS_READY answers are all in: a claim the accused contradicted (it named the
+  // claimer reachable) counts against the claimer.
+  void judge_round_claims();
+  // The committed epoch's REPORT_PEER_LOST claims, before the next round: one the accused did not
+  // make in return while it stayed counts against the claimer.
+  void judge_loss_claims();
+  // Adds an unconfirmed claim; true once the claimer has too many.
+  bool count_unconfirmed(PeerId claimer, PeerId accused);
+  // Removes the members with too many unconfirmed claims (Outbox::misbehaved first).
+  void evict_conflicting(const std::vector<PeerId>& ids);
 
   Outbox& out_;
   std::map<PeerId, Member> members_;
   std::map<uint32_t, std::vector<PeerId>> rings_;
   std::set<PeerPair> banned_;
+  // Who claimed each banned pair (one side or both); goes with banned_.
+  std::map<PeerPair, std::set<PeerId>> claims_;
+  // REPORT_PEER_LOST claims of the committed epoch, judged when the next round starts.
+  std::vector<Claim> loss_claims_;
   // Unreachable pairs that were not ring neighbours: they tried to link only because their
   // group is a full mesh, which no ring order can give them. A subset of banned_.
   std::set<PeerPair> unlinkable_;

@@ -54,6 +54,7 @@ Status Membership::add_rejoined(const RejoinReport& r) {
   m.group = r.group;
   m.host = r.host;
   m.port = r.port;
+  m.full_mesh = r.full_mesh;
   m.state = State::kActive;
   m.epoch = r.epoch;
   count_active(m, +1);

@@ -106,6 +106,7 @@ Status MasterServer::on_rejoin(Session& session, uint64_t conn, const wire::Rejo
   report.ring = rejoin.ring;
   report.proposed_epoch = rejoin.proposed_epoch;
   report.proposed_ring = rejoin.proposed_ring;
+  report.full_mesh = rejoin.full_mesh;
   LH_RETURN_IF_ERROR(membership_.add_rejoined(report));
   if (Status s = cover_in_journal(membership_.last_epoch()); !s)
     log::error("master", "the journal cannot record peer {}'s rejoin: {}", rejoin.peer_id,

@@ -18,8 +18,10 @@ Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io,
                                                            const MasterOptions& options) {
   if (options.heartbeat_interval.count() <= 0 || options.heartbeat_misses == 0)
     return invalid_argument("heartbeat interval and misses must be positive");
-  if (options.topology_timeout.count() <= 0)
-    return invalid_argument("topology timeout must be positive");
+  if (options.topology_timeout.count() <= 0 || options.topology_grace.count() <= 0 ||
+      options.round_timeout.count() <= 0 || options.gather_timeout.count() <= 0)
+    return invalid_argument(
+        "topology timeout, topology grace, round timeout and gather timeout must be positive");
   net::TransportOptions transport = options.transport;
   transport.role = net::Role::kMaster;
   std::unique_ptr<Journal> journal;
@@ -201,6 +203,7 @@ Status MasterServer::on_register(Session& session, uint64_t conn, const wire::Re
   const std::string host = reg.advertised_host.empty() ? peer_host : reg.advertised_host;
   // A rank's node claim is checked before it gets an id: a refused claim joins nothing.
   const NodeClaim node{reg.node, reg.rail, reg.rails, reg.group, peer_host};
+  LH_RETURN_IF_ERROR(check_backoff(host, reg.advertised_port, reg.node));
   LH_RETURN_IF_ERROR(membership_.check_node_claim(node));
   // The id is in the journal before anyone hears of it.
   LH_RETURN_IF_ERROR(cover_in_journal(membership_.last_epoch()));
@@ -211,7 +214,7 @@ Status MasterServer::on_register(Session& session, uint64_t conn, const wire::Re
   send(id, wire::WelcomeMsg{id, static_cast<uint32_t>(options_.heartbeat_interval.count()),
                             options_.heartbeat_misses});
   recorder_.joined(id, reg.group, unix_now());
-  membership_.add_pending(id, reg.group, host, reg.advertised_port, node);
+  membership_.add_pending(id, reg.group, host, reg.advertised_port, node, reg.full_mesh);
   return Status::ok();
 }
 
@@ -334,6 +337,7 @@ void MasterServer::heartbeat_tick() {
     membership_.drop_peer(id, why.message());
     disconnect(id, why);
   }
+  check_round_deadlines(now);
 }
 
 void MasterServer::publish_status() {
@@ -407,12 +411,8 @@ void MasterServer::round_started(uint64_t epoch) {
   // restart can prove (the members still report this epoch), so the round goes on.
   if (Status s = cover_in_journal(epoch); !s)
     log::error("master", "epoch {} is not in the journal: {}", epoch, s.to_string());
-  round_timer_.expires_after(options_.topology_timeout);
-  round_timer_.async_wait([weak = weak_from_this(), epoch](asio::error_code ec) {
-    auto self = weak.lock();
-    if (ec || !self || self->stopped_) return;
-    self->membership_.on_round_timeout(epoch);
-  });
+  round_started_at_ = Clock::now();
+  arm_round_timer(epoch, round_started_at_ + options_.topology_timeout);
 }
 
 }  // namespace longhaul::master

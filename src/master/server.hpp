@@ -14,6 +14,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <asio/steady_timer.hpp>
@@ -23,6 +24,7 @@
 #include "master/batch_arbiter.hpp"
 #include "master/journal.hpp"
 #include "master/membership.hpp"
+#include "master/penalties.hpp"
 #include "master/run_recorder.hpp"
 #include "master/send_counters.hpp"
 #include "master/state_arbiter.hpp"
@@ -51,6 +53,24 @@ struct MasterOptions {
   // A reconfiguration round whose participants have not all reported their links after this long
   // evicts the ones that have not.
   std::chrono::milliseconds topology_timeout{30000};
+  // Once half of a reconfiguration round's participants have reported their links, the others
+  // get max(this, 4 x the time the first half took), within topology_timeout (a member that
+  // links but never confirms holds the rest for this, not for the whole timeout). Keep it above
+  // the peers' link_timeout (10 s by default): a peer waiting on an unreachable neighbour
+  // answers only then.
+  std::chrono::milliseconds topology_grace{15000};
+  // A state sync waits this long for the group's missing reports, and this long plus its planned
+  // bytes at 1 MiB/s for its fetchers; a batch attempt this long for its reports
+  // (state_arbiter.hpp, batch_arbiter.hpp).
+  std::chrono::milliseconds round_timeout{30000};
+  // Members waiting in update_topology for the rest of the run to come (to admit a joiner or
+  // re-form a ring) wait at most this long; the active members that have not come are evicted.
+  // Long, because an honest trainer comes only at its next collective (a DiLoCo outer step).
+  std::chrono::milliseconds gather_timeout{600000};
+  // A member evicted for misbehaving (a missed deadline, link claims nobody confirms) cannot
+  // register again from the same data address and node for this long, doubled with each offence
+  // up to 10 minutes (penalties.hpp). 0: nothing is remembered.
+  std::chrono::milliseconds misbehaviour_backoff{10000};
   // A member's state report may name at most this many tensors; beyond it the member is dropped
   // with the reason (planning a sync costs the master time in the number of tensors reported).
   uint32_t max_state_tensors = 65536;
@@ -121,6 +141,13 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void on_link_failed(uint64_t conn, const Status& why);
   void drop_connection(uint64_t conn, const Status& why);
   void heartbeat_tick();
+  // Round deadlines (deadlines.cpp): the arbiters' phases past their deadline, and the evictions
+  // they call for; run from heartbeat_tick.
+  void check_round_deadlines(Clock::time_point now);
+  void check_gather_deadline(Clock::time_point now);
+  void arm_round_timer(uint64_t epoch, Clock::time_point deadline);
+  // A registration from an identity under back-off is refused with how long it still lasts.
+  Status check_backoff(const std::string& host, uint16_t port, const std::string& node) const;
   void arm_heartbeat();
   std::chrono::milliseconds silence_check() const;  // the period of heartbeat_tick
   void publish_status();                            // on the strand
@@ -132,6 +159,8 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void send_all(const std::vector<PeerId>& to, const wire::ControlMessage& message) override;
   void disconnect(PeerId who, const Status& why) override;
   void round_started(uint64_t epoch) override;
+  void round_half_ready(uint64_t epoch) override;
+  void misbehaved(PeerId who, const std::string& what) override;
   void peer_forgotten(PeerId who) override;
   void group_reconfiguring(uint32_t group) override;
   void group_epoch_failed(uint32_t group) override;
@@ -145,6 +174,9 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   asio::steady_timer heartbeat_timer_;
   Clock::time_point last_beat_{};  // when the last heartbeat went to every peer
   asio::steady_timer round_timer_;
+  Clock::time_point round_started_at_{}, round_deadline_{};
+  std::optional<Clock::time_point> gathering_since_;
+  Penalties penalties_{options_.misbehaviour_backoff, std::chrono::minutes(10)};
   asio::steady_timer recovery_timer_;
   std::unique_ptr<Journal> journal_;
   Membership membership_{*this};

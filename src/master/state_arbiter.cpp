@@ -33,8 +33,13 @@ Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
     return Status::ok();
   }
   Round& round = rounds_[group];
+  if (round.planned && round.excused.contains(id)) {
+    out_.send(id, late_plan(report.epoch, group));
+    return Status::ok();
+  }
   if (round.planned)
     return protocol_error("STATE_REPORT while the group's sync is still transferring");
+  misses_.erase(id);
   if (round.reports.contains(id)) return protocol_error("a second STATE_REPORT in one sync");
   if (round.reports.empty()) round.epoch = report.epoch;
   state::Participant p;
@@ -53,7 +58,7 @@ void StateArbiter::maybe_plan(uint32_t group) {
   if (round.planned) return;
   // Reports come only from active members of the group (on_report) and leave with them
   // (on_peer_gone): counting them tells whether all are in, without a scan per report.
-  if (round.reports.size() < membership_.group_active(group)) return;
+  if (round.reports.size() + round.excused.size() < membership_.group_active(group)) return;
   if (round.reports.empty()) {
     rounds_.erase(group);
     return;
@@ -64,6 +69,7 @@ void StateArbiter::maybe_plan(uint32_t group) {
                    round.epoch);
   node_sources_.apply(group, membership_.nodes(), e);
   round.planned = true;
+  round.phase_seen.reset();  // the fetch phase's deadline counts from now
   round.next_revision = e.revision + 1;
   size_t fetchers = 0, refused = 0, blocks = 0;
   for (auto& [id, plan] : e.plans) {
@@ -79,6 +85,7 @@ void StateArbiter::maybe_plan(uint32_t group) {
     }
     out_.send(id, plan);
   }
+  round.planned_bytes = blocks * uint64_t{round.reports.begin()->second.report.block_bytes};
   log::info("master",
             "group {} state sync at revision {}: {} peers, {} fetching {} blocks, {} refused",
             group, e.revision, e.plans.size(), fetchers, blocks, refused);
@@ -90,8 +97,16 @@ Status StateArbiter::on_done(PeerId id, const wire::StateDoneMsg& done) {
   if (m == membership_.members().end()) return internal_error(fmt::format("unknown peer {}", id));
   const uint32_t group = m->second.group;
   auto it = rounds_.find(group);
+  if (auto late = late_done_.find(id);
+      late != late_done_.end() && (it == rounds_.end() || !it->second.fetching.contains(id))) {
+    // Left out at the fetch deadline: its sync has failed; release it.
+    out_.send(id, wire::StateCompleteMsg{late->second});
+    late_done_.erase(late);
+    return Status::ok();
+  }
   if (it == rounds_.end() || !it->second.planned || !it->second.fetching.erase(id))
     return protocol_error("STATE_DONE without a state sync to finish");
+  misses_.erase(id);
   if (done.code != LH_OK) {
     ++it->second.failed;
     log::warn("master", "group {} state sync: peer {} failed: {}", group, id, done.reason);
@@ -111,6 +126,15 @@ void StateArbiter::maybe_complete(uint32_t group) {
 
 bool StateArbiter::reconfiguring(uint32_t group) const {
   return membership_.group_waiting(group) > 0;
+}
+
+wire::StatePlanMsg StateArbiter::late_plan(uint64_t epoch, uint32_t group) {
+  wire::StatePlanMsg plan;
+  plan.epoch = epoch;
+  plan.code = LH_ERR_TIMEOUT;
+  plan.reason = fmt::format(
+      "this report missed the deadline of group {}'s state sync, which went on without it", group);
+  return plan;
 }
 
 wire::StatePlanMsg StateArbiter::aborted_plan(uint64_t epoch, uint32_t group) {
@@ -134,6 +158,8 @@ void StateArbiter::on_group_reconfiguring(uint32_t group) {
 }
 
 void StateArbiter::on_peer_gone(PeerId id) {
+  misses_.erase(id);
+  late_done_.erase(id);
   // Every round may have been waiting for this peer, also one it never reported to (the others
   // reported first and wait for its report): re-check them all.
   std::vector<uint32_t> groups;
@@ -142,6 +168,7 @@ void StateArbiter::on_peer_gone(PeerId id) {
     round.fetching.erase(id);
     round.releasing.erase(id);
     round.sources.erase(id);
+    round.excused.erase(id);
     // Fetchers still at work drop the lost source now rather than when its link breaks (never,
     // for a frozen process whose kernel keeps the sockets) or their stall timeout fires.
     for (PeerId fetcher : round.fetching) {
@@ -159,6 +186,64 @@ void StateArbiter::on_peer_gone(PeerId id) {
     else
       maybe_plan(group);
   }
+}
+
+std::vector<std::pair<PeerId, Status>> StateArbiter::expire(Clock::time_point now,
+                                                            std::chrono::milliseconds timeout) {
+  std::vector<uint32_t> late;
+  for (auto& [group, round] : rounds_) {
+    if (!round.phase_seen) {
+      round.phase_seen = now;
+      continue;
+    }
+    auto limit = timeout;
+    if (round.planned)
+      limit += std::chrono::milliseconds(round.planned_bytes * 1000 / kMinFetchBytesPerSecond);
+    if (now - *round.phase_seen >= limit) late.push_back(group);
+  }
+  for (uint32_t group : late) {
+    Round& round = rounds_.at(group);
+    if (round.planned)
+      leave_out_fetchers(group, round);
+    else
+      leave_out_reporters(group, round);
+  }
+  return std::exchange(to_evict_, {});
+}
+
+void StateArbiter::leave_out_reporters(uint32_t group, Round& round) {
+  for (const auto& [id, m] : membership_.members()) {
+    if (m.group != group || m.state != Membership::State::kActive) continue;
+    if (round.reports.contains(id) || !round.excused.insert(id).second) continue;
+    log::warn("master",
+              "group {} state sync: peer {} missed the report deadline; planning "
+              "without it",
+              group, id);
+    count_miss(id, "report");
+  }
+  maybe_plan(group);
+}
+
+void StateArbiter::leave_out_fetchers(uint32_t group, Round& round) {
+  for (PeerId id : round.fetching) {
+    log::warn("master",
+              "group {} state sync: peer {} did not finish fetching in time; releasing "
+              "the others",
+              group, id);
+    round.releasing.erase(id);
+    late_done_[id] = round.epoch;
+    count_miss(id, "fetch");
+  }
+  round.fetching.clear();
+  maybe_complete(group);
+}
+
+void StateArbiter::count_miss(PeerId id, const char* what) {
+  if (++misses_[id] < kMissesToEvict) return;
+  to_evict_.emplace_back(id, timeout_error(fmt::format(
+                                 "missed the {} deadline of {} state syncs in a row (the others' "
+                                 "syncs went on without it)",
+                                 what, misses_[id])));
 }
 
 }  // namespace longhaul::master

@@ -11,13 +11,23 @@
 // after its stall timeout.
 // The revision of the group's last completed sync is remembered for the next election.
 //
+// Every sync has deadlines (expire(), which the caller runs a few times a second): a sync still
+// collecting reports waits `timeout` for the missing members, then plans without them; a planned
+// sync waits `timeout` plus its planned bytes at kMinFetchBytesPerSecond for the fetchers'
+// STATE_DONE, then releases the others without them. A member left out answers late: its report
+// is refused (LH_ERR_TIMEOUT), its STATE_DONE answered with STATE_COMPLETE (its own sync fails).
+// A member that misses kMissesToEvict syncs in a row is returned by expire() to be evicted.
+//
 // Like Membership it is pure logic on the master's strand: events are calls, effects go out
 // through the Outbox.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "master/membership.hpp"
 #include "master/state_sources.hpp"
@@ -27,6 +37,10 @@ namespace longhaul::master {
 
 class StateArbiter {
  public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr uint64_t kMinFetchBytesPerSecond = 1u << 20;
+  static constexpr uint32_t kMissesToEvict = 2;
+
   StateArbiter(Outbox& outbox, const Membership& membership, uint32_t max_tensors)
       : out_(outbox), membership_(membership), max_tensors_(max_tensors) {}
 
@@ -40,6 +54,11 @@ class StateArbiter {
   // (LH_ERR_ABORTED: they retry after update_topology).
   void on_group_reconfiguring(uint32_t group);
 
+  // Ends the phases past their deadline (each counted from the first call that saw it begin, so
+  // call it at least a few times a second). Returns the members to evict, with the reason.
+  std::vector<std::pair<PeerId, Status>> expire(Clock::time_point now,
+                                                std::chrono::milliseconds timeout);
+
   std::optional<uint64_t> group_revision(uint32_t group) const;
 
  private:
@@ -52,10 +71,19 @@ class StateArbiter {
     std::map<PeerId, std::set<PeerId>> sources;  // per fetcher, the sources its plan names
     std::set<PeerId> releasing;                  // OK plans: they get STATE_COMPLETE
     size_t failed = 0;
+    std::set<PeerId> excused;                     // left out at the report deadline
+    uint64_t planned_bytes = 0;                   // what the plans fetch, all fetchers
+    std::optional<Clock::time_point> phase_seen;  // collecting or fetching, since
   };
+  // The deadline of the round's phase passed: the members it still waits for are left out.
+  void leave_out_reporters(uint32_t group, Round& round);
+  void leave_out_fetchers(uint32_t group, Round& round);
+  // One more missed sync for `id`; evicted at kMissesToEvict.
+  void count_miss(PeerId id, const char* what);
   void maybe_plan(uint32_t group);
   bool reconfiguring(uint32_t group) const;
   static wire::StatePlanMsg aborted_plan(uint64_t epoch, uint32_t group);
+  static wire::StatePlanMsg late_plan(uint64_t epoch, uint32_t group);
   void maybe_complete(uint32_t group);
 
   Outbox& out_;
@@ -63,7 +91,10 @@ class StateArbiter {
   const uint32_t max_tensors_;
   std::map<uint32_t, Round> rounds_;
   std::map<uint32_t, uint64_t> revisions_;
-  StateSources node_sources_;  // one source node per fetching node
+  StateSources node_sources_;             // one source node per fetching node
+  std::map<PeerId, uint32_t> misses_;     // syncs missed in a row
+  std::map<PeerId, uint64_t> late_done_;  // fetchers left out, by the sync's epoch
+  std::vector<std::pair<PeerId, Status>> to_evict_;
 };
 
 }  // namespace longhaul::master

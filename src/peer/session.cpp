@@ -302,7 +302,7 @@ void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
   advertised_host_ = host;
   advertised_port_ = port ? port : mesh_->port();
   send(wire::RegisterMsg{options_.group, advertised_host_, advertised_port_, options_.node,
-                         options_.rail, options_.rails});
+                         options_.rail, options_.rails, options_.full_mesh});
 }
 
 void PeerSession::async_connect_master() {

@@ -99,6 +99,7 @@ wire::RejoinMsg PeerSession::rejoin_report() const {
   m.node = options_.node;
   m.rail = options_.rail;
   m.rails = options_.rails;
+  m.full_mesh = options_.full_mesh;
   m.epoch = epoch_;
   {
     std::lock_guard lock(mu_);

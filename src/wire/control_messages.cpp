@@ -41,6 +41,7 @@ void fields(V& v, M& m) {
   v.string(m.node, kMaxNodeNameBytes);
   v.u32(m.rail);
   v.u32(m.rails);
+  v.boolean(m.full_mesh);
 }
 template <class V, OneOf<WelcomeMsg> M>
 void fields(V& v, M& m) {
@@ -255,6 +256,7 @@ void fields(V& v, M& m) {
   v.string(m.node, kMaxNodeNameBytes);
   v.u32(m.rail);
   v.u32(m.rails);
+  v.boolean(m.full_mesh);
   v.u64(m.epoch);
   v.u32(m.world);
   v.list(m.ring, kMaxMembers);

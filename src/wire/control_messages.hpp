@@ -81,6 +81,10 @@ struct RegisterMsg {
   std::string node;
   uint32_t rail = 0;   // this rank's rail, 0..rails-1
   uint32_t rails = 1;  // ranks of the node, one per rail
+  // The peer links to every member of its group, not only its ring neighbours (protocol version
+  // 8): the master accepts its reports of unreachable or lost links about any member of the group,
+  // and only about its ring neighbours otherwise.
+  bool full_mesh = false;
 };
 struct WelcomeMsg {
   uint64_t peer_id = 0;
@@ -306,6 +310,7 @@ struct RejoinMsg {
   std::string node;
   uint32_t rail = 0;
   uint32_t rails = 1;
+  bool full_mesh = false;       // as at REGISTER (protocol version 8)
   uint64_t epoch = 0;           // the committed epoch this peer is in (at least 1)
   uint32_t world = 0;           // the members of that epoch, every group (at least 1)
   std::vector<uint64_t> ring;   // its group's ring in that epoch (it is in it)

@@ -81,6 +81,7 @@ struct Flags {
 // Durations in milliseconds as the flags spell them; MasterOptions holds std::chrono types.
 struct Timing {
   uint32_t heartbeat_interval_ms, heartbeat_misses, topology_timeout_ms, handshake_timeout_ms;
+  uint32_t topology_grace_ms, round_timeout_ms, misbehaviour_backoff_ms, gather_timeout_ms;
 };
 
 void add_flags(CLI::App& app, Flags& f, Timing& t) {
@@ -123,6 +124,23 @@ void add_flags(CLI::App& app, Flags& f, Timing& t) {
                   "peers that have not set up their links N ms after a membership "
                   "change are evicted")
       ->group("Failure detection");
+  cli::add_number(app, "--topology-grace-ms", t.topology_grace_ms, 1, 86'400'000,
+                  "once half of a membership change's peers have set up their links, the rest "
+                  "get max(N, 4 x the time the first half took) before they are evicted")
+      ->group("Failure detection");
+  cli::add_number(app, "--round-timeout-ms", t.round_timeout_ms, 1, 86'400'000,
+                  "a state sync or batch attempt waits N ms for a member's report (a sync's "
+                  "fetchers N ms plus 1 s per MiB planned); a state-sync member that misses two "
+                  "in a row, or a batch member that misses one, is evicted")
+      ->group("Failure detection");
+  cli::add_number(app, "--gather-timeout-ms", t.gather_timeout_ms, 1, 86'400'000,
+                  "members waiting in update_topology wait at most N ms for the others to come; "
+                  "those that have not are evicted")
+      ->group("Failure detection");
+  cli::add_number(app, "--misbehaviour-backoff-ms", t.misbehaviour_backoff_ms, 0, 86'400'000,
+                  "a member evicted for misbehaving cannot register again from its address for "
+                  "N ms, doubled per offence up to 10 minutes (0: no back-off)")
+      ->group("Members");
   app.add_option("--journal", f.options.journal_path,
                  "keep a journal in PATH (fsynced, a few dozen bytes): a master restarted on it "
                  "lets the run's peers rejoin and hands out ids and epochs above the earlier "
@@ -175,15 +193,24 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
   CLI::App app{kDescription, "longhaul-master"};
   cli::configure(app, kFooter);
   auto& o = f->options;
-  Timing t{static_cast<uint32_t>(o.heartbeat_interval.count()), o.heartbeat_misses,
+  Timing t{static_cast<uint32_t>(o.heartbeat_interval.count()),
+           o.heartbeat_misses,
            static_cast<uint32_t>(o.topology_timeout.count()),
-           static_cast<uint32_t>(o.transport.handshake_timeout.count())};
+           static_cast<uint32_t>(o.transport.handshake_timeout.count()),
+           static_cast<uint32_t>(o.topology_grace.count()),
+           static_cast<uint32_t>(o.round_timeout.count()),
+           static_cast<uint32_t>(o.misbehaviour_backoff.count()),
+           static_cast<uint32_t>(o.gather_timeout.count())};
   add_flags(app, *f, t);
   if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
   o.heartbeat_interval = std::chrono::milliseconds(t.heartbeat_interval_ms);
   o.heartbeat_misses = t.heartbeat_misses;
   o.topology_timeout = std::chrono::milliseconds(t.topology_timeout_ms);
   o.transport.handshake_timeout = std::chrono::milliseconds(t.handshake_timeout_ms);
+  o.topology_grace = std::chrono::milliseconds(t.topology_grace_ms);
+  o.round_timeout = std::chrono::milliseconds(t.round_timeout_ms);
+  o.misbehaviour_backoff = std::chrono::milliseconds(t.misbehaviour_backoff_ms);
+  o.gather_timeout = std::chrono::milliseconds(t.gather_timeout_ms);
   longhaul::log::Level level;
   longhaul::log::parse_level(f->log_level, &level);  // one_of() admitted only known levels
   longhaul::log::set_level(level);

@@ -43,6 +43,25 @@ TEST_F(BatchArbiterTest, OkOnlyOnceEveryMemberReportedOk) {
   EXPECT_TRUE(decisions().empty());
 }
 
+// A member that never reports held its group's attempt forever. Now the attempt fails at the
+// round timeout, counted from the first expire() that saw it, and the silent member is named.
+TEST_F(BatchArbiterTest, AnAttemptWaitingPastItsDeadlineFailsAndNamesTheSilentMembers) {
+  using namespace std::chrono_literals;
+  const auto ids = form(3);
+  ASSERT_TRUE(report(ids[0], 1, true).is_ok());
+  ASSERT_TRUE(report(ids[1], 1, true).is_ok());
+  const auto t0 = BatchArbiter::Clock::now();
+  EXPECT_TRUE(batch.expire(t0, 1000ms).empty());
+  EXPECT_TRUE(batch.expire(t0 + 999ms, 1000ms).empty());
+  EXPECT_TRUE(decisions().empty());
+  const auto silent = batch.expire(t0 + 1000ms, 1000ms);
+  ASSERT_EQ(silent.size(), 1u);
+  EXPECT_EQ(silent[0].first, ids[2]);
+  EXPECT_EQ(silent[0].second.code(), LH_ERR_TIMEOUT);
+  EXPECT_EQ(decisions(), (std::map<PeerId, bool>{{ids[0], false}, {ids[1], false}}));
+  EXPECT_TRUE(batch.expire(t0 + 5000ms, 1000ms).empty()) << "decided once";
+}
+
 TEST_F(BatchArbiterTest, OneFailureDecidesFailedAtOnceAndLaterReportsGetTheSameDecision) {
   const auto ids = form(3);
   ASSERT_TRUE(report(ids[0], 1, true).is_ok());

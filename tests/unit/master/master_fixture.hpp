@@ -53,9 +53,9 @@ class MasterFixture : public ::testing::Test {
   RecordingOutbox out;
   Membership m{out};
 
-  PeerId join(uint32_t group = 0) {
+  PeerId join(uint32_t group = 0, bool full_mesh = false) {
     const PeerId id = m.allocate_id();
-    m.add_pending(id, group, "127.0.0.1", static_cast<uint16_t>(1000 + id));
+    m.add_pending(id, group, "127.0.0.1", static_cast<uint16_t>(1000 + id), {}, full_mesh);
     return id;
   }
   // Answers the current proposal for everyone in it; returns the proposal's epoch.
@@ -74,13 +74,13 @@ class MasterFixture : public ::testing::Test {
     for (PeerId id : ids) ASSERT_TRUE(m.on_update_topology(id, m.epoch()).is_ok());
   }
   // Admits `n` peers of `group` (after those already active) one round at a time; clears `out`.
-  std::vector<PeerId> form(size_t n, uint32_t group = 0) {
+  std::vector<PeerId> form(size_t n, uint32_t group = 0, bool full_mesh = false) {
     std::vector<PeerId> ids;
     for (size_t i = 0; i < n; ++i) {
       std::vector<PeerId> active;
       for (const auto& [id, member] : m.members())
         if (member.state == Membership::State::kActive) active.push_back(id);
-      ids.push_back(join(group));
+      ids.push_back(join(group, full_mesh));
       for (PeerId a : active) EXPECT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
       all_ready();
     }

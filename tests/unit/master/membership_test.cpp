@@ -162,8 +162,8 @@ TEST_F(MembershipTest, NoRingAvoidsTheUnreachableLinksSoAPeerIsEvictedWithTheRea
 // in the ring cannot be helped by another ring: proposing one would repeat the same answer forever.
 // One peer of the pair is evicted with the reason instead, as when no ring keeps a pair apart.
 TEST_F(MembershipTest, AFullMeshPairThatCannotLinkEvictsAPeerInsteadOfProposingForever) {
-  std::vector<PeerId> ids = form(3);
-  ids.push_back(join());
+  std::vector<PeerId> ids = form(3, 0, /*full_mesh=*/true);
+  ids.push_back(join(0, /*full_mesh=*/true));
   all_update({ids[0], ids[1], ids[2]});
   auto proposals = out.take<wire::TopologyMsg>();
   ASSERT_EQ(proposals.size(), 4u);
@@ -193,15 +193,70 @@ TEST_F(MembershipTest, UnreachableNewcomersAreEvictedBeforeTheMemberThatReportsT
   auto proposals = out.take<wire::TopologyMsg>();
   ASSERT_EQ(proposals.size(), 3u);
   const uint64_t epoch = proposals[0].second.epoch;
-  // a reaches neither newcomer (it has the most unreachable links, but it was admitted before).
+  // Neither newcomer can link to a, and each says so (a broken link fails at both ends): a has
+  // the most unreachable links, but it was admitted before.
   ASSERT_TRUE(m.on_links_ready(a, epoch, {x, y}).is_ok());
-  ASSERT_TRUE(m.on_links_ready(x, epoch, {}).is_ok());
-  ASSERT_TRUE(m.on_links_ready(y, epoch, {}).is_ok());
+  ASSERT_TRUE(m.on_links_ready(x, epoch, {a}).is_ok());
+  ASSERT_TRUE(m.on_links_ready(y, epoch, {a}).is_ok());
   ASSERT_EQ(out.disconnected.size(), 2u);
   EXPECT_EQ(out.disconnected[0].first, y);
   EXPECT_EQ(out.disconnected[1].first, x);
   all_ready();
   EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{a}));
+}
+
+// A member naming newcomers unreachable while they link to it fine (their answers name nothing)
+// kept anyone from joining: its word alone evicted them. Now its claims are the ones nobody
+// confirms, and it goes first.
+TEST_F(MembershipTest, AClaimTheAccusedContradictsRemovesTheClaimerNotTheNewcomer) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId x = join();
+  all_update({a});
+  auto proposals = out.take<wire::TopologyMsg>();
+  const uint64_t epoch = proposals[0].second.epoch;
+  ASSERT_TRUE(m.on_links_ready(a, epoch, {x}).is_ok());
+  ASSERT_TRUE(m.on_links_ready(x, epoch, {}).is_ok());
+  ASSERT_EQ(out.disconnected.size(), 1u);
+  EXPECT_EQ(out.disconnected[0].first, a);
+  all_ready();
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{x}));
+}
+
+// Claims about a peer that is not the claimer's ring neighbour are refused when it does not link
+// as a full mesh (an honest member never links to it, so cannot lose the link).
+TEST_F(MembershipTest, ClaimsAboutNonNeighboursAreRefusedWithoutAFullMesh) {
+  std::vector<PeerId> ids = form(4);
+  const std::vector<PeerId> ring = m.rings().at(0);
+  const PeerId opposite = ring[2];
+  EXPECT_EQ(m.on_peer_lost(ring[0], m.epoch(), opposite, "lie").code(), LH_ERR_PROTOCOL);
+  EXPECT_TRUE(out.take<wire::AbortMsg>().empty()) << "nothing changed";
+  EXPECT_TRUE(m.on_peer_lost(ring[0], m.epoch(), ring[1], "lost").is_ok());
+  EXPECT_FALSE(out.take<wire::AbortMsg>().empty());
+}
+
+// One member's reports of lost links the accused never confirm: after kMaxUnconfirmedClaims
+// distinct peers within the window it is removed, and the accused stay.
+TEST_F(MembershipTest, AMemberWhoseLossReportsNobodyConfirmsIsRemoved) {
+  form(8);
+  const PeerId liar = m.rings().at(0)[0];
+  std::set<PeerId> accused;
+  for (size_t round = 0; round < Membership::kMaxUnconfirmedClaims + 1; ++round) {
+    if (!m.members().contains(liar)) break;
+    const std::vector<PeerId> ring = m.rings().at(0);
+    const size_t at = static_cast<size_t>(std::find(ring.begin(), ring.end(), liar) - ring.begin());
+    const PeerId victim = ring[(at + 1) % ring.size()];
+    accused.insert(victim);
+    ASSERT_TRUE(m.on_peer_lost(liar, m.epoch(), victim, "lie").is_ok());
+    all_update(ring);
+    if (m.round_in_progress()) all_ready();
+  }
+  EXPECT_FALSE(m.members().contains(liar));
+  ASSERT_FALSE(out.disconnected.empty());
+  EXPECT_EQ(out.disconnected.back().first, liar);
+  EXPECT_NE(out.disconnected.back().second.message().find("confirmed by none"), std::string::npos)
+      << out.disconnected.back().second.message();
+  for (PeerId id : accused) EXPECT_TRUE(m.members().contains(id));
 }
 
 TEST_F(MembershipTest, RoundTimeoutEvictsTheSilentParticipants) {
