@@ -152,6 +152,8 @@ void Membership::forget(PeerId id, const std::string& reason, bool graceful) {
   std::erase_if(banned_, involves);
   std::erase_if(unlinkable_, involves);
   std::erase_if(claims_, [&](const auto& kv) { return involves(kv.first); });
+  contradicted_.erase(id);
+  for (auto& [claimer, accused] : contradicted_) accused.erase(id);
   std::erase_if(loss_claims_, [&](const Claim& c) { return c.claimer == id || c.accused == id; });
   if (m.state == State::kActive) {
     ring_broken_ = true;
@@ -274,10 +276,10 @@ std::optional<Membership::Eviction> Membership::choose_eviction(uint32_t group,
                                                                 const std::vector<PeerId>& ids,
                                                                 const std::set<PeerPair>& blocking,
                                                                 bool ring_found) const {
-  // A peer whose claims nobody confirmed goes first (one member's word never pushes out the
-  // peers it accuses); then a peer not yet admitted before an admitted one (a newcomer with a
-  // broken address must not push out the members that worked so far); then the one with the most
-  // unreachable neighbours; then the newest.
+  // A peer whose claims the accused contradicted goes first (one member's word never pushes out
+  // the peers it accuses; an accused that never answered contradicts nothing); then a peer not yet
+  // admitted before an admitted one (a newcomer with a broken address must not push out the members
+  // that worked so far); then the one with the most unreachable neighbours; then the newest.
   std::optional<Eviction> victim;
   std::tuple<size_t, bool, size_t, PeerId> worst{0, false, 0, 0};
   for (PeerId id : ids) {
@@ -288,7 +290,7 @@ std::optional<Membership::Eviction> Membership::choose_eviction(uint32_t group,
     }
     if (cut.empty()) continue;
     const std::tuple<size_t, bool, size_t, PeerId> score{
-        one_sided_claims(id), members_.at(id).state == State::kPending, cut.size(), id};
+        contradicted_claims(id), members_.at(id).state == State::kPending, cut.size(), id};
     if (score < worst) continue;
     worst = score;
     victim = Eviction{

@@ -271,8 +271,9 @@ class Membership {
                  const std::map<uint32_t, std::vector<PeerId>>& rings) const;
   // Keeps the pair apart from now on and remembers who claimed it.
   void record_claim(PeerId claimer, PeerId accused);
-  // Pairs that `id` alone claims (the other side never did).
-  size_t one_sided_claims(PeerId id) const;
+  // Claims by `id` that the accused contradicted (it answered the round naming `id` reachable,
+  // or came to update_topology without reporting the link lost).
+  size_t contradicted_claims(PeerId id) const;
   // The round's LINKS_READY answers are all in: a claim the accused contradicted (it named the
   // claimer reachable) counts against the claimer.
   void judge_round_claims();
@@ -290,6 +291,8 @@ class Membership {
   std::set<PeerPair> banned_;
   // Who claimed each banned pair (one side or both); goes with banned_.
   std::map<PeerPair, std::set<PeerId>> claims_;
+  // Per claimer, the members that contradicted its claims (membership_claims.cpp).
+  std::map<PeerId, std::set<PeerId>> contradicted_;
   // REPORT_PEER_LOST claims of the committed epoch, judged when the next round starts.
   std::vector<Claim> loss_claims_;
   // Unreachable pairs that were not ring neighbours: they tried to link only because their

@@ -119,11 +119,9 @@ void Membership::record_claim(PeerId claimer, PeerId accused) {
   claims_[pair].insert(claimer);
 }
 
-size_t Membership::one_sided_claims(PeerId id) const {
-  size_t n = 0;
-  for (const auto& [pair, claimers] : claims_)
-    if (claimers.size() == 1 && *claimers.begin() == id) ++n;
-  return n;
+size_t Membership::contradicted_claims(PeerId id) const {
+  auto it = contradicted_.find(id);
+  return it == contradicted_.end() ? 0 : it->second.size();
 }
 
 void Membership::judge_round_claims() {
@@ -132,7 +130,9 @@ void Membership::judge_round_claims() {
     for (PeerId accused : accused_set) {
       auto said = round_->unreachable.find(accused);
       const bool confirmed = said != round_->unreachable.end() && said->second.contains(claimer);
-      if (!confirmed && count_unconfirmed(claimer, accused)) conflicting.push_back(claimer);
+      if (confirmed) continue;
+      contradicted_[claimer].insert(accused);  // it answered, and named the claimer reachable
+      if (count_unconfirmed(claimer, accused)) conflicting.push_back(claimer);
     }
   evict_conflicting(conflicting);
 }
@@ -142,7 +142,9 @@ void Membership::judge_loss_claims() {
   for (const Claim& c : loss_claims_) {
     auto claimers = claims_.find(make_peer_pair(c.claimer, c.accused));
     const bool confirmed = claimers != claims_.end() && claimers->second.contains(c.accused);
-    if (!confirmed && count_unconfirmed(c.claimer, c.accused)) conflicting.push_back(c.claimer);
+    if (confirmed) continue;
+    contradicted_[c.claimer].insert(c.accused);  // it came to update_topology reporting nothing
+    if (count_unconfirmed(c.claimer, c.accused)) conflicting.push_back(c.claimer);
   }
   loss_claims_.clear();
   evict_conflicting(conflicting);
