@@ -12,6 +12,11 @@ set(LONGHAUL_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-c
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   list(APPEND LONGHAUL_WARNINGS -Wno-maybe-uninitialized -Wno-mismatched-new-delete -Wno-restrict)
 endif()
+# Clang checks the locking annotations (GUARDED_BY, REQUIRES, ...: src/common/thread_annotations.hpp)
+# against every access; the clang-tsa preset builds with it (docs/testing.md).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  list(APPEND LONGHAUL_WARNINGS -Wthread-safety)
+endif()
 if(LONGHAUL_WERROR)
   list(APPEND LONGHAUL_WARNINGS -Werror)
 endif()

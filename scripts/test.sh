@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, builds, runs every test.
 # LONGHAUL_LONG=1 also runs the long soak and long benchmarks (excluded by default).
+# The default preset also builds the clang-tsa preset (library and tools only) first: clang's
+# -Wthread-safety checks the locking annotations at compile time (docs/testing.md).
 #
 # Sanitizers (docs/testing.md): `bash scripts/test.sh --preset asan` or `--preset tsan` builds that
 # preset and runs the suite under it with the sanitizer options below; any further arguments go
@@ -39,6 +41,7 @@ case $preset in
     ;;
 esac
 bash scripts/setup.sh
+[[ $preset != default ]] || bash scripts/build.sh clang-tsa
 build=${LONGHAUL_BUILD_DIR:-build/$preset}
 if [[ $build == "build/$preset" ]]; then
   bash scripts/build.sh "$preset"

@@ -167,7 +167,7 @@ extern "C" lh_status lh_op_get_info(const lh_op* op, lh_op_info* info) {
 
 extern "C" const char* lh_op_last_error(const lh_op* op) {
   if (!op) return "";
-  std::lock_guard lock(op->mu);
+  longhaul::MutexLock lock(op->mu);
   return op->last_error.c_str();
 }
 

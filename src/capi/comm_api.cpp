@@ -199,6 +199,6 @@ extern "C" void lh_comm_destroy(lh_comm* c) {
 
 extern "C" const char* lh_comm_last_error(const lh_comm* c) {
   if (!c) return "lh_comm_last_error: communicator is NULL";
-  std::lock_guard lock(c->mu);
+  longhaul::MutexLock lock(c->mu);
   return c->last_error.c_str();
 }

@@ -3,10 +3,10 @@
 
 #include <initializer_list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.hpp"
 #include "common/status.hpp"
 #include "gpu/device_memory.hpp"
 #include "master/master.hpp"
@@ -17,8 +17,8 @@
 struct lh_master {
   std::unique_ptr<longhaul::master::Master> impl;
   bool stopped = false;
-  mutable std::mutex mu;
-  std::string last_error;
+  mutable longhaul::Mutex mu;
+  std::string last_error GUARDED_BY(mu);
 };
 
 // A communicator and the services it owns, each built by lh_comm_create. Members are destroyed in
@@ -31,15 +31,15 @@ struct lh_comm {
   std::unique_ptr<longhaul::peer::Communicator> impl;
   // The state sync's (state/sync.hpp): serves this peer's blocks during each lh_sync_state.
   std::shared_ptr<longhaul::state::BlockServer> block_server;
-  mutable std::mutex mu;
-  std::string last_error;
+  mutable longhaul::Mutex mu;
+  std::string last_error GUARDED_BY(mu);
 };
 
 // One collective operation in flight (any kind: all-reduce, reduce-scatter, all-gather, ...).
 struct lh_op {
   std::shared_ptr<longhaul::collective::Operation> impl;
-  mutable std::mutex mu;
-  std::string last_error;
+  mutable longhaul::Mutex mu;
+  std::string last_error GUARDED_BY(mu);
 };
 
 namespace longhaul::capi {
@@ -54,7 +54,7 @@ template <class Handle>
 lh_status finish(Handle* h, const Status& s) {
   if (s.is_ok()) return LH_OK;
   {
-    std::lock_guard lock(h->mu);
+    MutexLock lock(h->mu);
     h->last_error = s.to_string();
   }
   return fail(s);

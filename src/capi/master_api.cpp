@@ -85,6 +85,6 @@ extern "C" void lh_master_destroy(lh_master* m) {
 
 extern "C" const char* lh_master_last_error(const lh_master* m) {
   if (!m) return "lh_master_last_error: master is NULL";
-  std::lock_guard lock(m->mu);
+  longhaul::MutexLock lock(m->mu);
   return m->last_error.c_str();
 }

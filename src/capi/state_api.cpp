@@ -15,8 +15,8 @@ struct lh_state {
   std::unique_ptr<longhaul::runtime::WorkerPool> hash_workers;
   // The tensors in device memory: the registry points at their pinned host shadows.
   longhaul::gpu::StateShadows device_tensors;
-  mutable std::mutex mu;
-  std::string last_error;
+  mutable longhaul::Mutex mu;
+  std::string last_error GUARDED_BY(mu);
 };
 
 namespace lh = longhaul;
@@ -124,6 +124,6 @@ extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strat
 
 extern "C" const char* lh_state_last_error(const lh_state* state) {
   if (!state) return "lh_state_last_error: state is NULL";
-  std::lock_guard lock(state->mu);
+  longhaul::MutexLock lock(state->mu);
   return state->last_error.c_str();
 }

@@ -9,8 +9,8 @@
 
 struct lh_sync_engine {
   std::unique_ptr<longhaul::sync::SyncEngine> impl;
-  mutable std::mutex mu;
-  std::string last_error;
+  mutable longhaul::Mutex mu;
+  std::string last_error GUARDED_BY(mu);
 };
 
 namespace {
@@ -182,6 +182,6 @@ extern "C" lh_status lh_sync_engine_get_global(lh_sync_engine* engine, uint32_t 
 
 extern "C" const char* lh_sync_engine_last_error(const lh_sync_engine* engine) {
   if (!engine) return "";
-  std::lock_guard lock(engine->mu);
+  longhaul::MutexLock lock(engine->mu);
   return engine->last_error.c_str();
 }

@@ -7,11 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "common/mutex.hpp"
 
 namespace longhaul::collective {
 
@@ -72,19 +73,20 @@ struct BufferPool::State {
 
   explicit State(size_t max_idle_bytes) : max_idle(max_idle_bytes) {}
 
-  std::mutex mu;
+  Mutex mu;
   const size_t max_idle;
-  bool closed = false;
-  size_t idle_bytes = 0;
-  uint64_t tick = 0;
-  std::multimap<size_t, Idle> idle;  // by capacity
-  std::chrono::steady_clock::time_point last_pressure_check{};
-  bool short_of_memory = false;
+  bool closed GUARDED_BY(mu) = false;
+  size_t idle_bytes GUARDED_BY(mu) = 0;
+  uint64_t tick GUARDED_BY(mu) = 0;
+  std::multimap<size_t, Idle> idle GUARDED_BY(mu);  // by capacity
+  std::chrono::steady_clock::time_point last_pressure_check GUARDED_BY(mu){};
+  bool short_of_memory GUARDED_BY(mu) = false;
 
   // Takes back a released buffer, or frees it. Returns what to unmap once the lock is released.
-  std::vector<std::pair<std::byte*, size_t>> give_back(std::byte* data, size_t capacity) {
+  std::vector<std::pair<std::byte*, size_t>> give_back(std::byte* data, size_t capacity)
+      EXCLUDES(mu) {
     std::vector<std::pair<std::byte*, size_t>> to_free;
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     const auto now = std::chrono::steady_clock::now();
     if (now - last_pressure_check >= kPressureCheckInterval) {
       last_pressure_check = now;
@@ -108,7 +110,7 @@ struct BufferPool::State {
     return to_free;
   }
 
-  void drain(std::vector<std::pair<std::byte*, size_t>>& to_free) {  // requires mu
+  void drain(std::vector<std::pair<std::byte*, size_t>>& to_free) REQUIRES(mu) {
     for (auto& [capacity, buffer] : idle) to_free.emplace_back(buffer.data, capacity);
     idle.clear();
     idle_bytes = 0;
@@ -150,7 +152,7 @@ BufferPool::BufferPool(size_t max_idle_bytes) : state_(std::make_shared<State>(m
 BufferPool::~BufferPool() {
   std::vector<std::pair<std::byte*, size_t>> to_free;
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->closed = true;
     state_->drain(to_free);
   }
@@ -161,7 +163,7 @@ Result<BufferPool::Buffer> BufferPool::acquire(size_t bytes) {
   Buffer b;
   if (bytes == 0) return b;
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     // The smallest idle buffer that fits, unless it would waste more than half of itself.
     auto it = state_->idle.lower_bound(bytes);
     if (it != state_->idle.end() && it->first / 2 <= bytes) {
@@ -186,14 +188,14 @@ Result<BufferPool::Buffer> BufferPool::acquire(size_t bytes) {
 void BufferPool::release_idle() {
   std::vector<std::pair<std::byte*, size_t>> to_free;
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->drain(to_free);
   }
   for (auto& [p, capacity] : to_free) unmap(p, capacity);
 }
 
 size_t BufferPool::idle_bytes() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->idle_bytes;
 }
 

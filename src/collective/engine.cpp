@@ -13,7 +13,7 @@ CollectiveEngine::~CollectiveEngine() {
   // The workers are shared: wait for this engine's operations, not for the pool.
   std::vector<std::shared_ptr<Operation>> ops;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& w : in_flight_)
       if (auto op = w.lock()) ops.push_back(std::move(op));
   }
@@ -54,7 +54,7 @@ Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view
   {
     // Numbering, the abort check and registering the operation happen at once: an abort_epoch
     // either refuses this operation or finds it in flight.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     seq = next_seq(view);
     refused = refusal(view, missing_link);
     if (refused.is_ok()) {
@@ -101,7 +101,7 @@ void CollectiveEngine::remember(const std::shared_ptr<Operation>& op) {
 }
 
 void CollectiveEngine::close_epoch(uint64_t epoch, const Status& why) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!aborted_ || epoch > aborted_epoch_) {
     aborted_ = true;
     aborted_epoch_ = epoch;
@@ -123,7 +123,7 @@ void CollectiveEngine::abort_matching(const Status& why,
                                       const std::function<bool(const Operation&)>& which) {
   std::vector<std::shared_ptr<Operation>> ops;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& w : in_flight_)
       if (auto p = w.lock(); p && which(*p)) ops.push_back(std::move(p));
   }

@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "collective/allreduce.hpp"
 #include "collective/buffer_pool.hpp"
 #include "collective/gather.hpp"
 #include "collective/ring_view.hpp"
+#include "common/mutex.hpp"
 #include "runtime/worker_pool.hpp"
 
 namespace longhaul::collective {
@@ -60,22 +60,23 @@ class CollectiveEngine {
   Result<std::shared_ptr<Operation>> launch(const RingView& view, const Status& missing_link,
                                             const Factory& make);
   // The next sequence number of `view`'s epoch. A refused operation takes its number too: the
-  // members the abort has not reached yet start it under that number. Requires mu_.
-  uint64_t next_seq(const RingView& view);
-  // Why an operation on `view` must be refused, or OK. Requires mu_.
-  Status refusal(const RingView& view, const Status& missing_link) const;
-  void remember(const std::shared_ptr<Operation>& op);  // requires mu_
-  void abort_matching(const Status& why, const std::function<bool(const Operation&)>& which);
+  // members the abort has not reached yet start it under that number.
+  uint64_t next_seq(const RingView& view) REQUIRES(mu_);
+  // Why an operation on `view` must be refused, or OK.
+  Status refusal(const RingView& view, const Status& missing_link) const REQUIRES(mu_);
+  void remember(const std::shared_ptr<Operation>& op) REQUIRES(mu_);
+  void abort_matching(const Status& why, const std::function<bool(const Operation&)>& which)
+      EXCLUDES(mu_);
 
   BufferPool buffers_;
   runtime::WorkerPool& workers_;
-  std::mutex mu_;
-  uint64_t epoch_ = ~0ull;
-  uint64_t next_seq_ = 0;
-  bool aborted_ = false;
-  uint64_t aborted_epoch_ = 0;
-  Status abort_status_;
-  std::vector<std::weak_ptr<Operation>> in_flight_;
+  Mutex mu_;
+  uint64_t epoch_ GUARDED_BY(mu_) = ~0ull;
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  bool aborted_ GUARDED_BY(mu_) = false;
+  uint64_t aborted_epoch_ GUARDED_BY(mu_) = 0;
+  Status abort_status_ GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<Operation>> in_flight_ GUARDED_BY(mu_);
 };
 
 }  // namespace longhaul::collective

@@ -13,18 +13,18 @@ Operation::Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq, 
       staging_(staging) {}
 
 OpInfo Operation::info() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {bytes_sent_, bytes_received_, view_.size, schedule_};
 }
 
 void Operation::expect_transfers(size_t transfers) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   expected_ = transfers;
 }
 
 void Operation::send(size_t peer, const Tag& tag, std::span<const std::byte> bytes) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) return;
     ++in_flight_;
   }
@@ -36,7 +36,7 @@ void Operation::send(size_t peer, const Tag& tag, std::span<const std::byte> byt
 void Operation::recv(size_t peer, const Tag& tag, std::span<std::byte> bytes,
                      std::function<void()> then) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) return;
     ++in_flight_;
   }
@@ -47,7 +47,7 @@ void Operation::recv(size_t peer, const Tag& tag, std::span<std::byte> bytes,
 
 void Operation::send_done(const Status& s, size_t bytes) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --in_flight_;
     if (s) {
       bytes_sent_ += bytes;
@@ -58,14 +58,14 @@ void Operation::send_done(const Status& s, size_t bytes) {
   }
   // Link completions run outside the link's lock, so cancelling from here is safe.
   fail(s);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   maybe_finish();
 }
 
 void Operation::recv_done(const Status& s, size_t bytes, const std::function<void()>& then) {
   bool go_on = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --in_flight_;
     if (s) {
       bytes_received_ += bytes;
@@ -78,14 +78,14 @@ void Operation::recv_done(const Status& s, size_t bytes, const std::function<voi
   }
   if (!s) fail(s);
   if (go_on) then();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (go_on) --tasks_;
   maybe_finish();
 }
 
 void Operation::run_task(std::function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) return;
     ++tasks_;
   }
@@ -93,11 +93,11 @@ void Operation::run_task(std::function<void()> task) {
   workers_.post([self = shared_from_this(), task = std::move(task)] {
     bool run;
     {
-      std::lock_guard lock(self->mu_);
+      MutexLock lock(self->mu_);
       run = self->failure_.is_ok();
     }
     if (run) task();
-    std::lock_guard lock(self->mu_);
+    MutexLock lock(self->mu_);
     --self->tasks_;
     self->maybe_finish();
   });
@@ -105,13 +105,13 @@ void Operation::run_task(std::function<void()> task) {
 
 Status Operation::run_here(const std::function<Status()>& step) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) return failure_;
     ++tasks_;
   }
   Status s = step();
   if (!s) fail(s);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --tasks_;
   maybe_finish();
   return s;
@@ -119,7 +119,7 @@ Status Operation::run_here(const std::function<Status()>& step) {
 
 void Operation::fail(Status why) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (done_ || !failure_.is_ok()) return;
     failure_ = why;
   }
@@ -129,12 +129,12 @@ void Operation::fail(Status why) {
   for (size_t p = 0; p < view_.size; ++p)
     if (p != view_.rank && uses_link(p) && p < view_.links.size() && view_.links[p])
       view_.links[p]->cancel_matching(operation, Tag::kOperationMask, why);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   maybe_finish();
 }
 
 void Operation::finish_now() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   maybe_finish();
 }
 
@@ -156,28 +156,30 @@ void Operation::maybe_finish() {
 
 void Operation::drop_links() {
   std::vector<std::shared_ptr<transport::DataLink>> links;  // released after the lock
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (done_) links.swap(view_.links);
 }
 
 bool Operation::test() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return done_;
 }
 
 Status Operation::wait() {
-  std::unique_lock lock(mu_);
-  done_cv_.wait(lock, [this] { return done_; });
+  MutexLock lock(mu_);
+  while (!done_) done_cv_.wait(mu_);
   return outcome_;
 }
 
 bool Operation::wait_until(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock lock(mu_);
-  return done_cv_.wait_until(lock, deadline, [this] { return done_; });
+  MutexLock lock(mu_);
+  while (!done_)
+    if (!done_cv_.wait_until(mu_, deadline)) return done_;
+  return true;
 }
 
 Status Operation::status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return outcome_;
 }
 

@@ -15,16 +15,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 
 #include "collective/ring_view.hpp"
 #include "collective/schedule.hpp"
 #include "collective/tag.hpp"
+#include "common/mutex.hpp"
 #include "common/status.hpp"
 #include "runtime/worker_pool.hpp"
 #include "transport/source_sink.hpp"
@@ -108,22 +107,22 @@ class Operation : public std::enable_shared_from_this<Operation> {
  private:
   void send_done(const Status& s, size_t bytes);
   void recv_done(const Status& s, size_t bytes, const std::function<void()>& then);
-  void maybe_finish();  // requires mu_
+  void maybe_finish() REQUIRES(mu_);
 
   runtime::WorkerPool& workers_;
   const transport::Staging& staging_;
 
-  mutable std::mutex mu_;
-  std::condition_variable done_cv_;
-  size_t expected_ = 0;   // transfers that make a successful operation
-  size_t completed_ = 0;  // transfers done
-  size_t in_flight_ = 0;  // transfers posted to a link and not completed
-  size_t tasks_ = 0;      // worker tasks (and arrival callbacks) queued or running
-  uint64_t bytes_sent_ = 0;
-  uint64_t bytes_received_ = 0;
-  Status failure_;
-  bool done_ = false;
-  Status outcome_;
+  mutable Mutex mu_;
+  CondVar done_cv_;
+  size_t expected_ GUARDED_BY(mu_) = 0;   // transfers that make a successful operation
+  size_t completed_ GUARDED_BY(mu_) = 0;  // transfers done
+  size_t in_flight_ GUARDED_BY(mu_) = 0;  // transfers posted to a link and not completed
+  size_t tasks_ GUARDED_BY(mu_) = 0;      // worker tasks (and arrival callbacks) queued or running
+  uint64_t bytes_sent_ GUARDED_BY(mu_) = 0;
+  uint64_t bytes_received_ GUARDED_BY(mu_) = 0;
+  Status failure_ GUARDED_BY(mu_);
+  bool done_ GUARDED_BY(mu_) = false;
+  Status outcome_ GUARDED_BY(mu_);
 };
 
 }  // namespace longhaul::collective

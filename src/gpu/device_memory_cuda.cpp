@@ -1,12 +1,12 @@
 // device_memory.hpp on the CUDA runtime (linked statically; it loads the driver at run time).
 #include <cuda_runtime_api.h>
 
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/mutex.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_memory.hpp"
 
@@ -17,7 +17,7 @@ namespace {
 class Streams {
  public:
   Result<cudaStream_t> of(int device, StreamRole role) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const std::size_t index =
         2 * static_cast<std::size_t>(device) + (role == StreamRole::kCopy ? 0 : 1);
     if (streams_.size() <= index) streams_.resize(index + 1, nullptr);
@@ -31,8 +31,8 @@ class Streams {
   }
 
  private:
-  std::mutex mu_;
-  std::vector<cudaStream_t> streams_;  // [2 * device + role]
+  Mutex mu_;
+  std::vector<cudaStream_t> streams_ GUARDED_BY(mu_);  // [2 * device + role]
 };
 
 // Copies on the owning device's copy stream, with that device current for the call only.

@@ -1,8 +1,9 @@
 #include "gpu/pinned_pool.hpp"
 
 #include <map>
-#include <mutex>
 #include <utility>
+
+#include "common/mutex.hpp"
 
 namespace longhaul::gpu {
 
@@ -26,7 +27,7 @@ class PinnedPool {
 
  private:
   PinnedBuffer take_idle(std::size_t bytes) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = idle_.lower_bound(bytes);
     if (it == idle_.end() || it->first > 2 * bytes) return {};
     PinnedBuffer b = std::move(it->second);
@@ -36,16 +37,16 @@ class PinnedPool {
   }
 
   void give_back(PinnedBuffer b) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (idle_bytes_ + b.size() > kPinnedPoolBytes) return;  // b is freed on return
     idle_bytes_ += b.size();
     const std::size_t size = b.size();
     idle_.emplace(size, std::move(b));
   }
 
-  std::mutex mu_;
-  std::multimap<std::size_t, PinnedBuffer> idle_;
-  std::size_t idle_bytes_ = 0;
+  Mutex mu_;
+  std::multimap<std::size_t, PinnedBuffer> idle_ GUARDED_BY(mu_);
+  std::size_t idle_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 PinnedPool& pool() {

@@ -256,8 +256,9 @@ std::optional<Membership::Eviction> Membership::solve_rings(const Groups& groups
                                                             Groups* rings) const {
   for (const auto& [group, ids] : groups) {
     auto ring = solve_ring(ids, banned_);
+    // ids = ids: clang 14 cannot capture a structured binding by name.
     const bool mesh_broken =
-        std::any_of(unlinkable_.begin(), unlinkable_.end(), [&](const PeerPair& p) {
+        std::any_of(unlinkable_.begin(), unlinkable_.end(), [&ids = ids](const PeerPair& p) {
           return std::count(ids.begin(), ids.end(), p.first) &&
                  std::count(ids.begin(), ids.end(), p.second);
         });

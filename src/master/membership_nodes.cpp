@@ -1,7 +1,5 @@
 // Membership's node rules (membership.hpp, nodes.hpp): a node's rails are admitted together once
 // all have registered, and leave together: the loss of one evicts the others.
-#include <ranges>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -14,7 +12,7 @@ void Membership::note_rail_registered(const Node& node) {
   const std::vector<uint32_t> rails = node.registered_rails();
   if (node.complete()) {
     log::info("master", "{} is complete: rails 0..{} are peers {}; admitted at the next round",
-              node.label(), node.rails - 1, fmt::join(std::views::values(node.members), ", "));
+              node.label(), node.rails - 1, fmt::join(node.member_peers(), ", "));
     return;
   }
   log::info("master", "{}: rails [{}] of {} registered; admission waits for the others",

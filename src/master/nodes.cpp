@@ -1,7 +1,5 @@
 #include "master/nodes.hpp"
 
-#include <ranges>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -20,6 +18,12 @@ uint32_t Node::rail_of(PeerId peer) const {
 std::vector<uint32_t> Node::registered_rails() const {
   std::vector<uint32_t> out;
   for (const auto& [rail, peer] : members) out.push_back(rail);
+  return out;
+}
+
+std::vector<PeerId> Node::member_peers() const {
+  std::vector<PeerId> out;
+  for (const auto& [rail, peer] : members) out.push_back(peer);
   return out;
 }
 
@@ -60,8 +64,7 @@ Status NodeTable::check(const NodeClaim& claim) const {
         node->complete()
             ? fmt::format("{} already has all its {} rails (peers {}): two nodes claim the same "
                           "identity, or a rank restarted before its node was evicted",
-                          node->label(), node->rails,
-                          fmt::join(std::views::values(node->members), ", "))
+                          node->label(), node->rails, fmt::join(node->member_peers(), ", "))
             : fmt::format("rail {} of {} registered twice (peer {} holds it)", claim.rail,
                           node->label(), it->second));
   for (const auto& [rail, group] : node->groups)

@@ -52,6 +52,8 @@ struct Node {
   uint32_t rail_of(PeerId peer) const;
   // The registered rails in ascending order.
   std::vector<uint32_t> registered_rails() const;
+  // Their peers, in the same order.
+  std::vector<PeerId> member_peers() const;
 };
 
 class NodeTable {

@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.hpp"
 #include "master/ring_order.hpp"
 #include "master/send_counters.hpp"
 #include "wire/control_messages.hpp"
@@ -95,17 +95,17 @@ struct RunStatus {
 class StatusBox {
  public:
   void publish(std::shared_ptr<const RunStatus> status) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     latest_ = std::move(status);
   }
   std::shared_ptr<const RunStatus> latest() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return latest_ ? latest_ : std::make_shared<const RunStatus>();
   }
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const RunStatus> latest_;
+  mutable Mutex mu_;
+  std::shared_ptr<const RunStatus> latest_ GUARDED_BY(mu_);
 };
 
 }  // namespace longhaul::master

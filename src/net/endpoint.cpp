@@ -63,7 +63,7 @@ Listener::~Listener() {
 
 void Listener::start(AcceptHandler on_link) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     on_link_ = std::move(on_link);
   }
   asio::co_spawn(
@@ -74,7 +74,7 @@ void Listener::start(AcceptHandler on_link) {
 void Listener::close() {
   std::map<uint64_t, PendingLink> pending;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return;
     closed_ = true;
     pending.swap(pending_);
@@ -83,7 +83,7 @@ void Listener::close() {
   for (auto& [id, p] : pending)
     for (auto& c : p.connections)
       if (c) c->close();
-  { std::lock_guard wait_for_handler(handler_mu_); }
+  { RecursiveMutexLock wait_for_handler(handler_mu_); }
   asio::post(acceptor_.get_executor(), [this, keep = weak_from_this()] {
     auto self = keep.lock();
     asio::error_code ec;
@@ -98,7 +98,7 @@ asio::awaitable<void> Listener::accept_loop() {
         asio::make_strand(io_.context()));  // each connection gets its own strand
     co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (closed_) co_return;
     }
     if (ec) {
@@ -179,7 +179,7 @@ void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConne
   AcceptHandler handler;
   Role role = who.role;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) {
       conn->close();
       return;
@@ -193,7 +193,7 @@ void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConne
       p.deadline->async_wait([weak = weak_from_this(), id = who.link_id](asio::error_code ec) {
         auto self = weak.lock();
         if (ec || !self) return;
-        std::lock_guard relock(self->mu_);
+        MutexLock relock(self->mu_);
         auto stale = self->pending_.find(id);
         if (stale == self->pending_.end()) return;
         log::warn("net", "dropping link {:016x}: only {} of {} connections arrived in time", id,
@@ -228,10 +228,10 @@ void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConne
     pending_.erase(it);
     handler = on_link_;
   }
-  std::lock_guard handler_lock(handler_mu_);
+  RecursiveMutexLock handler_lock(handler_mu_);
   bool closed;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed = closed_;
   }
   if (handler && !closed)
@@ -246,19 +246,19 @@ void Listener::add_to_link(std::shared_ptr<Connection> conn, const AdmittedConne
 namespace {
 
 struct ConnectAttempt {
-  std::mutex mu;
-  std::vector<std::shared_ptr<Connection>> connections;
-  size_t remaining = 0;
-  Status error;
+  Mutex mu;
+  std::vector<std::shared_ptr<Connection>> connections GUARDED_BY(mu);
+  size_t remaining GUARDED_BY(mu) = 0;
+  Status error GUARDED_BY(mu);
   std::string peer;
   TransportOptions options;
-  std::function<void(Result<std::shared_ptr<Link>>)> done;
+  std::function<void(Result<std::shared_ptr<Link>>)> done GUARDED_BY(mu);
 
   void finish_one(size_t index, Result<std::shared_ptr<Connection>> result) {
     std::function<void(Result<std::shared_ptr<Link>>)> callback;
     Result<std::shared_ptr<Link>> outcome = internal_error("unset");
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       if (result)
         connections[index] = *result;
       else if (error.is_ok())
@@ -358,12 +358,15 @@ void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, u
     tls = *ctx;
   }
   auto attempt = std::make_shared<ConnectAttempt>();
-  attempt->connections.resize(connections);
-  attempt->remaining = connections;
   attempt->peer = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
                                                       : fmt::format("{}:{}", host, port);
   attempt->options = options;
-  attempt->done = std::move(done);
+  {
+    MutexLock lock(attempt->mu);  // not shared yet; the lock states what guards these fields
+    attempt->connections.resize(connections);
+    attempt->remaining = connections;
+    attempt->done = std::move(done);
+  }
   asio::co_spawn(
       io.context(),
       [&io, host, port, attempt, tls, connections]() -> asio::awaitable<void> {
@@ -372,7 +375,11 @@ void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, u
         auto endpoints = co_await resolver.async_resolve(
             host, std::to_string(port), asio::redirect_error(asio::use_awaitable, ec));
         if (ec || endpoints.empty()) {
-          auto callback = std::move(attempt->done);
+          std::function<void(Result<std::shared_ptr<Link>>)> callback;
+          {
+            MutexLock lock(attempt->mu);  // no connection was started: nobody else takes it
+            callback = std::move(attempt->done);
+          }
           callback(io_error(fmt::format("cannot resolve '{}': {}", host, ec.message())));
           co_return;
         }

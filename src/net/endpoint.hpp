@@ -5,7 +5,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <asio/ip/tcp.hpp>
@@ -13,6 +12,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "common/host_port.hpp"
+#include "common/mutex.hpp"
 #include "common/status.hpp"
 #include "net/handshake_flow.hpp"
 #include "net/handshake_slots.hpp"
@@ -76,11 +76,11 @@ class Listener : public std::enable_shared_from_this<Listener> {
   std::chrono::milliseconds accept_backoff_{0};  // accept loop's strand only
   std::chrono::steady_clock::time_point last_accept_warning_{};
   uint64_t accept_failures_unlogged_ = 0;
-  std::mutex mu_;
-  std::recursive_mutex handler_mu_;  // held while the accept handler runs; close() waits on it
-  AcceptHandler on_link_;
-  std::map<uint64_t, PendingLink> pending_;
-  bool closed_ = false;
+  Mutex mu_;
+  RecursiveMutex handler_mu_;  // held while the accept handler runs; close() waits on it
+  AcceptHandler on_link_ GUARDED_BY(mu_);
+  std::map<uint64_t, PendingLink> pending_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 // Opens K connections to host:port in parallel, handshakes each, and completes with a Link (not

@@ -5,7 +5,7 @@
 namespace longhaul::net {
 
 uint64_t HandshakeSlots::take(const std::shared_ptr<Connection>& conn, const std::string& address) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (per_address_[address] >= max_per_address_) return 0;
   while (!slots_.empty() && slots_.size() >= max_total_) drop_front_locked();
   if (max_total_ == 0) return 0;
@@ -17,7 +17,7 @@ uint64_t HandshakeSlots::take(const std::shared_ptr<Connection>& conn, const std
 }
 
 void HandshakeSlots::release(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
   release_address_locked(it->second->address);
@@ -26,7 +26,7 @@ void HandshakeSlots::release(uint64_t id) {
 }
 
 bool HandshakeSlots::shed_oldest() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (slots_.empty()) return false;
   drop_front_locked();
   return true;
@@ -47,12 +47,12 @@ void HandshakeSlots::release_address_locked(const std::string& address) {
 }
 
 size_t HandshakeSlots::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return slots_.size();
 }
 
 uint64_t HandshakeSlots::shed_count() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return shed_;
 }
 

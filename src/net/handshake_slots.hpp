@@ -8,8 +8,9 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "common/mutex.hpp"
 
 namespace longhaul::net {
 
@@ -40,16 +41,17 @@ class HandshakeSlots {
     std::weak_ptr<Connection> conn;
     std::string address;
   };
-  void drop_front_locked();                                 // closes and forgets the oldest slot
-  void release_address_locked(const std::string& address);  // one slot fewer from `address`
+  void drop_front_locked() REQUIRES(mu_);  // closes and forgets the oldest slot
+  void release_address_locked(const std::string& address)
+      REQUIRES(mu_);  // one slot fewer from `address`
 
   const size_t max_total_, max_per_address_;
-  mutable std::mutex mu_;
-  std::list<Slot> slots_;  // oldest first
-  std::map<uint64_t, std::list<Slot>::iterator> by_id_;
-  std::map<std::string, size_t> per_address_;
-  uint64_t next_id_ = 1;
-  uint64_t shed_ = 0;
+  mutable Mutex mu_;
+  std::list<Slot> slots_ GUARDED_BY(mu_);  // oldest first
+  std::map<uint64_t, std::list<Slot>::iterator> by_id_ GUARDED_BY(mu_);
+  std::map<std::string, size_t> per_address_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  uint64_t shed_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace longhaul::net

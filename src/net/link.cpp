@@ -53,7 +53,7 @@ Link::~Link() {
 
 void Link::count_traffic(std::shared_ptr<TrafficCounter> counter) {
   if (!counter) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (traffic_owner_) return;
   traffic_owner_ = std::move(counter);
   traffic_.store(traffic_owner_.get(), std::memory_order_release);
@@ -64,7 +64,7 @@ void Link::count_traffic(std::shared_ptr<TrafficCounter> counter) {
 
 void Link::start(ControlHandler on_control, FailureHandler on_failure) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (started_) return;
     started_ = true;
     on_control_ = std::move(on_control);
@@ -78,7 +78,7 @@ void Link::start(ControlHandler on_control, FailureHandler on_failure) {
 }
 
 Status Link::failure() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return failure_;
 }
 
@@ -90,7 +90,7 @@ TcpStats Link::tcp_stats() const {
 }
 
 size_t Link::unexpected_segments() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   for (const auto& [id, u] : unexpected_) n += u.segments.size();
   return n;
@@ -99,7 +99,7 @@ size_t Link::unexpected_segments() const {
 void Link::send(uint64_t op_id, std::span<const std::byte> data, Completion done) {
   {
     Pending pending;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) {
       pending.add(std::move(done), failure_);
       return;
@@ -125,7 +125,7 @@ void Link::send(uint64_t op_id, std::span<const std::byte> data, Completion done
 void Link::recv(uint64_t op_id, std::span<std::byte> dst, Completion done) {
   {
     Pending pending;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) {
       pending.add(std::move(done), failure_);
       return;
@@ -167,7 +167,7 @@ void Link::recv(uint64_t op_id, std::span<std::byte> dst, Completion done) {
 void Link::send_control(std::vector<std::byte> message, Completion done) {
   {
     Pending pending;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) {
       pending.add(std::move(done), failure_);
       return;
@@ -188,7 +188,7 @@ void Link::send_control(std::vector<std::byte> message, Completion done) {
 void Link::cancel_matching(uint64_t op_id, uint64_t mask, Status why) {
   {
     Pending pending;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) return;  // every op has failed already
     cancel_locked(op_id, mask, why, pending);
     FrameHeader h;
@@ -307,7 +307,7 @@ bool Link::next_write(size_t index, WriteItem* out) {
 void Link::finish_write(const WriteItem& item, const Status& s) {
   if (!s) fail(s);
   Pending pending;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (item.op) {
     --item.op->writes_in_flight;
     if (s) item.op->written += item.payload.size();
@@ -321,7 +321,7 @@ void Link::fail(Status why) {
   FailureHandler handler;
   {
     Pending pending;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failure_.is_ok()) return;
     failure_ = why;
     send_queue_.clear();

@@ -25,7 +25,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <span>
 #include <string>
@@ -33,6 +32,7 @@
 
 #include <asio/steady_timer.hpp>
 
+#include "common/mutex.hpp"
 #include "common/status.hpp"
 #include "net/connection.hpp"
 #include "net/options.hpp"
@@ -102,7 +102,7 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   asio::awaitable<void> reader(size_t index);
   asio::awaitable<void> writer(size_t index);
   asio::awaitable<Status> receive_data(Connection& conn, const FrameHeader& h, size_t index);
-  bool next_write(size_t index, WriteItem* out);  // requires mu_
+  bool next_write(size_t index, WriteItem* out) REQUIRES(mu_);
   void finish_write(const WriteItem& item, const Status& s);
   void fail(Status why);
   void wake_writers();
@@ -113,14 +113,14 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
     traffic_.load(std::memory_order_acquire)->add_received(bytes);
   }
   void queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte> payload,
-                   Completion done);  // requires mu_
+                   Completion done) REQUIRES(mu_);
   // Take the op by value: callers may pass a reference into the map these erase from.
-  void complete_recv_if_done(std::shared_ptr<RecvOp> op, Pending& pending);  // requires mu_
-  void complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending);  // requires mu_
-  void remember_cancelled(uint64_t op_id, uint64_t mask = ~uint64_t{0});     // requires mu_
-  bool is_cancelled(uint64_t op_id) const;                                   // requires mu_
-  void cancel_locked(uint64_t op_id, uint64_t mask, const Status& why,
-                     Pending& pending);  // requires mu_
+  void complete_recv_if_done(std::shared_ptr<RecvOp> op, Pending& pending) REQUIRES(mu_);
+  void complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending) REQUIRES(mu_);
+  void remember_cancelled(uint64_t op_id, uint64_t mask = ~uint64_t{0}) REQUIRES(mu_);
+  bool is_cancelled(uint64_t op_id) const REQUIRES(mu_);
+  void cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pending& pending)
+      REQUIRES(mu_);
 
   const TransportOptions options_;
   const std::string peer_;
@@ -133,18 +133,21 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   TrafficCounter uncounted_;
   std::atomic<TrafficCounter*> traffic_{&uncounted_};
 
-  mutable std::mutex mu_;
-  Status failure_;
-  bool started_ = false;
-  std::shared_ptr<TrafficCounter> traffic_owner_;  // set once by count_traffic
-  size_t connections_at_end_ = 0;  // connections the remote end closed between frames
-  ControlHandler on_control_;
-  FailureHandler on_failure_;
-  std::deque<std::shared_ptr<SendOp>> send_queue_;     // ops with segments not yet assigned
-  std::map<uint64_t, std::shared_ptr<SendOp>> sends_;  // every pending send by op id
-  std::map<uint64_t, std::shared_ptr<RecvOp>> recvs_;
-  std::vector<std::deque<std::unique_ptr<WriteItem>>>
-      frame_queues_;  // non-DATA frames per connection
+  mutable Mutex mu_;
+  Status failure_ GUARDED_BY(mu_);
+  bool started_ GUARDED_BY(mu_) = false;
+  std::shared_ptr<TrafficCounter> traffic_owner_ GUARDED_BY(mu_);  // set once by count_traffic
+  // Connections the remote end closed between frames.
+  size_t connections_at_end_ GUARDED_BY(mu_) = 0;
+  ControlHandler on_control_ GUARDED_BY(mu_);
+  FailureHandler on_failure_ GUARDED_BY(mu_);
+  // Ops with segments not yet assigned.
+  std::deque<std::shared_ptr<SendOp>> send_queue_ GUARDED_BY(mu_);
+  // Every pending send by op id.
+  std::map<uint64_t, std::shared_ptr<SendOp>> sends_ GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<RecvOp>> recvs_ GUARDED_BY(mu_);
+  // Non-DATA frames per connection.
+  std::vector<std::deque<std::unique_ptr<WriteItem>>> frame_queues_ GUARDED_BY(mu_);
   struct Unexpected {
     uint64_t total = 0;
     std::vector<std::pair<uint64_t, std::vector<std::byte>>> segments;  // (offset, bytes)
@@ -153,11 +156,13 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   // holds them, so that empty segments under fresh op ids cannot grow the table for free.
   static constexpr uint64_t kUnexpectedSegmentOverhead = 128;
   static uint64_t unexpected_cost(uint64_t bytes) { return bytes + kUnexpectedSegmentOverhead; }
-  std::map<uint64_t, Unexpected> unexpected_;
-  uint64_t unexpected_bytes_ = 0;  // unexpected_cost of every segment held or being read
-  std::set<uint64_t> cancelled_;   // exact ids
-  std::deque<uint64_t> cancelled_order_;
-  std::deque<std::pair<uint64_t, uint64_t>> cancelled_prefixes_;  // (id & mask, mask)
+  std::map<uint64_t, Unexpected> unexpected_ GUARDED_BY(mu_);
+  // unexpected_cost of every segment held or being read.
+  uint64_t unexpected_bytes_ GUARDED_BY(mu_) = 0;
+  std::set<uint64_t> cancelled_ GUARDED_BY(mu_);  // exact ids
+  std::deque<uint64_t> cancelled_order_ GUARDED_BY(mu_);
+  // (id & mask, mask)
+  std::deque<std::pair<uint64_t, uint64_t>> cancelled_prefixes_ GUARDED_BY(mu_);
 };
 
 // Applies TransportOptions::link_rate_bytes_per_s to a link's connections before it is created

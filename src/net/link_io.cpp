@@ -23,7 +23,7 @@ asio::awaitable<void> Link::writer(size_t index) {
     WriteItem item;
     bool have = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!failure_.is_ok()) co_return;
       have = next_write(index, &item);
     }
@@ -52,7 +52,7 @@ asio::awaitable<void> Link::reader(size_t index) {
         // The remote end closes all K connections at once, but this one may reach its end
         // while another still holds the last bytes of an op: the link fails only once every
         // connection has been read to its end.
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         if (++connections_at_end_ < connections_.size()) co_return;
       }
       fail(header.status().code() == LH_ERR_CLOSED ? header.status()
@@ -76,7 +76,7 @@ asio::awaitable<void> Link::reader(size_t index) {
         count_received(kFrameHeaderBytes + h.length);
         ControlHandler handler;
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           handler = on_control_;
         }
         if (handler) handler(std::move(message));
@@ -85,7 +85,7 @@ asio::awaitable<void> Link::reader(size_t index) {
       case FrameType::kPing: {
         count_received(kFrameHeaderBytes);
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           queue_frame(index, FrameHeader{FrameType::kPong, 0, 0, h.op_id, 0, 0}, {}, {});
         }
         wake_writer(index);
@@ -97,7 +97,7 @@ asio::awaitable<void> Link::reader(size_t index) {
       case FrameType::kCancel: {
         count_received(kFrameHeaderBytes);
         Pending pending;
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         cancel_locked(h.op_id, h.offset, aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_)),
                       pending);
         break;
@@ -130,7 +130,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
     bool park = false;
     {
       Pending pending;
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!failure_.is_ok()) co_return failure_;
       if (is_cancelled(h.op_id)) {
         drain = true;
@@ -167,7 +167,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
   if (s) count_received(kFrameHeaderBytes + h.length);
 
   Pending pending;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (op) {
     --op->reads_in_flight;
     if (s) {

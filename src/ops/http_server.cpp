@@ -71,7 +71,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const HttpOptions& options
       if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) pattern += '\\';
       pattern += c;
     }
-    s->server_->Get(pattern, [handler](const httplib::Request&, httplib::Response& res) {
+    // handler = handler: clang 14 cannot capture a structured binding by name.
+    s->server_->Get(pattern, [handler = handler](const httplib::Request&, httplib::Response& res) {
       HttpResponse r = handler();
       add_common_headers(res);
       res.status = r.status;

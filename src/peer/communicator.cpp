@@ -24,7 +24,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
     self->engine_->abort_epoch(epoch, why);
     PeerSession::AbortHandler user;
     {
-      std::lock_guard lock(self->handler_mu_);
+      MutexLock lock(self->handler_mu_);
       user = self->user_abort_handler_;
     }
     if (user) user(epoch, why);
@@ -51,7 +51,7 @@ Communicator::~Communicator() {
 }
 
 void Communicator::set_abort_handler(PeerSession::AbortHandler handler) {
-  std::lock_guard lock(handler_mu_);
+  MutexLock lock(handler_mu_);
   user_abort_handler_ = std::move(handler);
 }
 

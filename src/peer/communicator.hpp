@@ -11,9 +11,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "collective/engine.hpp"
+#include "common/mutex.hpp"
 #include "net/traffic.hpp"
 #include "peer/peer_stats.hpp"
 #include "peer/session.hpp"
@@ -101,8 +101,8 @@ class Communicator {
   const std::shared_ptr<StatsBoard> stats_board_ = std::make_shared<StatsBoard>();
   std::unique_ptr<collective::CollectiveEngine> engine_;
   std::shared_ptr<PeerSession> session_;
-  std::mutex handler_mu_;
-  PeerSession::AbortHandler user_abort_handler_;  // guarded by handler_mu_
+  Mutex handler_mu_;
+  PeerSession::AbortHandler user_abort_handler_ GUARDED_BY(handler_mu_);
 };
 
 }  // namespace longhaul::peer

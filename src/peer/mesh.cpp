@@ -365,12 +365,12 @@ void Mesh::publish_ring_links() {
       if (auto it = links_.find(r.ring[i]); it != links_.end() && i != r.rank)
         r.by_rank[i] = it->second;
   }
-  std::lock_guard lock(ring_mu_);
+  MutexLock lock(ring_mu_);
   ring_links_ = std::move(r);
 }
 
 RingLinks Mesh::ring_links() const {
-  std::lock_guard lock(ring_mu_);
+  MutexLock lock(ring_mu_);
   return ring_links_;
 }
 

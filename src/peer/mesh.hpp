@@ -25,13 +25,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 
+#include "common/mutex.hpp"
 #include "net/endpoint.hpp"
 #include "net/traffic.hpp"
 #include "peer/options.hpp"
@@ -128,8 +128,8 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   std::vector<std::pair<PeerId, Status>> lost_before_commit_;
   std::map<const net::Link*, std::shared_ptr<net::Link>> service_links_;
 
-  mutable std::mutex ring_mu_;
-  RingLinks ring_links_;
+  mutable Mutex ring_mu_;
+  RingLinks ring_links_ GUARDED_BY(ring_mu_);
 };
 
 }  // namespace longhaul::peer

@@ -5,20 +5,20 @@
 namespace longhaul::peer {
 
 void StatsBoard::set_state(uint64_t revision, uint64_t digest) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   has_state_ = true;
   revision_ = revision;
   digest_ = digest;
 }
 
 void StatsBoard::set_engine(const EngineFigures& figures) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   has_engine_ = true;
   engine_ = figures;
 }
 
 void StatsBoard::fill(wire::PeerStatsMsg* out) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   out->has_state = has_state_;
   out->state_revision = revision_;
   out->state_digest = digest_;

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
+#include "common/mutex.hpp"
 #include "net/traffic.hpp"
 #include "peer/topology.hpp"
 #include "wire/control_messages.hpp"
@@ -37,11 +37,12 @@ class StatsBoard {
   void fill(wire::PeerStatsMsg* out) const;
 
  private:
-  mutable std::mutex mu_;
-  bool has_state_ = false;
-  uint64_t revision_ = 0, digest_ = 0;
-  bool has_engine_ = false;
-  EngineFigures engine_;
+  mutable Mutex mu_;
+  bool has_state_ GUARDED_BY(mu_) = false;
+  uint64_t revision_ GUARDED_BY(mu_) = 0;
+  uint64_t digest_ GUARDED_BY(mu_) = 0;
+  bool has_engine_ GUARDED_BY(mu_) = false;
+  EngineFigures engine_ GUARDED_BY(mu_);
 };
 
 // The counters a communicator keeps (communicator.hpp) and its board.

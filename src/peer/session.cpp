@@ -76,17 +76,17 @@ PeerSession::PeerSession(net::IoRuntime& io, const CommunicatorOptions& options,
 PeerSession::~PeerSession() = default;
 
 void PeerSession::set_abort_handler(AbortHandler handler) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   on_abort_ = std::move(handler);
 }
 
 void PeerSession::set_master_lost_handler(AbortHandler handler) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   on_master_lost_ = std::move(handler);
 }
 
 void PeerSession::set_state_handler(StateHandler handler) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   on_state_ = std::move(handler);
 }
 
@@ -102,7 +102,7 @@ Status PeerSession::send_state_message(wire::ControlMessage message) {
 }
 
 void PeerSession::set_stats_source(StatsSource source) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stats_source_ = std::move(source);
 }
 
@@ -113,12 +113,12 @@ void PeerSession::set_service_handler(Mesh::ServiceHandler handler) {
 }
 
 TopologyView PeerSession::view() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return view_;
 }
 
 Status PeerSession::failure() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return failure_;
 }
 
@@ -368,7 +368,7 @@ void PeerSession::fail(Status why) {
   AbortHandler handler;
   StateHandler state_handler;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     failure_ = why;
     handler = on_abort_;
     state_handler = on_state_;
@@ -409,7 +409,7 @@ void PeerSession::arm_heartbeat() {
     self->send(wire::HeartbeatMsg{});
     StatsSource stats;
     {
-      std::lock_guard lock(self->mu_);
+      MutexLock lock(self->mu_);
       stats = self->stats_source_;
     }
     if (stats && self->epoch_ != 0 && self->state_ != State::kLeaving)
@@ -427,7 +427,7 @@ void PeerSession::publish_view(const Topology& t) {
   v.rank = t.rank();
   v.group_count = t.group_count();
   v.ring = t.ring();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   view_ = std::move(v);
 }
 

@@ -25,12 +25,12 @@
 #include <future>
 #include <initializer_list>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 
+#include "common/mutex.hpp"
 #include "net/endpoint.hpp"
 #include "net/traffic.hpp"
 #include "peer/mesh.hpp"
@@ -193,7 +193,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   Status unexpected(wire::ControlType type) const;
   // Hands a state message to the state handler; without one, the message is a protocol error.
   Status forward_to_state_sync(wire::ControlMessage message);
-  StateHandler state_handler() const;  // a copy, taken under mu_
+  StateHandler state_handler() const EXCLUDES(mu_);  // a copy
   void send(const wire::ControlMessage& m);
   void fail(Status why);
   // Closes the master link and the mesh; the mesh's links fail with `why`.
@@ -246,13 +246,13 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   std::atomic<bool> failed_{false};
   std::atomic<bool> master_away_{false};
   std::atomic<uint64_t> aborts_{0};
-  mutable std::mutex mu_;  // guards the fields below
-  TopologyView view_;
-  Status failure_;
-  AbortHandler on_abort_;
-  AbortHandler on_master_lost_;
-  StateHandler on_state_;
-  StatsSource stats_source_;
+  mutable Mutex mu_;
+  TopologyView view_ GUARDED_BY(mu_);
+  Status failure_ GUARDED_BY(mu_);
+  AbortHandler on_abort_ GUARDED_BY(mu_);
+  AbortHandler on_master_lost_ GUARDED_BY(mu_);
+  StateHandler on_state_ GUARDED_BY(mu_);
+  StatsSource stats_source_ GUARDED_BY(mu_);
 };
 
 }  // namespace longhaul::peer

@@ -115,7 +115,7 @@ Status PeerSession::on(const wire::AbortMsg& abort) {
   aborts_.fetch_add(1);
   AbortHandler handler;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     handler = on_abort_;
   }
   if (handler) handler(abort.epoch, Status(abort.code, abort.reason));
@@ -200,7 +200,7 @@ Status PeerSession::forward_to_state_sync(wire::ControlMessage message) {
 }
 
 PeerSession::StateHandler PeerSession::state_handler() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return on_state_;
 }
 

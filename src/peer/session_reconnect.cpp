@@ -57,7 +57,7 @@ void PeerSession::lose_master(Status why) {
   AbortHandler handler;
   StateHandler state_handler;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     handler = on_master_lost_;
     state_handler = on_state_;
   }
@@ -102,7 +102,7 @@ wire::RejoinMsg PeerSession::rejoin_report() const {
   m.full_mesh = options_.full_mesh;
   m.epoch = epoch_;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     m.ring = view_.ring;
     m.world = static_cast<uint32_t>(view_.world_size);
   }

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
+
+#include "common/mutex.hpp"
 
 namespace longhaul::runtime {
 namespace {
@@ -22,10 +22,10 @@ struct Loop {
   const std::function<void(size_t)>* body = nullptr;
   size_t n = 0;
   std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t running = 0;
-  bool closed = false;
+  Mutex mu;
+  CondVar cv;
+  size_t running GUARDED_BY(mu) = 0;
+  bool closed GUARDED_BY(mu) = false;
 
   void work() {
     for (size_t i; (i = next.fetch_add(1)) < n;) (*body)(i);
@@ -55,19 +55,19 @@ void WorkerPool::parallel_for(size_t n, const std::function<void(size_t)>& body)
   for (size_t h = 0; h < helpers; ++h) {
     post([loop] {
       {
-        std::lock_guard lock(loop->mu);
+        MutexLock lock(loop->mu);
         if (loop->closed) return;
         ++loop->running;
       }
       loop->work();
-      std::lock_guard lock(loop->mu);
+      MutexLock lock(loop->mu);
       if (--loop->running == 0) loop->cv.notify_all();
     });
   }
   loop->work();
-  std::unique_lock lock(loop->mu);
+  MutexLock lock(loop->mu);
   loop->closed = true;
-  loop->cv.wait(lock, [&] { return loop->running == 0; });
+  while (loop->running > 0) loop->cv.wait(loop->mu);
 }
 
 }  // namespace longhaul::runtime

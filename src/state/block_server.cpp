@@ -20,7 +20,7 @@ BlockServer::~BlockServer() {
 }
 
 Status BlockServer::begin(const Registry& registry) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (registry_) return invalid_argument("another lh_sync_state is running on this communicator");
   registry_ = &registry;
   tx_bytes_ = 0;
@@ -30,14 +30,14 @@ Status BlockServer::begin(const Registry& registry) {
 uint64_t BlockServer::end() {
   std::map<const net::Link*, std::shared_ptr<net::Link>> links;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     registry_ = nullptr;
     links.swap(links_);
   }
   // Fetchers close their links when done; whatever is still open belongs to a finished sync.
   for (auto& [raw, link] : links) link->close(closed_error("the state sync is over"));
-  std::unique_lock lock(mu_);
-  idle_.wait(lock, [this] { return in_flight_ == 0; });
+  MutexLock lock(mu_);
+  while (in_flight_ > 0) idle_.wait(mu_);
   return tx_bytes_;
 }
 
@@ -47,7 +47,7 @@ void BlockServer::on_service_message(const std::shared_ptr<net::Link>& link,
   // made it one (and anything before it), later calls change nothing.
   link->count_traffic(traffic_);
   if (!message) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     links_.erase(link.get());
     if (message.status().code() == LH_ERR_PROTOCOL) link->close(message.status());
     return;
@@ -69,13 +69,13 @@ void BlockServer::refuse(const std::shared_ptr<net::Link>& link, uint64_t reques
 }
 
 void BlockServer::sent(uint64_t bytes, const Status& s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (s) tx_bytes_ += bytes;
   if (--in_flight_ == 0) idle_.notify_all();
 }
 
 void BlockServer::serve(const std::shared_ptr<net::Link>& link, const wire::StateFetchMsg& fetch) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (!registry_) {
     lock.unlock();
     return refuse(link, fetch.request, aborted_error("this peer is not in a state sync"));

@@ -17,11 +17,10 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "common/mutex.hpp"
 #include "net/link.hpp"
 #include "net/traffic.hpp"
 #include "runtime/worker_pool.hpp"
@@ -52,12 +51,12 @@ class BlockServer : public std::enable_shared_from_this<BlockServer> {
 
   runtime::WorkerPool& workers_;  // compresses
   const std::shared_ptr<net::TrafficCounter> traffic_;
-  std::mutex mu_;
-  std::condition_variable idle_;
-  const Registry* registry_ = nullptr;  // serving while set
-  std::map<const net::Link*, std::shared_ptr<net::Link>> links_;
-  size_t in_flight_ = 0;  // sends and compressions started and not over
-  uint64_t tx_bytes_ = 0;
+  Mutex mu_;
+  CondVar idle_;
+  const Registry* registry_ GUARDED_BY(mu_) = nullptr;  // serving while set
+  std::map<const net::Link*, std::shared_ptr<net::Link>> links_ GUARDED_BY(mu_);
+  size_t in_flight_ GUARDED_BY(mu_) = 0;  // sends and compressions started and not over
+  uint64_t tx_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace longhaul::state

@@ -16,7 +16,7 @@ namespace longhaul::state::fetch {
 void Fetch::on_raw_received(size_t s, uint64_t request, Status st) {
   Actions actions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Source& src = sources_[s];
     auto it = src.in_flight.find(request);
     const size_t chunk = it->second;
@@ -39,7 +39,7 @@ void Fetch::on_raw_received(size_t s, uint64_t request, Status st) {
 
 void Fetch::verify(size_t s, size_t chunk, std::vector<wire::CompressedBlock> compressed,
                    uint64_t compress_ns) {
-  const Chunk& c = chunks_[chunk];
+  const Chunk& c = chunk_in_verification(chunk);
   const Tensor& t = registry_.tensors()[c.tensor];
   Status bad;
   Clock::duration decompressing{};
@@ -64,7 +64,7 @@ void Fetch::verify(size_t s, size_t chunk, std::vector<wire::CompressedBlock> co
   }
   Actions actions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     chunk_ended(s, c, bad.is_ok(), compress_ns,
                 static_cast<uint64_t>(
                     std::chrono::duration_cast<std::chrono::nanoseconds>(decompressing).count()));
@@ -89,7 +89,7 @@ void Fetch::on_control(size_t s, const std::vector<std::byte>& bytes) {
   auto message = wire::decode_control(bytes);
   Actions actions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (finished_) return;
     Source& src = sources_[s];
     Status violation;
@@ -127,7 +127,7 @@ void Fetch::on_control(size_t s, const std::vector<std::byte>& bytes) {
 void Fetch::on_source_lost(uint64_t peer) {
   Actions actions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (finished_) return;
     for (size_t s = 0; s < sources_.size(); ++s) {
       Source& src = sources_[s];
@@ -145,7 +145,7 @@ void Fetch::on_source_lost(uint64_t peer) {
 void Fetch::on_link_failed(size_t s, const Status& why) {
   Actions actions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (sources_[s].state != Source::State::kDead) drop_source(s, why);
     pump(actions);
     check_done();

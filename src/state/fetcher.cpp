@@ -64,18 +64,22 @@ Status Fetch::run_to_end(LostSources* lost, FetchStats* stats) {
     lost->listen([weak = weak_from_this()](uint64_t peer) {
       if (auto self = weak.lock()) self->on_source_lost(peer);
     });
-  for (size_t s = 0; s < sources_.size(); ++s) connect(s);
+  size_t source_count;
+  {
+    MutexLock lock(mu_);
+    source_count = sources_.size();
+  }
+  for (size_t s = 0; s < source_count; ++s) connect(s);
   arm_stall_timer();
-  std::unique_lock lock(mu_);
-  done_cv_.wait(lock,
-                [this] { return (remaining_ == 0 || !failure_.is_ok()) && outstanding_ == 0; });
+  MutexLock lock(mu_);
+  while (!((remaining_ == 0 || !failure_.is_ok()) && outstanding_ == 0)) done_cv_.wait(mu_);
   finished_ = true;
   lock.unlock();
   if (lost) lost->stop_listening();
   lock.lock();
   // No task is posted from here on; the last ones may still be finishing their actions. Once
   // none is left nothing of this fetch runs on the shared pool, which is not ours to join.
-  done_cv_.wait(lock, [this] { return tasks_ == 0; });
+  while (tasks_ > 0) done_cv_.wait(mu_);
   Actions actions;
   for (auto& s : sources_)
     if (s.link)
@@ -100,8 +104,14 @@ Status Fetch::run_to_end(LostSources* lost, FetchStats* stats) {
 void Fetch::connect(size_t s) {
   net::TransportOptions transport = options_.transport;
   transport.role = net::Role::kPeer;
-  net::async_connect_link(io_, sources_[s].host, sources_[s].port, options_.connections_per_link,
-                          transport,
+  std::string host;
+  uint16_t port;
+  {
+    MutexLock lock(mu_);
+    host = sources_[s].host;
+    port = sources_[s].port;
+  }
+  net::async_connect_link(io_, host, port, options_.connections_per_link, transport,
                           [self = shared_from_this(), s](Result<std::shared_ptr<net::Link>> r) {
                             self->on_connected(s, std::move(r));
                           });
@@ -110,7 +120,7 @@ void Fetch::connect(size_t s) {
 void Fetch::on_connected(size_t s, Result<std::shared_ptr<net::Link>> r) {
   Actions actions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!r) {
       if (sources_[s].state != Source::State::kDead)
         drop_source(s,
@@ -269,7 +279,7 @@ void Fetch::arm_stall_timer() {
     if (ec || !self) return;
     Actions actions;
     {
-      std::lock_guard lock(self->mu_);
+      MutexLock lock(self->mu_);
       if (self->finished_) return;
       const auto now = Clock::now();
       for (auto& src : self->sources_) {
@@ -292,19 +302,19 @@ void Fetch::arm_stall_timer() {
 using fetch::Fetch;
 
 void LostSources::report(uint64_t peer_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   lost_.push_back(peer_id);
   if (listener_) listener_(peer_id);
 }
 
 void LostSources::listen(Listener listener) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   listener_ = std::move(listener);
   for (uint64_t peer : lost_) listener_(peer);
 }
 
 void LostSources::stop_listening() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   listener_ = {};
 }
 

@@ -18,9 +18,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.hpp"
 #include "common/status.hpp"
 #include "net/options.hpp"
 #include "net/traffic.hpp"
@@ -65,9 +65,9 @@ class LostSources {
   void stop_listening();
 
  private:
-  std::mutex mu_;
-  std::vector<uint64_t> lost_;
-  Listener listener_;
+  Mutex mu_;
+  std::vector<uint64_t> lost_ GUARDED_BY(mu_);
+  Listener listener_ GUARDED_BY(mu_);
 };
 
 // Blocks until every block has arrived and been verified, or the fetch failed. When it returns no

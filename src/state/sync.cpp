@@ -2,15 +2,14 @@
 
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <mutex>
 
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "common/mutex.hpp"
 #include "state/block_hash.hpp"
 #include "state/block_server.hpp"
 #include "state/fetcher.hpp"
@@ -22,22 +21,22 @@ namespace {
 class Inbox {
  public:
   void push(Result<wire::ControlMessage> m) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(m));
     cv_.notify_all();
   }
   Result<wire::ControlMessage> pop() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return !queue_.empty(); });
+    MutexLock lock(mu_);
+    while (queue_.empty()) cv_.wait(mu_);
     auto m = std::move(queue_.front());
     queue_.pop_front();
     return m;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Result<wire::ControlMessage>> queue_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Result<wire::ControlMessage>> queue_ GUARDED_BY(mu_);
 };
 
 // Waits for the next message of type T from the master.

@@ -28,7 +28,7 @@ Result<std::unique_ptr<SyncEngine>> SyncEngine::start(peer::Communicator& comm,
     if (!checkpoint) return checkpoint.status();
     LH_RETURN_IF_ERROR(engine->resume_group(*checkpoint));
   }
-  std::lock_guard lock(engine->stats_mu_);
+  MutexLock lock(engine->stats_mu_);
   engine->stats_.blocked += Clock::now() - t0;
   engine->stats_.steps = engine->state_.step();
   return engine;
@@ -71,7 +71,7 @@ Status SyncEngine::step() {
   Status s = run_step(t);
   peer::EngineFigures figures;
   {
-    std::lock_guard lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     stats_.blocked += Clock::now() - t0;
     stats_.steps = t;
     figures.inner_steps = t;
@@ -122,13 +122,13 @@ Status SyncEngine::close() {
   if (!in_flight_) return Status::ok();
   const auto t0 = Clock::now();
   Status s = finish_round(/*restart=*/false);
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   stats_.blocked += Clock::now() - t0;
   return s;
 }
 
 void SyncEngine::record(const RoundReport& report) {
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   (report.applied ? stats_.rounds_applied : stats_.rounds_dropped)++;
   if (report.late) ++stats_.rounds_late;
   stats_.non_finite_excluded += report.non_finite_peers.size();
@@ -138,7 +138,7 @@ void SyncEngine::record(const RoundReport& report) {
 
 EngineStats SyncEngine::stats() const {
   const peer::TrafficTotals now = comm_.traffic();
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   EngineStats s = stats_;
   s.traffic.data_sent = now.data_sent - traffic_at_start_.data_sent;
   s.traffic.data_received = now.data_received - traffic_at_start_.data_received;

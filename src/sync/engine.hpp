@@ -25,11 +25,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "collective/engine.hpp"
+#include "common/mutex.hpp"
 #include "peer/communicator.hpp"
 #include "runtime/runtime.hpp"
 #include "state/block_server.hpp"
@@ -131,7 +131,7 @@ class SyncEngine {
   Status settle_ahead(Round& round);
   void apply_diloco(uint32_t f, std::span<const float> average);
   void apply_delayed(uint32_t f, std::span<const float> average, bool restart);
-  void record(const RoundReport& report);
+  void record(const RoundReport& report) EXCLUDES(stats_mu_);
 
   bool delayed() const { return options_.method != Method::kDiLoCo; }
 
@@ -154,8 +154,8 @@ class SyncEngine {
   bool closed_ = false;
 
   peer::TrafficTotals traffic_at_start_;
-  mutable std::mutex stats_mu_;
-  EngineStats stats_;
+  mutable Mutex stats_mu_;
+  EngineStats stats_ GUARDED_BY(stats_mu_);
 };
 
 }  // namespace longhaul::sync

@@ -125,7 +125,7 @@ Status SyncEngine::settle(Round& round, bool* applied) {
       return Status::ok();
     }
     {
-      std::lock_guard lock(stats_mu_);
+      MutexLock lock(stats_mu_);
       ++stats_.retries;
     }
     form_delta(round.fragment, contributes(round.fragment));

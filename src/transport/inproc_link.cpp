@@ -2,11 +2,12 @@
 
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include <fmt/format.h>
 #include <asio/post.hpp>
+
+#include "common/mutex.hpp"
 
 namespace longhaul::transport {
 
@@ -56,19 +57,19 @@ struct InProcessLink::Channel {
 
   asio::any_io_executor executor;
   std::string names[2];
-  mutable std::mutex mu;
-  Status failure;
-  End ends[2];
-  std::vector<std::pair<Tag, Tag>> cancelled;  // (tag & mask, mask), for both ends
+  mutable Mutex mu;
+  Status failure GUARDED_BY(mu);
+  End ends[2] GUARDED_BY(mu);
+  std::vector<std::pair<Tag, Tag>> cancelled GUARDED_BY(mu);  // (tag & mask, mask), for both ends
 
-  bool is_cancelled(Tag tag) const {
+  bool is_cancelled(Tag tag) const REQUIRES(mu) {
     for (const auto& [prefix, mask] : cancelled)
       if ((tag & mask) == prefix) return true;
     return false;
   }
 
   // Why a new transfer under `tag` cannot be posted, or OK.
-  Status refusal(Tag tag) const {
+  Status refusal(Tag tag) const REQUIRES(mu) {
     if (!failure.is_ok()) return failure;
     if (is_cancelled(tag)) return aborted_error(fmt::format("transfer {} was cancelled", tag));
     return Status::ok();
@@ -76,8 +77,8 @@ struct InProcessLink::Channel {
 
   // Copies a send from end `from` into the other end: into its posted receive, or kept there
   // until the receive comes.
-  void deliver(int from, Tag tag, std::span<const std::byte> bytes, Completion done,
-               Outcomes& out) {
+  void deliver(int from, Tag tag, std::span<const std::byte> bytes, Completion done, Outcomes& out)
+      REQUIRES(mu) {
     End& to = ends[1 - from];
     if (auto it = to.recvs.find(tag); it != to.recvs.end()) {
       PendingRecv r = std::move(it->second);
@@ -105,7 +106,7 @@ struct InProcessLink::Channel {
 
   // Ends everything pending at both ends whose tag matches; `why` for end `local`, a cancel
   // notice for the other.
-  void cancel(int local, Tag tag, Tag mask, const Status& why, Outcomes& out) {
+  void cancel(int local, Tag tag, Tag mask, const Status& why, Outcomes& out) REQUIRES(mu) {
     const auto matches = [&](Tag t) { return (t & mask) == (tag & mask); };
     for (int side = 0; side < 2; ++side) {
       const Status reason =
@@ -127,7 +128,7 @@ struct InProcessLink::Channel {
     }
   }
 
-  void fail_all(const Status& why, Outcomes& out) {
+  void fail_all(const Status& why, Outcomes& out) REQUIRES(mu) {
     failure = why;
     for (End& end : ends) {
       for (auto& [tag, r] : end.recvs) out.add(std::move(r.done), why);
@@ -154,7 +155,7 @@ InProcessLink::InProcessLink(std::shared_ptr<Channel> channel, int side, std::st
 
 void InProcessLink::send(Tag tag, std::span<const std::byte> bytes, Completion done) {
   Outcomes out(channel_->executor);
-  std::lock_guard lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   if (Status no = channel_->refusal(tag); !no) return out.add(std::move(done), no);
   End& self = channel_->ends[side_];
   if (self.hold && self.hold(tag)) {
@@ -166,7 +167,7 @@ void InProcessLink::send(Tag tag, std::span<const std::byte> bytes, Completion d
 
 void InProcessLink::recv(Tag tag, std::span<std::byte> bytes, Completion done) {
   Outcomes out(channel_->executor);
-  std::lock_guard lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   if (Status no = channel_->refusal(tag); !no) return out.add(std::move(done), no);
   End& self = channel_->ends[side_];
   if (self.recvs.contains(tag))
@@ -189,38 +190,38 @@ void InProcessLink::recv(Tag tag, std::span<std::byte> bytes, Completion done) {
 
 void InProcessLink::cancel_matching(Tag tag, Tag mask, Status why) {
   Outcomes out(channel_->executor);
-  std::lock_guard lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   if (!channel_->failure.is_ok()) return;
   channel_->cancelled.emplace_back(tag & mask, mask);
   channel_->cancel(side_, tag, mask, why, out);
 }
 
 Status InProcessLink::failure() const {
-  std::lock_guard lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   return channel_->failure;
 }
 
 void InProcessLink::fail(Status why) {
   Outcomes out(channel_->executor);
-  std::lock_guard lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   if (channel_->failure.is_ok()) channel_->fail_all(why, out);
 }
 
 void InProcessLink::hold_sends(std::function<bool(Tag)> hold) {
-  std::lock_guard lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   channel_->ends[side_].hold = std::move(hold);
 }
 
 void InProcessLink::release_held() {
   Outcomes out(channel_->executor);
-  std::lock_guard lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   std::vector<HeldSend> held = std::move(channel_->ends[side_].held);
   channel_->ends[side_].held.clear();
   for (HeldSend& h : held) channel_->deliver(side_, h.tag, h.bytes, std::move(h.done), out);
 }
 
 size_t InProcessLink::held_sends() const {
-  std::lock_guard lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   return channel_->ends[side_].held.size();
 }
 

@@ -6,13 +6,11 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <future>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
+#include "common/mutex.hpp"
 #include "linkperf_protocol.hpp"
 #include "net/endpoint.hpp"
 #include "tool_cli.hpp"
@@ -110,7 +109,7 @@ std::vector<std::byte> pattern(size_t n) {
 class BufferPool {
  public:
   std::shared_ptr<std::vector<std::byte>> get(size_t n) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto& free = free_[n];
     if (free.empty()) return std::make_shared<std::vector<std::byte>>(pattern(n));
     auto b = free.back();
@@ -118,13 +117,13 @@ class BufferPool {
     return b;
   }
   void put(std::shared_ptr<std::vector<std::byte>> b) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     free_[b->size()].push_back(std::move(b));
   }
 
  private:
-  std::mutex mu_;
-  std::map<size_t, std::vector<std::shared_ptr<std::vector<std::byte>>>> free_;
+  Mutex mu_;
+  std::map<size_t, std::vector<std::shared_ptr<std::vector<std::byte>>>> free_ GUARDED_BY(mu_);
 };
 
 // Serves linkperf requests on one accepted link until it fails.
@@ -167,11 +166,11 @@ int run_server(const Config& c) {
     return 1;
   }
   auto pool = std::make_shared<BufferPool>();
-  std::mutex mu;
-  std::vector<std::shared_ptr<net::Link>> links;
+  Mutex mu;
+  std::vector<std::shared_ptr<net::Link>> links;  // under mu
   listener.value()->start([&](std::shared_ptr<net::Link> link, net::Role) {
     serve(link, pool);
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     links.push_back(std::move(link));
   });
   if (!c.port_file.empty()) {
@@ -185,7 +184,7 @@ int run_server(const Config& c) {
   signal(SIGTERM, [](int) { g_stop = 1; });
   while (!g_stop) pause();
   listener.value()->close();
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   for (auto& l : links) l->close();
   return 0;
 }
@@ -236,14 +235,14 @@ int run_client(const Config& c) {
     return 1;
   }
   auto link = *connected;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<uint64_t, lh_status> replies;
+  Mutex mu;
+  CondVar cv;
+  std::map<uint64_t, lh_status> replies;  // under mu
   link->start(
       [&](std::vector<std::byte> bytes) {
         Message reply;
         if (!decode(bytes, &reply)) return;
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         replies[reply.op_id] = static_cast<lh_status>(reply.value);
         cv.notify_all();
       },
@@ -266,8 +265,8 @@ int run_client(const Config& c) {
     }
     Status s = local_done.get();
     if (s) {
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return replies.contains(op) || !link->failure().is_ok(); });
+      MutexLock lock(mu);
+      while (!replies.contains(op) && link->failure().is_ok()) cv.wait(mu);
       if (replies.contains(op) && replies[op] != LH_OK)
         s = Status(replies[op], fmt::format("the server reports op {} failed", op));
       else if (!replies.contains(op))

@@ -7,16 +7,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/mutex.hpp"
 #include "longhaul/longhaul.h"
 #include "peer_flags.hpp"
 #include "synthetic_workload.hpp"
@@ -28,9 +27,9 @@ using longhaul_peer::Flags;
 using longhaul_peer::SyntheticWorkload;
 
 // Lines go out whole and flushed: the churn supervisor parses them as they come.
-std::mutex g_out_mu;
+longhaul::Mutex g_out_mu;
 void emit(const std::string& line) {
-  std::lock_guard lock(g_out_mu);
+  longhaul::MutexLock lock(g_out_mu);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
@@ -60,8 +59,8 @@ void on_abort(void*, uint64_t, lh_status status, const char* reason) {
 // second one exits at once (the loop may be waiting on a peer that is gone).
 struct StopRequest {
   std::atomic<bool> requested{false};
-  std::mutex mu;
-  std::condition_variable cv;
+  longhaul::Mutex mu;
+  longhaul::CondVar cv;
 };
 
 // Never destroyed: the detached signal thread may be notifying it while main returns and exit
@@ -83,7 +82,7 @@ void watch_signals(sigset_t signals) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (++received > 1) std::_Exit(128 + sig);
     {
-      std::lock_guard lock(stop.mu);
+      longhaul::MutexLock lock(stop.mu);
       stop.requested = true;
     }
     stop.cv.notify_all();
@@ -94,8 +93,10 @@ void watch_signals(sigset_t signals) {
 void pause_between_steps(uint32_t ms) {
   if (ms == 0) return;
   StopRequest& stop = stop_request();
-  std::unique_lock lock(stop.mu);
-  stop.cv.wait_for(lock, std::chrono::milliseconds(ms), [&stop] { return stop.requested.load(); });
+  const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+  longhaul::MutexLock lock(stop.mu);
+  while (!stop.requested.load())
+    if (!stop.cv.wait_until(stop.mu, deadline)) return;
 }
 
 int64_t attribute(lh_comm* comm, lh_attribute a) {
