@@ -89,6 +89,11 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   TcpStats tcp_stats() const;
   // Segments that arrived before their receive was posted, held now (for tests and metrics).
   size_t unexpected_segments() const;
+  // Replaces TransportOptions::max_unexpected_bytes for this link. 0: a DATA frame that arrives
+  // before its receive is posted waits in the kernel (its connection stops reading), so a link
+  // whose purpose is not known yet makes this side hold nothing. Raising it resumes those
+  // connections. Thread-safe; call it before start() for it to cover the first frames.
+  void set_max_unexpected_bytes(uint64_t bytes);
 
  private:
   struct SendOp;
@@ -155,6 +160,7 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   static uint64_t unexpected_cost(uint64_t bytes) { return bytes + kUnexpectedSegmentOverhead; }
   std::map<uint64_t, Unexpected> unexpected_;
   uint64_t unexpected_bytes_ = 0;  // unexpected_cost of every segment held or being read
+  uint64_t max_unexpected_bytes_;  // options_.max_unexpected_bytes until set_max_unexpected_bytes
   std::set<uint64_t> cancelled_;   // exact ids
   std::deque<uint64_t> cancelled_order_;
   std::deque<std::pair<uint64_t, uint64_t>> cancelled_prefixes_;  // (id & mask, mask)

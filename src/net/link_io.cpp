@@ -148,7 +148,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
         } else {
           ++op->reads_in_flight;
         }
-      } else if (unexpected_bytes_ + unexpected_cost(h.length) > options_.max_unexpected_bytes) {
+      } else if (unexpected_bytes_ + unexpected_cost(h.length) > max_unexpected_bytes_) {
         park = true;
       } else {
         unexpected_bytes_ += unexpected_cost(h.length);  // reserved now: concurrent readers see it
