@@ -41,7 +41,8 @@ Link::Link(std::vector<std::shared_ptr<Connection>> connections, const Transport
     : options_(options),
       peer_(std::move(peer)),
       connections_(std::move(connections)),
-      max_unexpected_bytes_(options.max_unexpected_bytes) {
+      max_unexpected_bytes_(options.max_unexpected_bytes),
+      max_control_bytes_(options.limits.max_control_payload) {
   for (auto& c : connections_) {
     writer_wake_.push_back(std::make_unique<asio::steady_timer>(c->strand(), asio::steady_timer::time_point::max()));
     reader_park_.push_back(std::make_unique<asio::steady_timer>(c->strand(), asio::steady_timer::time_point::max()));
@@ -98,6 +99,11 @@ size_t Link::unexpected_segments() const {
   size_t n = 0;
   for (const auto& [id, u] : unexpected_) n += u.segments.size();
   return n;
+}
+
+void Link::set_max_control_bytes(uint32_t bytes) {
+  max_control_bytes_.store(std::min(bytes, options_.limits.max_control_payload),
+                           std::memory_order_relaxed);
 }
 
 void Link::set_max_unexpected_bytes(uint64_t bytes) {

@@ -94,6 +94,10 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   // whose purpose is not known yet makes this side hold nothing. Raising it resumes those
   // connections. Thread-safe; call it before start() for it to cover the first frames.
   void set_max_unexpected_bytes(uint64_t bytes);
+  // Replaces FrameLimits::max_control_payload for the CONTROL frames this link reads (never
+  // above it): a longer one fails the link from its header, before a payload byte is read or
+  // allocated. Thread-safe; call it before start() for it to cover the first frames.
+  void set_max_control_bytes(uint32_t bytes);
 
  private:
   struct SendOp;
@@ -161,6 +165,7 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   std::map<uint64_t, Unexpected> unexpected_;
   uint64_t unexpected_bytes_ = 0;  // unexpected_cost of every segment held or being read
   uint64_t max_unexpected_bytes_;  // options_.max_unexpected_bytes until set_max_unexpected_bytes
+  std::atomic<uint32_t> max_control_bytes_;  // options_.limits.max_control_payload until set
   std::set<uint64_t> cancelled_;   // exact ids
   std::deque<uint64_t> cancelled_order_;
   std::deque<std::pair<uint64_t, uint64_t>> cancelled_prefixes_;  // (id & mask, mask)

@@ -96,8 +96,10 @@ void Mesh::on_inbound(std::shared_ptr<net::Link> link) {
     silent->close(closed_error("too many links that have not introduced themselves"));
     forget_anonymous(silent);
   }
-  // Only ring links post receives: until this one is one, DATA on it waits in the kernel.
+  // Only ring links post receives: until this one is one, DATA on it waits in the kernel, and
+  // it may send only short messages.
   link->set_max_unexpected_bytes(0);
+  link->set_max_control_bytes(kMaxIntroductionBytes);
   anonymous_.emplace(link.get(), waiting(link, 0));
   start_link(link);
 }
@@ -225,7 +227,9 @@ void Mesh::accept_hello(PeerId from, const std::shared_ptr<net::Link>& link) {
   if (it != links_.end() && it->second != link)
     it->second->close(closed_error("replaced by a newer link"));
   links_[from] = link;
-  link->set_max_unexpected_bytes(options_.transport.max_unexpected_bytes);  // a ring link now
+  // A ring link now.
+  link->set_max_unexpected_bytes(options_.transport.max_unexpected_bytes);
+  link->set_max_control_bytes(options_.transport.limits.max_control_payload);
   link->send_control(wire::encode_control(
       wire::PeerHelloAckMsg{proposal_->topology.epoch, proposal_->topology.self}));
   mark(from, true);
@@ -360,7 +364,12 @@ std::optional<PeerId> Mesh::neighbour_of(const net::Link* link) const {
 }
 
 void Mesh::on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why) {
-  if (anonymous_.contains(link.get())) forget_anonymous(link);
+  if (anonymous_.contains(link.get())) {
+    if (why.code() == LH_ERR_PROTOCOL)
+      log::warn("peer", "data link from {} failed before introducing itself: {}", link->peer(),
+                why.to_string());
+    forget_anonymous(link);
+  }
   if (service_links_.erase(link.get())) {
     if (on_service_) on_service_(link, why.is_ok() ? closed_error("link closed") : why);
     return;

@@ -20,7 +20,8 @@
 // kMaxInboundLinksPerState of each kind wait at once (the oldest is closed to make room); at most
 // kMaxInboundLinksPerState service links are open at once (the sync's end closes them, a refused
 // fetch closes its link). Until a link is a ring link, DATA that arrives on it waits in the kernel
-// (Link::set_max_unexpected_bytes(0)): only ring links receive data.
+// (Link::set_max_unexpected_bytes(0)): only ring links receive data; and a CONTROL frame longer
+// than kMaxIntroductionBytes closes it before anything is allocated for it.
 //
 // Traffic: every data link, outbound or inbound, counts its frames into the counter given at
 // create. An inbound link is counted once it introduced itself with PEER_HELLO, or when it is
@@ -51,6 +52,9 @@ namespace longhaul::peer {
 // A group has at most 256 members (collective::kMaxRingSteps + 1), so an honest peer never has
 // more inbound links than this in one state at once.
 inline constexpr size_t kMaxInboundLinksPerState = 256;
+// The longest CONTROL message an inbound link may send before it is a ring link: what it may send
+// until then (PEER_HELLO, STATE_FETCH) takes a few dozen bytes.
+inline constexpr uint32_t kMaxIntroductionBytes = 1024;
 
 class Mesh : public std::enable_shared_from_this<Mesh> {
  public:

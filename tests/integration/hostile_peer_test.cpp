@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -56,6 +57,46 @@ std::chrono::milliseconds lifetime(const Attacker& a, Clock::time_point since,
   while (a.link->failure().is_ok() && Clock::now() - since < limit)
     std::this_thread::sleep_for(10ms);
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since);
+}
+
+// A line of /proc/<pid>/status in bytes ("VmRSS", "VmHWM": the peak), 0 if absent.
+uint64_t status_bytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) * 1024;
+  return 0;
+}
+
+// A link that has not introduced itself may send only short CONTROL messages: a longer one
+// closes it from its header, before anything is allocated for it. The old tree allocated and
+// read each announced 16 MiB (value-initialized, so resident) before finding it undecodable.
+TEST(HostilePeer, AnUnintroducedLinkMayNotSendALargeControlMessage) {
+  Cluster cluster;
+  Child& victim = cluster.add_peer();
+  const uint16_t port = listen_port(victim);
+  ASSERT_NE(port, 0) << victim.stderr_text();
+  ASSERT_TRUE(cluster.wait_agreement({&victim}, 1, 30s));
+  net::IoRuntime io(2);
+  constexpr size_t kLinks = 16;
+  std::vector<Attacker> links;
+  for (size_t i = 0; i < kLinks; ++i) {
+    links.push_back(open_link(io, port));
+    ASSERT_TRUE(links.back().link);
+  }
+  const uint64_t peak0 = status_bytes(victim.pid(), "VmHWM");
+  const auto t0 = Clock::now();
+  for (auto& a : links)
+    a.link->send_control(std::vector<std::byte>((16u << 20) - 64, std::byte{0xff}));
+  while (count_open(links) > 0 && Clock::now() - t0 < 20s) std::this_thread::sleep_for(10ms);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  const uint64_t peak = status_bytes(victim.pid(), "VmHWM");
+  std::cerr << kLinks << " links sending a 16 MiB CONTROL message before introducing themselves: "
+            << "all closed after " << took.count() << " ms; the peer's peak RSS "
+            << peak0 / 1024 / 1024 << " MiB -> " << peak / 1024 / 1024 << " MiB\n";
+  EXPECT_EQ(count_open(links), 0u);
+  EXPECT_LT(peak, peak0 + (64u << 20));
+  EXPECT_NE(victim.stderr_text().find("this link takes at most 1024"), std::string::npos);
+  EXPECT_TRUE(cluster.wait_agreement({&victim}, 1, 5s));
 }
 
 // A PEER_HELLO for an epoch the peer has not been proposed is parked (an honest neighbour that
