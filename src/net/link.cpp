@@ -36,8 +36,13 @@ std::shared_ptr<Link> Link::create(std::vector<std::shared_ptr<Connection>> conn
   return std::shared_ptr<Link>(new Link(std::move(connections), options, std::move(peer)));
 }
 
-Link::Link(std::vector<std::shared_ptr<Connection>> connections, const TransportOptions& options, std::string peer)
-    : options_(options), peer_(std::move(peer)), connections_(std::move(connections)) {
+Link::Link(std::vector<std::shared_ptr<Connection>> connections, const TransportOptions& options,
+           std::string peer)
+    : options_(options),
+      peer_(std::move(peer)),
+      connections_(std::move(connections)),
+      max_unexpected_bytes_(options.max_unexpected_bytes),
+      max_control_bytes_(options.limits.max_control_payload) {
   for (auto& c : connections_) {
     writer_wake_.push_back(std::make_unique<asio::steady_timer>(c->strand(), asio::steady_timer::time_point::max()));
     reader_park_.push_back(std::make_unique<asio::steady_timer>(c->strand(), asio::steady_timer::time_point::max()));
@@ -94,6 +99,19 @@ size_t Link::unexpected_segments() const {
   size_t n = 0;
   for (const auto& [id, u] : unexpected_) n += u.segments.size();
   return n;
+}
+
+void Link::set_max_control_bytes(uint32_t bytes) {
+  max_control_bytes_.store(std::min(bytes, options_.limits.max_control_payload),
+                           std::memory_order_relaxed);
+}
+
+void Link::set_max_unexpected_bytes(uint64_t bytes) {
+  {
+    std::lock_guard lock(mu_);
+    max_unexpected_bytes_ = bytes;
+  }
+  wake_parked_readers();
 }
 
 void Link::send(uint64_t op_id, std::span<const std::byte> data, Completion done) {

@@ -89,6 +89,15 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   TcpStats tcp_stats() const;
   // Segments that arrived before their receive was posted, held now (for tests and metrics).
   size_t unexpected_segments() const;
+  // Replaces TransportOptions::max_unexpected_bytes for this link. 0: a DATA frame that arrives
+  // before its receive is posted waits in the kernel (its connection stops reading), so a link
+  // whose purpose is not known yet makes this side hold nothing. Raising it resumes those
+  // connections. Thread-safe; call it before start() for it to cover the first frames.
+  void set_max_unexpected_bytes(uint64_t bytes);
+  // Replaces FrameLimits::max_control_payload for the CONTROL frames this link reads (never
+  // above it): a longer one fails the link from its header, before a payload byte is read or
+  // allocated. Thread-safe; call it before start() for it to cover the first frames.
+  void set_max_control_bytes(uint32_t bytes);
 
  private:
   struct SendOp;
@@ -159,6 +168,9 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   std::map<uint64_t, Unexpected> unexpected_ GUARDED_BY(mu_);
   // unexpected_cost of every segment held or being read.
   uint64_t unexpected_bytes_ GUARDED_BY(mu_) = 0;
+  // options_.max_unexpected_bytes until set_max_unexpected_bytes.
+  uint64_t max_unexpected_bytes_ GUARDED_BY(mu_);
+  std::atomic<uint32_t> max_control_bytes_;  // options_.limits.max_control_payload until set
   std::set<uint64_t> cancelled_ GUARDED_BY(mu_);  // exact ids
   std::deque<uint64_t> cancelled_order_ GUARDED_BY(mu_);
   // (id & mask, mask)

@@ -70,6 +70,13 @@ asio::awaitable<void> Link::reader(size_t index) {
           s = co_await receive_data(conn, h, index);
         break;
       case FrameType::kControl: {
+        if (const uint32_t limit = max_control_bytes_.load(std::memory_order_relaxed);
+            h.length > limit) {
+          s = protocol_error(
+              fmt::format("{} sent a CONTROL frame of {} bytes; this link takes at most {}", peer_,
+                          h.length, limit));
+          break;
+        }
         std::vector<std::byte> message(h.length);
         s = co_await conn.read_payload(message);
         if (!s) break;
@@ -148,7 +155,7 @@ asio::awaitable<Status> Link::receive_data(Connection& conn, const FrameHeader& 
         } else {
           ++op->reads_in_flight;
         }
-      } else if (unexpected_bytes_ + unexpected_cost(h.length) > options_.max_unexpected_bytes) {
+      } else if (unexpected_bytes_ + unexpected_cost(h.length) > max_unexpected_bytes_) {
         park = true;
       } else {
         unexpected_bytes_ += unexpected_cost(h.length);  // reserved now: concurrent readers see it

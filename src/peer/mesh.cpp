@@ -1,11 +1,24 @@
 #include "peer/mesh.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <asio/post.hpp>
 
 #include "common/log.hpp"
 
 namespace longhaul::peer {
+namespace {
+
+// The entry of `table` (a map of Mesh::Waiting) that has waited longest.
+template <class Table>
+auto oldest(Table& table) {
+  return std::min_element(table.begin(), table.end(), [](const auto& a, const auto& b) {
+    return a.second.serial < b.second.serial;
+  });
+}
+
+}  // namespace
 
 Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand,
                                            const CommunicatorOptions& options,
@@ -76,20 +89,51 @@ void Mesh::on_inbound(std::shared_ptr<net::Link> link) {
     link->close();
     return;
   }
-  anonymous_[link.get()] = link;
+  if (anonymous_.size() >= kMaxInboundLinksPerState) {
+    const auto silent = oldest(anonymous_)->second.link;  // forget_anonymous erases the entry
+    log::warn("peer", "closing data link from {}: {} links wait to introduce themselves",
+              silent->peer(), anonymous_.size());
+    silent->close(closed_error("too many links that have not introduced themselves"));
+    forget_anonymous(silent);
+  }
+  // Only ring links post receives: until this one is one, DATA on it waits in the kernel, and
+  // it may send only short messages.
+  link->set_max_unexpected_bytes(0);
+  link->set_max_control_bytes(kMaxIntroductionBytes);
+  anonymous_.emplace(link.get(), waiting(link, 0));
   start_link(link);
-  // A link that never introduces itself is dropped.
-  auto timer = std::make_shared<asio::steady_timer>(strand_, options_.link_timeout);
-  timer->async_wait([weak = weak_from_this(), raw = link.get(), timer](asio::error_code ec) {
+}
+
+Mesh::Waiting Mesh::waiting(const std::shared_ptr<net::Link>& link, uint64_t epoch) {
+  Waiting w{link, ++next_serial_, epoch,
+            std::make_unique<asio::steady_timer>(strand_, options_.link_timeout)};
+  w.deadline->async_wait([weak = weak_from_this(), serial = w.serial](asio::error_code ec) {
     auto self = weak.lock();
-    if (ec || !self) return;
-    auto it = self->anonymous_.find(raw);
-    if (it == self->anonymous_.end()) return;
-    const auto silent = it->second;  // forget_anonymous erases the map's copy
+    if (!ec && self) self->expire(serial);
+  });
+  return w;
+}
+
+void Mesh::expire(uint64_t serial) {
+  for (auto& [raw, w] : anonymous_) {
+    if (w.serial != serial) continue;
+    const auto silent = w.link;  // forget_anonymous erases the entry
     log::warn("peer", "closing data link from {}: no PEER_HELLO in time", silent->peer());
     silent->close(timeout_error("no PEER_HELLO in time"));
-    self->forget_anonymous(silent);
-  });
+    forget_anonymous(silent);
+    return;
+  }
+  for (auto it = early_hellos_.begin(); it != early_hellos_.end(); ++it) {
+    if (it->second.serial != serial) continue;
+    const auto parked = it->second.link;
+    const Status why = timeout_error(fmt::format(
+        "epoch {} was not proposed here within {} ms", it->second.epoch,
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.link_timeout).count()));
+    early_hellos_.erase(it);
+    log::warn("peer", "closing data link from {}: {}", parked->peer(), why.message());
+    close_parked(parked, why);
+    return;
+  }
 }
 
 void Mesh::propose(const Topology& topology) {
@@ -109,8 +153,8 @@ void Mesh::propose(const Topology& topology) {
     }
   }
   for (auto it = early_hellos_.begin(); it != early_hellos_.end();) {
-    if (it->second.first < topology.epoch) {
-      it->second.second->close(closed_error("introduced for a superseded epoch"));
+    if (it->second.epoch < topology.epoch) {
+      close_parked(it->second.link, closed_error("introduced for a superseded epoch"));
       it = early_hellos_.erase(it);
     } else {
       ++it;
@@ -141,8 +185,8 @@ void Mesh::propose(const Topology& topology) {
             });
           });
     } else if (auto e = early_hellos_.find(n);
-               e != early_hellos_.end() && e->second.first == epoch) {
-      auto link = e->second.second;
+               e != early_hellos_.end() && e->second.epoch == epoch) {
+      auto link = e->second.link;
       early_hellos_.erase(e);
       accept_hello(n, link);
     }
@@ -183,6 +227,9 @@ void Mesh::accept_hello(PeerId from, const std::shared_ptr<net::Link>& link) {
   if (it != links_.end() && it->second != link)
     it->second->close(closed_error("replaced by a newer link"));
   links_[from] = link;
+  // A ring link now.
+  link->set_max_unexpected_bytes(options_.transport.max_unexpected_bytes);
+  link->set_max_control_bytes(options_.transport.limits.max_control_payload);
   link->send_control(wire::encode_control(
       wire::PeerHelloAckMsg{proposal_->topology.epoch, proposal_->topology.self}));
   mark(from, true);
@@ -241,13 +288,34 @@ Status Mesh::on(const std::shared_ptr<net::Link>& link, const wire::PeerHelloMsg
   return Status::ok();
 }
 
-// The hello is for an epoch this peer has not been proposed yet: propose() accepts it then.
+// The hello is for an epoch this peer has not been proposed yet: propose() accepts it then, if it
+// comes within link_timeout (the neighbour gives up on the epoch by then too). One entry per link
+// and per claimed peer id, at most kMaxInboundLinksPerState in all.
 void Mesh::hold_early_hello(const wire::PeerHelloMsg& hello,
                             const std::shared_ptr<net::Link>& link) {
-  auto& slot = early_hellos_[hello.peer_id];
-  if (slot.second && slot.second != link)
-    slot.second->close(closed_error("replaced by a newer link"));
-  slot = {hello.epoch, link};
+  for (auto it = early_hellos_.begin(); it != early_hellos_.end(); ++it) {
+    if (it->second.link == link) {
+      early_hellos_.erase(it);
+      break;
+    }
+  }
+  if (auto it = early_hellos_.find(hello.peer_id); it != early_hellos_.end()) {
+    close_parked(it->second.link, closed_error("replaced by a newer link"));
+    early_hellos_.erase(it);
+  } else if (early_hellos_.size() >= kMaxInboundLinksPerState) {
+    auto first = oldest(early_hellos_);
+    const auto dropped = first->second.link;
+    early_hellos_.erase(first);
+    log::warn("peer", "closing data link from {}: {} links are parked for epochs not proposed here",
+              dropped->peer(), kMaxInboundLinksPerState);
+    close_parked(dropped, closed_error("too many links parked for epochs not proposed here"));
+  }
+  early_hellos_.emplace(hello.peer_id, waiting(link, hello.epoch));
+}
+
+// A ring link that was re-introduced for an unknown epoch stays a ring link; any other is closed.
+void Mesh::close_parked(const std::shared_ptr<net::Link>& link, const Status& why) {
+  if (!neighbour_of(link.get())) link->close(why);
 }
 
 void Mesh::forget_anonymous(const std::shared_ptr<net::Link>& link) {
@@ -268,11 +336,22 @@ Status Mesh::on(const std::shared_ptr<net::Link>& link, const wire::PeerHelloAck
 }
 
 // Legal only as the first message of an inbound link, and only while a service takes state links:
-// the link becomes a service link and the fetch the service's first message.
+// the link becomes a service link and the fetch the service's first message. Beyond
+// kMaxInboundLinksPerState service links the fetch is refused and its link closed.
 Status Mesh::on(const std::shared_ptr<net::Link>& link, wire::StateFetchMsg&& fetch) {
   if (!on_service_ || !anonymous_.contains(link.get()))
     return unexpected(wire::ControlType::kStateFetch);
   anonymous_.erase(link.get());
+  if (service_links_.size() >= kMaxInboundLinksPerState) {
+    link->count_traffic(data_traffic_);  // dropped without becoming a service link
+    const Status why = aborted_error(
+        fmt::format("this peer serves {} state links already", kMaxInboundLinksPerState));
+    log::warn("peer", "refusing a state link from {}: {}", link->peer(), why.message());
+    link->send_control(
+        wire::encode_control(wire::StateFetchFailedMsg{fetch.request, why.code(), why.message()}),
+        [link, why](Status) { link->close(why); });
+    return Status::ok();
+  }
   service_links_[link.get()] = link;
   on_service_(link, wire::ControlMessage(std::move(fetch)));
   return Status::ok();
@@ -285,13 +364,18 @@ std::optional<PeerId> Mesh::neighbour_of(const net::Link* link) const {
 }
 
 void Mesh::on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why) {
-  if (anonymous_.contains(link.get())) forget_anonymous(link);
+  if (anonymous_.contains(link.get())) {
+    if (why.code() == LH_ERR_PROTOCOL)
+      log::warn("peer", "data link from {} failed before introducing itself: {}", link->peer(),
+                why.to_string());
+    forget_anonymous(link);
+  }
   if (service_links_.erase(link.get())) {
     if (on_service_) on_service_(link, why.is_ok() ? closed_error("link closed") : why);
     return;
   }
   for (auto it = early_hellos_.begin(); it != early_hellos_.end(); ++it) {
-    if (it->second.second == link) {
+    if (it->second.link == link) {
       early_hellos_.erase(it);
       break;
     }
@@ -305,7 +389,10 @@ void Mesh::on_link_failed(const std::shared_ptr<net::Link>& link, const Status& 
     proposal_->ready.erase(*n);
     mark(*n, false);
   } else if (proposal_) {
-    lost_before_commit_.emplace_back(*n, why);
+    // Once per neighbour: a neighbour that re-links and fails again does not grow the list.
+    if (std::none_of(lost_before_commit_.begin(), lost_before_commit_.end(),
+                     [&](const auto& lost) { return lost.first == *n; }))
+      lost_before_commit_.emplace_back(*n, why);
   } else if (committed_) {
     publish_ring_links();
     if (on_lost_) on_lost_(committed_->epoch, *n, why);
@@ -380,11 +467,11 @@ void Mesh::close(const Status& why) {
   deadline_.cancel();
   listener_->close();
   for (auto& [id, link] : links_) link->close(why);
-  for (auto& [raw, link] : anonymous_) {
-    link->close(why);
-    link->count_traffic(data_traffic_);
+  for (auto& [raw, w] : anonymous_) {
+    w.link->close(why);
+    w.link->count_traffic(data_traffic_);
   }
-  for (auto& [id, e] : early_hellos_) e.second->close(why);
+  for (auto& [id, w] : early_hellos_) w.link->close(why);
   for (auto& [raw, link] : service_links_) link->close(why);
   service_links_.clear();
   links_.clear();

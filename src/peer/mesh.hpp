@@ -13,6 +13,16 @@
 // handed to the service handler (set_service_handler): the state sync reaches arbitrary peers of
 // the group through the same listener and advertised address as the ring links.
 //
+// Bounds (docs/security.md): an inbound link waits in one of three states before it is a ring
+// link or gone: not yet introduced (anonymous), introduced for an epoch this peer has not been
+// proposed yet (parked: an honest neighbour may hear of the epoch first), or serving the state
+// sync. Anonymous and parked links wait at most link_timeout each, and at most
+// kMaxInboundLinksPerState of each kind wait at once (the oldest is closed to make room); at most
+// kMaxInboundLinksPerState service links are open at once (the sync's end closes them, a refused
+// fetch closes its link). Until a link is a ring link, DATA that arrives on it waits in the kernel
+// (Link::set_max_unexpected_bytes(0)): only ring links receive data; and a CONTROL frame longer
+// than kMaxIntroductionBytes closes it before anything is allocated for it.
+//
 // Traffic: every data link, outbound or inbound, counts its frames into the counter given at
 // create. An inbound link is counted once it introduced itself with PEER_HELLO, or when it is
 // dropped without becoming a service link (its frames until then included); a service link's
@@ -38,6 +48,13 @@
 #include "peer/topology.hpp"
 
 namespace longhaul::peer {
+
+// A group has at most 256 members (collective::kMaxRingSteps + 1), so an honest peer never has
+// more inbound links than this in one state at once.
+inline constexpr size_t kMaxInboundLinksPerState = 256;
+// The longest CONTROL message an inbound link may send before it is a ring link: what it may send
+// until then (PEER_HELLO, STATE_FETCH) takes a few dozen bytes.
+inline constexpr uint32_t kMaxIntroductionBytes = 1024;
 
 class Mesh : public std::enable_shared_from_this<Mesh> {
  public:
@@ -98,6 +115,18 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   // The protocol error for a message of `type` that this link may not carry.
   static Status unexpected(wire::ControlType type);
   void hold_early_hello(const wire::PeerHelloMsg& hello, const std::shared_ptr<net::Link>& link);
+  // An inbound link waiting in a bounded state (anonymous or parked), with its deadline.
+  struct Waiting {
+    std::shared_ptr<net::Link> link;
+    uint64_t serial = 0;  // arrival order: when a table is full its oldest link goes
+    uint64_t epoch = 0;   // parked: the epoch its PEER_HELLO named
+    std::unique_ptr<asio::steady_timer> deadline;  // destroyed with the entry, which cancels it
+  };
+  Waiting waiting(const std::shared_ptr<net::Link>& link, uint64_t epoch);
+  // The deadline of the waiting link `serial` passed: closes it if it is still waiting.
+  void expire(uint64_t serial);
+  // Closes a link that leaves the parked state, unless it is a ring link too.
+  void close_parked(const std::shared_ptr<net::Link>& link, const Status& why);
   // The inbound link is no longer anonymous, and not a service link: it counts as a data link.
   void forget_anonymous(const std::shared_ptr<net::Link>& link);
   void on_link_failed(const std::shared_ptr<net::Link>& link, const Status& why);
@@ -122,9 +151,11 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   std::optional<Proposal> proposal_;
   std::optional<Topology> committed_;
   std::map<PeerId, std::shared_ptr<net::Link>> links_;  // by neighbour id
-  // Inbound links not yet introduced, and hellos for an epoch this peer has not seen proposed yet.
-  std::map<const net::Link*, std::shared_ptr<net::Link>> anonymous_;
-  std::map<PeerId, std::pair<uint64_t, std::shared_ptr<net::Link>>> early_hellos_;
+  // Inbound links not yet introduced, and links parked by a hello for an epoch this peer has not
+  // been proposed yet (by the peer id they claim). At most kMaxInboundLinksPerState each.
+  std::map<const net::Link*, Waiting> anonymous_;
+  std::map<PeerId, Waiting> early_hellos_;
+  uint64_t next_serial_ = 0;
   std::vector<std::pair<PeerId, Status>> lost_before_commit_;
   std::map<const net::Link*, std::shared_ptr<net::Link>> service_links_;
 

@@ -95,8 +95,16 @@ Status PeerSession::send_state_message(wire::ControlMessage message) {
   if (master_away_.load())
     return Status(LH_ERR_ABORTED, "the master is away (the session is reconnecting)");
   if (view().epoch == 0) return invalid_argument("the communicator is not connected");
-  asio::post(strand_, [self = shared_from_this(), message = std::move(message)] {
-    if (self->state_ == State::kActive) self->send(message);
+  // Encoded here, off the strand; a message the master could not take fails now, with its size.
+  auto bytes = wire::encode_control(message);
+  if (const uint32_t limit = options_.transport.limits.max_control_payload; bytes.size() > limit)
+    return Status(
+        LH_ERR_UNSUPPORTED,
+        fmt::format("{} of {} bytes exceeds the {} bytes a control message may carry",
+                    wire::control_type_name(wire::control_type(message)), bytes.size(), limit));
+  asio::post(strand_, [self = shared_from_this(), bytes = std::move(bytes)]() mutable {
+    if (self->state_ == State::kActive && self->master_)
+      self->master_->send_control(std::move(bytes));
   });
   return Status::ok();
 }

@@ -87,7 +87,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   using StateHandler = std::function<void(Result<wire::ControlMessage> message)>;
   void set_state_handler(StateHandler handler);
   // Queues a state message to the master. Thread-safe. The session's failure if it has failed,
-  // LH_ERR_INVALID_ARGUMENT unless admitted and not in another blocking call.
+  // LH_ERR_INVALID_ARGUMENT unless admitted and not in another blocking call, LH_ERR_UNSUPPORTED
+  // when the message is longer than a control frame may be (TransportOptions::limits, 16 MiB).
   Status send_state_message(wire::ControlMessage message);
   // Once admitted, every heartbeat also sends the master what `source` returns for the committed
   // ring's links (PEER_STATS, peer_stats.hpp). Runs on the session strand; must not block. Empty:

@@ -1,6 +1,7 @@
 #include "state/block_hash.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include <xxh_x86dispatch.h>
 #include <xxhash.h>
@@ -20,6 +21,10 @@ void put_le(std::vector<std::byte>& out, uint64_t v, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
 }
 
+void put_le(std::span<std::byte, 8> out, uint64_t v) {
+  for (size_t i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(v >> (8 * i));
+}
+
 }  // namespace
 
 uint64_t hash_block(std::span<const std::byte> block) {
@@ -35,10 +40,16 @@ std::vector<uint64_t> hash_blocks(std::span<const std::byte> data, runtime::Work
 }
 
 uint64_t tensor_hash(uint64_t bytes, std::span<const uint64_t> block_hashes) {
-  std::vector<std::byte> buf;
-  buf.reserve(8 + 8 * block_hashes.size());
-  put_le(buf, bytes, 8);
-  for (uint64_t h : block_hashes) put_le(buf, h, 8);
+  // The size, then every block hash, 8 bytes little-endian each. A tensor of a few blocks (most
+  // of a report of many tensors) is hashed from the stack: no allocation per tensor.
+  constexpr size_t kOnStack = 15;
+  const size_t n = 8 * (block_hashes.size() + 1);
+  std::array<std::byte, 8 * (kOnStack + 1)> small;
+  std::vector<std::byte> large(block_hashes.size() > kOnStack ? n : 0);
+  const std::span<std::byte> buf = large.empty() ? std::span(small.data(), n) : std::span(large);
+  put_le(buf.first<8>(), bytes);
+  for (size_t i = 0; i < block_hashes.size(); ++i)
+    put_le(buf.subspan(8 * (i + 1)).first<8>(), block_hashes[i]);
   return xxh3(buf.data(), buf.size());
 }
 

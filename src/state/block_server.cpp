@@ -63,9 +63,13 @@ void BlockServer::on_service_message(const std::shared_ptr<net::Link>& link,
   serve(link, *fetch);
 }
 
+// The refusal is the link's last message: a fetcher drops a source that refuses (an honest one
+// closes the link itself on reading it), so only one that ignores refusals would keep it open.
 void BlockServer::refuse(const std::shared_ptr<net::Link>& link, uint64_t request, Status why) {
+  log::debug("state", "refusing a fetch from {}: {}", link->peer(), why.to_string());
   link->send_control(wire::encode_control(wire::StateFetchFailedMsg{
-      request, why.code(), why.message().substr(0, wire::kMaxReasonBytes)}));
+                         request, why.code(), why.message().substr(0, wire::kMaxReasonBytes)}),
+                     [link, why](Status) { link->close(why); });
 }
 
 void BlockServer::sent(uint64_t bytes, const Status& s) {

@@ -3,8 +3,9 @@
 // over the link's connections), or with STATE_BLOCKS_Z for a compressed fetch.
 //
 // It serves only between begin() and end() of a sync; a fetch outside that window, or for blocks
-// the registry does not have, is answered STATE_FETCH_FAILED. end() closes the service links and
-// returns once no send touches the tensors any more.
+// the registry does not have, is answered STATE_FETCH_FAILED and its link closed. end() closes the
+// service links and returns once no send touches the tensors any more. So no service link
+// outlives the sync it serves.
 //
 // Compression runs on the runtime's worker pool, only between begin() and end(): end() (which the
 // destructor runs too) waits for every compression and send the server started. So the pool must

@@ -100,7 +100,7 @@ class Ballot {
     for (const auto& [schema, votes] : schemas)
       if (votes > best_votes) best_votes = votes, reference_ = schema;
     for (const auto& [id, p] : participants_) {
-      if (refused_.at(id)) continue;
+      if (refused_.at(id) || &p.report.tensors == reference_) continue;
       if (std::string d = schema_difference(p.report.tensors, *reference_); !d.empty())
         refuse(id, LH_ERR_STATE_MISMATCH, d);
     }
@@ -115,8 +115,10 @@ class Ballot {
     for (const auto& [id, p] : participants_) {
       if (refused_.at(id)) continue;
       auto& h = hashes_[id];
+      h.reserve(p.report.tensors.size());
       for (const auto& t : p.report.tensors)
         h.push_back(tensor_hash(tensor_bytes(t), t.block_hashes));
+      if (counts(id, p)) voters_.push_back({&p, &h});
     }
     for (size_t i = 0; i < n; ++i) elect_content(i);
   }
@@ -175,14 +177,14 @@ class Ballot {
   }
 
   void elect_content(size_t i) {
-    std::vector<std::tuple<uint64_t, size_t, PeerId>> votes;  // (hash, votes, lowest holder)
-    for (const auto& [id, p] : participants_) {
-      if (!counts(id, p)) continue;
-      const uint64_t h = hashes_.at(id)[i];
+    auto& votes = votes_;  // (hash, votes, lowest holder); reused: one allocation per election
+    votes.clear();
+    for (const Voter& voter : voters_) {
+      const uint64_t h = (*voter.hashes)[i];
       auto it = std::find_if(votes.begin(), votes.end(),
                              [h](const auto& v) { return std::get<0>(v) == h; });
       if (it == votes.end())
-        votes.emplace_back(h, 1, id);
+        votes.emplace_back(h, 1, &voter);
       else
         ++std::get<1>(*it);
     }
@@ -191,7 +193,7 @@ class Ballot {
       if (v > most) {  // ascending first holders: a tie keeps the lowest peer id's content
         most = v;
         winner_[i] = h;
-        elected_[i] = &participants_.at(holder).report.tensors[i];
+        elected_[i] = &holder->participant->report.tensors[i];
       }
     }
   }
@@ -218,6 +220,13 @@ class Ballot {
   std::map<PeerId, std::vector<uint64_t>> hashes_;  // tensor hashes of every peer still in
   std::vector<uint64_t> winner_;                    // the elected hash of each tensor
   std::vector<const wire::TensorReport*> elected_;  // a holder's report of each elected tensor
+  // The participants whose content counts (step 3), in id order, with their tensor hashes.
+  struct Voter {
+    const Participant* participant;
+    const std::vector<uint64_t>* hashes;
+  };
+  std::vector<Voter> voters_;
+  std::vector<std::tuple<uint64_t, size_t, const Voter*>> votes_;  // elect_content's scratch
 };
 
 }  // namespace

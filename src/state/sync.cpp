@@ -145,6 +145,17 @@ void route_state_links(peer::PeerSession& session, BlockServer& server) {
       });
 }
 
+// Sends the report; one too long for a control message fails here, saying what to change.
+Status send_report(peer::PeerSession& session, const wire::StateReportMsg& report) {
+  Status sent = session.send_state_message(report);
+  if (sent.code() != LH_ERR_UNSUPPORTED) return sent;
+  return Status(LH_ERR_UNSUPPORTED,
+                fmt::format("the state report of {} tensors is too large for the master: {} (each "
+                            "tensor costs its name and 8 bytes per MiB; register fewer tensors, "
+                            "shorter names, or split the state over several lh_state objects)",
+                            report.tensors.size(), sent.message()));
+}
+
 }  // namespace
 
 Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServer& server,
@@ -186,7 +197,7 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
   };
   auto report = make_report(registry, runtime.workers(), epoch, strategy);
   const auto hashed = Clock::now();
-  LH_RETURN_IF_ERROR(session.send_state_message(report));
+  LH_RETURN_IF_ERROR(send_report(session, report));
   auto plan = await<wire::StatePlanMsg>(*inbox);
   const auto planned = Clock::now();
   if (!plan) return plan.status();

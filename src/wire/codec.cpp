@@ -59,24 +59,37 @@ Status Reader::raw(std::span<std::byte> out) {
   return Status::ok();
 }
 
-Status Reader::bytes(std::vector<std::byte>* out, uint32_t max_len) {
+Status Reader::length_prefixed(uint32_t max_len, const char* what,
+                               std::span<const std::byte>* out) {
   uint32_t n;
   LH_RETURN_IF_ERROR(u32(&n));
-  if (n > max_len) return protocol_error(fmt::format("field of {} bytes exceeds limit {}", n, max_len));
+  if (n > max_len)
+    return protocol_error(fmt::format("{} of {} bytes exceeds limit {}", what, n, max_len));
   LH_RETURN_IF_ERROR(need(n));
-  out->assign(data_.begin() + static_cast<ptrdiff_t>(pos_),
-              data_.begin() + static_cast<ptrdiff_t>(pos_ + n));
+  *out = data_.subspan(pos_, n);
   pos_ += n;
   return Status::ok();
 }
 
+Status Reader::bytes(std::vector<std::byte>* out, uint32_t max_len) {
+  std::span<const std::byte> b;
+  LH_RETURN_IF_ERROR(length_prefixed(max_len, "field", &b));
+  out->assign(b.begin(), b.end());
+  return Status::ok();
+}
+
+Status Reader::bytes(std::vector<uint8_t>* out, uint32_t max_len) {
+  std::span<const std::byte> b;
+  LH_RETURN_IF_ERROR(length_prefixed(max_len, "field", &b));
+  const auto* first = reinterpret_cast<const uint8_t*>(b.data());
+  out->assign(first, first + b.size());
+  return Status::ok();
+}
+
 Status Reader::string(std::string* out, uint32_t max_len) {
-  uint32_t n;
-  LH_RETURN_IF_ERROR(u32(&n));
-  if (n > max_len) return protocol_error(fmt::format("string of {} bytes exceeds limit {}", n, max_len));
-  LH_RETURN_IF_ERROR(need(n));
-  out->assign(reinterpret_cast<const char*>(data_.data() + pos_), n);
-  pos_ += n;
+  std::span<const std::byte> b;
+  LH_RETURN_IF_ERROR(length_prefixed(max_len, "string", &b));
+  out->assign(reinterpret_cast<const char*>(b.data()), b.size());
   return Status::ok();
 }
 

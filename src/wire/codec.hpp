@@ -58,6 +58,7 @@ class Reader {
   Status raw(std::span<std::byte> out);
   // u32 length + bytes; the length must not exceed `max_len` nor the bytes left.
   Status bytes(std::vector<std::byte>* out, uint32_t max_len = UINT32_MAX);
+  Status bytes(std::vector<uint8_t>* out, uint32_t max_len = UINT32_MAX);
   Status string(std::string* out, uint32_t max_len = UINT32_MAX);
   // A u32 element count, checked against the bytes left assuming each element needs at least
   // `min_element_bytes`, so a caller can reserve() the result safely.
@@ -69,6 +70,9 @@ class Reader {
 
  private:
   Status need(size_t n) const;
+  // A u32 length within `max_len` (else an error naming `what`) and the bytes left, then that many
+  // bytes: their span, in place.
+  Status length_prefixed(uint32_t max_len, const char* what, std::span<const std::byte>* out);
   template <class T>
   Status get_le(T* v) {
     LH_RETURN_IF_ERROR(need(sizeof(T)));

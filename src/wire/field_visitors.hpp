@@ -136,10 +136,7 @@ class FieldReader {
     read([&] { return r_.bytes(&b, max_len); });
   }
   void bytes(std::vector<uint8_t>& b, uint32_t max_len) {
-    std::vector<std::byte> raw;
-    bytes(raw, max_len);
-    b.resize(raw.size());
-    for (size_t i = 0; i < raw.size(); ++i) b[i] = std::to_integer<uint8_t>(raw[i]);
+    read([&] { return r_.bytes(&b, max_len); });
   }
   void status(lh_status& code, StatusField allowed) {
     read([&] {

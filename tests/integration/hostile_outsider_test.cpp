@@ -39,18 +39,6 @@ uint64_t resident_bytes(pid_t pid) {
   return 0;
 }
 
-// CPU time (user + system) a process has used, in seconds.
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
-  std::string skip;
-  for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt
-  double utime = 0, stime = 0;
-  fields >> utime >> stime;
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 net::EncodedHeader control_header(uint32_t length) {
   net::FrameHeader h;
   h.type = net::FrameType::kControl;

@@ -1,11 +1,12 @@
 // A peer process for the shared-state tests and the state benchmark, written against the C API.
 //
 //   state_peer --master HOST:PORT [--layout NAME:DTYPE:COUNT,...] [--connections K]
-//              [--listen HOST:PORT] [--stall-timeout-ms MS]
+//              [--listen HOST:PORT] [--stall-timeout-ms MS] [--group G] [--tiny-tensors N]
 //
 // Registers the tensors of --layout (default "w:f32:1048576"; dtypes f32 f64 f16 bf16 i8 u8 i32 u32
-// i64 u64), listens for data links on --listen (default 127.0.0.1:0), connects, prints
-// "ready id <peer id>", then runs commands from stdin, one per line:
+// i64 u64) and, with --tiny-tensors N, N more of one f32 each ("tiny0000000"...), joins peer
+// group --group (default 0), listens for data links on --listen (default 127.0.0.1:0), connects,
+// prints "ready id <peer id>", then runs commands from stdin, one per line:
 //   fill SEED            fill every tensor with bytes derived from SEED (same SEED: same bytes)
 //   fill-sparse SEED     the same, but only one 4-byte word in ten is nonzero (compressible state)
 //   flip T BYTE BIT      flip one bit of tensor number T (in --layout order)
@@ -23,6 +24,8 @@
 //                        spare: on a second registry over the same tensors (same names, memory and
 //                        revision), so that it may run beside a background sync without touching
 //                        that call's registry.
+//   syncs N              N enforce-popular syncs back to back -> "syncs N ok <ok> ms <total>"
+//   port                 -> "port <the data listener's port>"
 //   join                 wait for the background sync (if any) to return -> "joined"
 //   hash                 -> "hash <state hash> revision <r>"
 //   dump PATH            write every tensor's bytes, in --layout order, to PATH -> "dumped"
@@ -172,166 +175,236 @@ void sync_and_print(lh_comm* comm, lh_state* state, lh_sync_strategy strategy) {
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
   std::string master, layout = "w:f32:1048576", listen = "127.0.0.1:0";
-  uint32_t connections = 1, stall_timeout_ms = 0;
+  uint32_t connections = 1, stall_timeout_ms = 0, group = 0;
+  size_t tiny_tensors = 0;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
   static const option opts[] = {{"master", required_argument, nullptr, 'm'},
                                 {"layout", required_argument, nullptr, 'l'},
                                 {"connections", required_argument, nullptr, 'k'},
                                 {"listen", required_argument, nullptr, 's'},
                                 {"stall-timeout-ms", required_argument, nullptr, 't'},
+                                {"group", required_argument, nullptr, 'g'},
+                                {"tiny-tensors", required_argument, nullptr, 'n'},
                                 {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "", opts, nullptr)) != -1;) {
     if (c == 'm')
-      master = optarg;
+      a.master = optarg;
     else if (c == 'l')
-      layout = optarg;
+      a.layout = optarg;
     else if (c == 'k')
-      connections = static_cast<uint32_t>(std::stoul(optarg));
+      a.connections = static_cast<uint32_t>(std::stoul(optarg));
     else if (c == 's')
-      listen = optarg;
+      a.listen = optarg;
     else if (c == 't')
-      stall_timeout_ms = static_cast<uint32_t>(std::stoul(optarg));
+      a.stall_timeout_ms = static_cast<uint32_t>(std::stoul(optarg));
+    else if (c == 'g')
+      a.group = static_cast<uint32_t>(std::stoul(optarg));
+    else if (c == 'n')
+      a.tiny_tensors = std::stoul(optarg);
     else
       die("usage", LH_ERR_INVALID_ARGUMENT,
           "state_peer --master HOST:PORT [--layout L] [--connections K] [--listen HOST:PORT] "
-          "[--stall-timeout-ms MS]");
+          "[--stall-timeout-ms MS] [--group G] [--tiny-tensors N]");
   }
-  auto tensors = parse_layout(layout);
+  return a;
+}
+
+// "syncs N": N enforce-popular syncs back to back -> "syncs N ok <count> ms <total ms>".
+void run_syncs(lh_comm* comm, lh_state* state, size_t n) {
+  size_t ok = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < n; ++i) {
+    lh_sync_info info;
+    ok += lh_sync_state(comm, state, LH_SYNC_ENFORCE_POPULAR, &info) == LH_OK ? 1 : 0;
+  }
+  std::printf("syncs %zu ok %zu ms %.3f\n", n, ok, ms_since(t0));
+}
+
+lh_state* make_state(std::vector<TensorSpec>& tensors) {
   lh_state* state = nullptr;
   if (lh_status s = lh_state_create(&state); s != LH_OK) die("lh_state_create", s, lh_last_error());
   for (auto& t : tensors)
     if (lh_status s = lh_state_add_tensor(state, t.name.c_str(), t.bytes.data(), t.count, t.dtype);
         s != LH_OK)
       die("lh_state_add_tensor", s, lh_last_error());
+  return state;
+}
 
+lh_comm* connect(const Args& args) {
   lh_comm_options o;
   lh_comm_options_init(&o);
-  o.master_address = master.c_str();
-  o.listen_address = listen.c_str();
-  o.connections_per_link = connections;
-  o.state_stall_timeout_ms = stall_timeout_ms;
+  o.master_address = args.master.c_str();
+  o.listen_address = args.listen.c_str();
+  o.connections_per_link = args.connections;
+  o.state_stall_timeout_ms = args.stall_timeout_ms;
+  o.peer_group = args.group;
   lh_comm* comm = nullptr;
   if (lh_status s = lh_comm_create(&o, &comm); s != LH_OK)
     die("lh_comm_create", s, lh_last_error());
   if (lh_status s = lh_comm_connect(comm); s != LH_OK)
     die("lh_comm_connect", s, lh_comm_last_error(comm));
+  return comm;
+}
+
+struct Peer {
+  std::vector<TensorSpec> tensors;
+  lh_state* state = nullptr;
+  lh_comm* comm = nullptr;
+  lh_state* spare = nullptr;  // "sync ... spare"
+  std::thread background;     // "sync ... background"
+};
+
+void print_world(lh_comm* comm) {
+  int64_t world = 0, epoch = 0;
+  lh_comm_get_attribute(comm, LH_ATTR_GROUP_WORLD_SIZE, &world);
+  lh_comm_get_attribute(comm, LH_ATTR_EPOCH, &epoch);
+  std::printf("world %lld epoch %lld\n", static_cast<long long>(world),
+              static_cast<long long>(epoch));
+}
+
+// "sync enforce|receive|send [background|spare]".
+void sync_command(Peer& p, std::istringstream& in) {
+  std::string how, where;
+  in >> how >> where;
+  const lh_sync_strategy strategy = how == "receive" ? LH_SYNC_RECEIVE_ONLY
+                                    : how == "send"  ? LH_SYNC_SEND_ONLY
+                                                     : LH_SYNC_ENFORCE_POPULAR;
+  if (where == "background") {
+    if (p.background.joinable()) die("sync", LH_ERR_INVALID_ARGUMENT, "a background sync runs");
+    p.background = std::thread(
+        [comm = p.comm, state = p.state, strategy] { sync_and_print(comm, state, strategy); });
+  } else if (where == "spare") {
+    if (!p.spare) p.spare = make_state(p.tensors);
+    uint64_t revision = 0;
+    lh_state_get_revision(p.state, &revision);
+    lh_state_set_revision(p.spare, revision);
+    sync_and_print(p.comm, p.spare, strategy);
+  } else {
+    sync_and_print(p.comm, p.state, strategy);
+  }
+}
+
+// The commands on the communicator; false if `cmd` is none of them.
+bool comm_command(Peer& p, const std::string& cmd, std::istringstream& in) {
+  if (cmd == "world") {
+    int64_t want = 0, world = 0;
+    in >> want;
+    for (;;) {
+      lh_comm_get_attribute(p.comm, LH_ATTR_GROUP_WORLD_SIZE, &world);
+      if (world == want) break;
+      if (lh_status s = lh_comm_update_topology(p.comm); s != LH_OK)
+        die("lh_comm_update_topology", s, lh_comm_last_error(p.comm));
+    }
+    print_world(p.comm);
+  } else if (cmd == "update") {
+    if (lh_status s = lh_comm_update_topology(p.comm); s != LH_OK)
+      die("lh_comm_update_topology", s, lh_comm_last_error(p.comm));
+    print_world(p.comm);
+  } else if (cmd == "sync") {
+    sync_command(p, in);
+  } else if (cmd == "syncs") {
+    size_t n = 0;
+    in >> n;
+    run_syncs(p.comm, p.state, n);
+  } else if (cmd == "port") {
+    int64_t port = 0;
+    lh_comm_get_attribute(p.comm, LH_ATTR_LISTEN_PORT, &port);
+    std::printf("port %lld\n", static_cast<long long>(port));
+  } else if (cmd == "join") {
+    if (p.background.joinable()) p.background.join();
+    std::printf("joined\n");
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The commands on the tensors; false if `cmd` is none of them.
+bool state_command(Peer& p, const std::string& cmd, std::istringstream& in) {
+  auto& tensors = p.tensors;
+  if (cmd == "fill" || cmd == "fill-sparse") {
+    uint64_t seed = 0;
+    in >> seed;
+    cmd == "fill" ? fill(tensors, seed) : fill_sparse(tensors, seed);
+    std::printf("filled\n");
+  } else if (cmd == "flip") {
+    size_t t = 0, byte = 0;
+    int bit = 0;
+    in >> t >> byte >> bit;
+    tensors.at(t).bytes.at(byte) ^= static_cast<unsigned char>(1u << bit);
+    std::printf("flipped\n");
+  } else if (cmd == "zero") {
+    size_t t = 0;
+    in >> t;
+    std::fill(tensors.at(t).bytes.begin(), tensors.at(t).bytes.end(), 0);
+    std::printf("zeroed\n");
+  } else if (cmd == "revision") {
+    uint64_t r = 0;
+    in >> r;
+    lh_state_set_revision(p.state, r);
+    std::printf("revision set\n");
+  } else if (cmd == "hash") {
+    uint64_t hash = 0, revision = 0;
+    lh_state_hash(p.state, &hash);
+    lh_state_get_revision(p.state, &revision);
+    std::printf("hash %016llx revision %llu\n", static_cast<unsigned long long>(hash),
+                static_cast<unsigned long long>(revision));
+  } else if (cmd == "dump") {
+    std::string path;
+    in >> path;
+    std::ofstream out(path, std::ios::binary);
+    for (const auto& t : tensors)
+      out.write(reinterpret_cast<const char*>(t.bytes.data()),
+                static_cast<std::streamsize>(t.bytes.size()));
+    std::printf(out ? "dumped\n" : "error dump\n");
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse_args(argc, argv);
+  Peer p;
+  p.tensors = parse_layout(args.layout);
+  for (size_t i = 0; i < args.tiny_tensors; ++i) {
+    TensorSpec t;
+    char name[32];
+    std::snprintf(name, sizeof name, "tiny%07zu", i);  // in sorted order: each add appends
+    t.name = name;
+    t.count = 1;
+    t.bytes.assign(4, 0);
+    p.tensors.push_back(std::move(t));
+  }
+  p.state = make_state(p.tensors);
+  p.comm = connect(args);
   int64_t id = 0;
-  lh_comm_get_attribute(comm, LH_ATTR_PEER_ID, &id);
+  lh_comm_get_attribute(p.comm, LH_ATTR_PEER_ID, &id);
   std::printf("ready id %lld\n", static_cast<long long>(id));
   std::fflush(stdout);
 
-  lh_state* spare = nullptr;  // "sync ... spare"
-  std::thread background;     // "sync ... background"
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);
     std::string cmd;
     in >> cmd;
-    if (cmd == "fill") {
-      uint64_t seed = 0;
-      in >> seed;
-      fill(tensors, seed);
-      std::printf("filled\n");
-    } else if (cmd == "fill-sparse") {
-      uint64_t seed = 0;
-      in >> seed;
-      fill_sparse(tensors, seed);
-      std::printf("filled\n");
-    } else if (cmd == "flip") {
-      size_t t = 0, byte = 0;
-      int bit = 0;
-      in >> t >> byte >> bit;
-      tensors.at(t).bytes.at(byte) ^= static_cast<unsigned char>(1u << bit);
-      std::printf("flipped\n");
-    } else if (cmd == "zero") {
-      size_t t = 0;
-      in >> t;
-      std::fill(tensors.at(t).bytes.begin(), tensors.at(t).bytes.end(), 0);
-      std::printf("zeroed\n");
-    } else if (cmd == "revision") {
-      uint64_t r = 0;
-      in >> r;
-      lh_state_set_revision(state, r);
-      std::printf("revision set\n");
-    } else if (cmd == "world") {
-      int64_t want = 0, world = 0, epoch = 0;
-      in >> want;
-      for (;;) {
-        lh_comm_get_attribute(comm, LH_ATTR_GROUP_WORLD_SIZE, &world);
-        if (world == want) break;
-        if (lh_status s = lh_comm_update_topology(comm); s != LH_OK)
-          die("lh_comm_update_topology", s, lh_comm_last_error(comm));
-      }
-      lh_comm_get_attribute(comm, LH_ATTR_EPOCH, &epoch);
-      std::printf("world %lld epoch %lld\n", static_cast<long long>(world),
-                  static_cast<long long>(epoch));
-    } else if (cmd == "update") {
-      int64_t world = 0, epoch = 0;
-      if (lh_status s = lh_comm_update_topology(comm); s != LH_OK)
-        die("lh_comm_update_topology", s, lh_comm_last_error(comm));
-      lh_comm_get_attribute(comm, LH_ATTR_GROUP_WORLD_SIZE, &world);
-      lh_comm_get_attribute(comm, LH_ATTR_EPOCH, &epoch);
-      std::printf("world %lld epoch %lld\n", static_cast<long long>(world),
-                  static_cast<long long>(epoch));
-    } else if (cmd == "sync") {
-      std::string how, where;
-      in >> how >> where;
-      const lh_sync_strategy strategy = how == "receive" ? LH_SYNC_RECEIVE_ONLY
-                                        : how == "send"  ? LH_SYNC_SEND_ONLY
-                                                         : LH_SYNC_ENFORCE_POPULAR;
-      if (where == "background") {
-        if (background.joinable()) die("sync", LH_ERR_INVALID_ARGUMENT, "a background sync runs");
-        background =
-            std::thread([comm, state, strategy] { sync_and_print(comm, state, strategy); });
-      } else if (where == "spare") {
-        if (!spare) {
-          if (lh_status s = lh_state_create(&spare); s != LH_OK)
-            die("lh_state_create", s, lh_last_error());
-          for (auto& t : tensors)
-            if (lh_status s =
-                    lh_state_add_tensor(spare, t.name.c_str(), t.bytes.data(), t.count, t.dtype);
-                s != LH_OK)
-              die("lh_state_add_tensor", s, lh_last_error());
-        }
-        uint64_t revision = 0;
-        lh_state_get_revision(state, &revision);
-        lh_state_set_revision(spare, revision);
-        sync_and_print(comm, spare, strategy);
-      } else {
-        sync_and_print(comm, state, strategy);
-      }
-    } else if (cmd == "join") {
-      if (background.joinable()) background.join();
-      std::printf("joined\n");
-    } else if (cmd == "hash") {
-      uint64_t hash = 0, revision = 0;
-      lh_state_hash(state, &hash);
-      lh_state_get_revision(state, &revision);
-      std::printf("hash %016llx revision %llu\n", static_cast<unsigned long long>(hash),
-                  static_cast<unsigned long long>(revision));
-    } else if (cmd == "dump") {
-      std::string path;
-      in >> path;
-      std::ofstream out(path, std::ios::binary);
-      for (const auto& t : tensors)
-        out.write(reinterpret_cast<const char*>(t.bytes.data()),
-                  static_cast<std::streamsize>(t.bytes.size()));
-      std::printf(out ? "dumped\n" : "error dump\n");
-    } else if (cmd == "quit") {
-      break;
-    } else if (!cmd.empty()) {
+    if (cmd == "quit") break;
+    if (!cmd.empty() && !comm_command(p, cmd, in) && !state_command(p, cmd, in))
       std::printf("error unknown-command %s\n", cmd.c_str());
-    }
     std::fflush(stdout);
   }
-  if (background.joinable()) background.join();
-  lh_comm_leave(comm, "done");
-  lh_comm_destroy(comm);
-  lh_state_destroy(spare);
-  lh_state_destroy(state);
+  if (p.background.joinable()) p.background.join();
+  lh_comm_leave(p.comm, "done");
+  lh_comm_destroy(p.comm);
+  lh_state_destroy(p.spare);
+  lh_state_destroy(p.state);
   std::fflush(stdout);
   return 0;
 }

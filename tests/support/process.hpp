@@ -78,4 +78,8 @@ class Child {
 int read_port_file(const std::string& path,
                    std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// CPU time (user + system, all threads) a running process has used so far, in seconds
+// (/proc/<pid>/stat); 0 if it cannot be read.
+double cpu_seconds(pid_t pid);
+
 }  // namespace longhaul::testing
