@@ -124,7 +124,8 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
                std::shared_ptr<net::Listener> listener);
 
   void on_link(std::shared_ptr<net::Link> link, net::Role role);
-  void on_message(uint64_t conn, const std::vector<std::byte>& bytes);
+  // A message the link's I/O thread decoded (or why it could not), on the strand.
+  void on_message(uint64_t conn, Result<wire::ControlMessage> message);
   Status dispatch(Session& session, uint64_t conn, wire::ControlMessage message);
   // The host a control link comes from, as the socket sees it.
   static Result<std::string> seen_from(const Session& session);

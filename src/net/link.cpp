@@ -108,7 +108,7 @@ void Link::set_max_control_bytes(uint32_t bytes) {
 
 void Link::set_max_unexpected_bytes(uint64_t bytes) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     max_unexpected_bytes_ = bytes;
   }
   wake_parked_readers();
