@@ -39,7 +39,6 @@ Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
   }
   if (round.planned)
     return protocol_error("STATE_REPORT while the group's sync is still transferring");
-  misses_.erase(id);
   if (round.reports.contains(id)) return protocol_error("a second STATE_REPORT in one sync");
   if (round.reports.empty()) round.epoch = report.epoch;
   state::Participant p;
@@ -80,6 +79,7 @@ void StateArbiter::maybe_plan(uint32_t group) {
       for (const auto& src : plan.sources) round.sources[id].insert(src.peer_id);
       for (const auto& f : plan.fetches) blocks += f.blocks.size();
     } else {
+      misses_.erase(id);  // its part of the sync ends here, in time
       ++refused;
       log::warn("master", "group {} state sync: peer {} refused: {}", group, id, plan.reason);
     }

@@ -191,5 +191,28 @@ TEST_F(StateArbiterTest, AMemberLostBeforeItReportsIsNoLongerWaitedFor) {
   EXPECT_EQ(plans[1].second.fetches.size(), 1u);
 }
 
+// A member that reports in time but never confirms its fetch misses every sync's fetch deadline:
+// its in-time report must not wipe the count, so the second such sync evicts it.
+TEST_F(StateArbiterTest, AFetcherThatNeverConfirmsIsEvictedAtItsSecondMissedSync) {
+  using namespace std::chrono_literals;
+  const auto ids = form(2);
+  auto t = StateArbiter::Clock::now();
+  std::vector<std::pair<PeerId, Status>> evicted;
+  for (int sync = 0; sync < 2 && evicted.empty(); ++sync) {
+    ASSERT_TRUE(report(ids[0], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+    ASSERT_TRUE(report(ids[1], 10, wire::SyncStrategy::kEnforcePopular).is_ok());
+    const auto plans = out.take<wire::StatePlanMsg>();
+    ASSERT_EQ(plans.size(), 2u);
+    ASSERT_TRUE(arbiter.on_done(ids[0], wire::StateDoneMsg{m.epoch(), LH_OK, ""}).is_ok());
+    EXPECT_TRUE(arbiter.expire(t, 1000ms).empty());  // the fetch phase is seen
+    t += 2000ms;
+    evicted = arbiter.expire(t, 1000ms);
+    EXPECT_EQ(out.take<wire::StateCompleteMsg>().size(), 1u) << "the one that confirmed";
+  }
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].first, ids[1]);
+  EXPECT_EQ(evicted[0].second.code(), LH_ERR_TIMEOUT);
+}
+
 }  // namespace
 }  // namespace longhaul::master
