@@ -743,8 +743,9 @@ typedef struct lh_fragment_piece {
  *   (the all-reduce overlaps a whole round), heavy-ball momentum with the staleness gap penalty
  *   and momentum clipping; every peer restarts its round from the global parameters.
  * LH_OUTER_EAGER: eager updates (Kale et al., 2025): the delayed average as with CO2 but with
- *   Nesterov, and each peer restarts from it corrected by its own fresh pseudo-gradient in place
- *   of its stale one. CO2 and eager need fragments = 1 and delay = 0. */
+ *   Nesterov, and each peer restarts from its own outer copy, which takes its own fresh
+ *   pseudo-gradient in place of its stale one (θ_g stays shared; each peer keeps three vectors
+ *   of its own, docs/training.md). CO2 and eager need fragments = 1 and delay = 0. */
 typedef enum lh_outer_method {
   LH_OUTER_DILOCO = 0,
   LH_OUTER_CO2 = 1,

@@ -13,7 +13,7 @@ namespace longhaul::sync {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'H', 'S', 'Y', 'N', 'C', '0', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: eager keeps its outer deviation
 
 class Writer {
  public:
@@ -80,7 +80,7 @@ void put_state(Writer& w, const EngineCheckpoint& c) {
     w.put_vector(c.momentum[f]);
   }
   w.put_vector(c.last_reset);
-  w.put_vector(c.own_delta);
+  w.put_vector(c.eager_state);
   w.put(c.staged_code);
   w.put<uint8_t>(c.staged_finite);
   w.put_vector(c.staging);  // the delayed methods' next Δ, in flight or not
@@ -105,7 +105,7 @@ bool get_state(Reader& r, EngineCheckpoint* c) {
   c->momentum.resize(fragments);
   for (size_t f = 0; f < fragments; ++f)
     if (!r.get_vector(&c->theta_g[f]) || !r.get_vector(&c->momentum[f])) return false;
-  if (!r.get_vector(&c->last_reset) || !r.get_vector(&c->own_delta) || !r.get(&c->staged_code) ||
+  if (!r.get_vector(&c->last_reset) || !r.get_vector(&c->eager_state) || !r.get(&c->staged_code) ||
       !r.get(&finite) || !r.get_vector(&c->staging) || !r.get(&in_flight))
     return false;
   c->staged_finite = finite != 0;

@@ -1,6 +1,6 @@
 // The engine's part of a training checkpoint: what a peer needs, beside the trainer's own
 // checkpoint, to continue exactly where it stopped: the shared state (θ_g, the outer state, the
-// counters), this peer's own state (when each fragment was last merged, eager's previous Δ) and
+// counters), this peer's own state (when each fragment was last merged, eager's own outer state) and
 // the round in flight, settled with the group before it is written (its sum, the masks and the
 // group's decision), so that it is applied at its scheduled step after the resume.
 //
@@ -22,7 +22,8 @@ struct EngineCheckpoint {
   std::vector<uint64_t> counters;
   std::vector<std::vector<float>> theta_g, momentum;  // by fragment
   std::vector<uint64_t> last_reset;                   // by fragment
-  std::vector<float> own_delta;                       // eager
+  // eager: this peer's previous Δ, its outer deviation and that deviation's momentum (3 × P)
+  std::vector<float> eager_state;
   int32_t staged_code = 0;
   bool staged_finite = true;
   // The round in flight, settled: its fragment, number, attempts, outcome, and its data (the

@@ -47,11 +47,11 @@ SyncEngine::SyncEngine(peer::Communicator& comm, runtime::Runtime& runtime,
       staging_(layout_.largest_fragment(), 0.0f),
       last_reset_(layout_.fragments(), 0),
       traffic_at_start_(comm_.traffic()) {
-  if (options_.method == Method::kEager) own_delta_.assign(layout_.fragment_size(0), 0.0f);
+  if (options_.method == Method::kEager) eager_state_.assign(3 * layout_.fragment_size(0), 0.0f);
   // Until the group's θ_g is known, this peer's own parameters are its vote for it.
   for (size_t f = 0; f < layout_.fragments(); ++f)
     layout_.read(f, state_.theta_g(f), runtime_.workers());
-  stats_.memory_bytes = state_.bytes() + (staging_.size() + own_delta_.size()) * sizeof(float);
+  stats_.memory_bytes = state_.bytes() + (staging_.size() + eager_state_.size()) * sizeof(float);
 }
 
 SyncEngine::~SyncEngine() {

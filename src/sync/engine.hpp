@@ -142,8 +142,10 @@ class SyncEngine {
   const Layout layout_;
   const FragmentSchedule schedule_;
   SharedState state_;
-  std::vector<float> staging_;        // the pseudo-gradient in flight (largest fragment)
-  std::vector<float> own_delta_;      // eager: this peer's previous pseudo-gradient / N
+  std::vector<float> staging_;  // the pseudo-gradient in flight (largest fragment)
+  // eager: this peer's previous Δ, its outer deviation e and e's momentum, each over the fragment
+  // (outer_rules.hpp), one after the other.
+  std::vector<float> eager_state_;
   std::vector<uint64_t> last_reset_;  // per fragment: the step θ_local was last set from θ_g
   // An applied round said a member saw a change pending: re-form at the next admission point.
   // Not in checkpoints: a group resumes from checkpoints of one step, all without it.

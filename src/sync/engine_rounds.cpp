@@ -192,15 +192,23 @@ void SyncEngine::apply_diloco(uint32_t f, std::span<const float> average) {
 
 // CO2 and eager at a launch step, in one pass over the fragment: take the delayed round's
 // average into the shared state (when it was applied), form this round's pseudo-gradient into the
-// staging buffer, and restart the local parameters (CO2: from θ_g; eager: from θ_g corrected by
-// this peer's own fresh pseudo-gradient in place of its stale one). `restart` false (close): only
-// the shared update and θ_local ← θ_g.
+// staging buffer, and restart the local parameters (CO2: from θ_g; eager: from this peer's own
+// outer copy θ_g + e, e advanced by its fresh pseudo-gradient in place of its stale one).
+// `restart` false (close): only the shared update and θ_local ← θ_g.
 void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool restart) {
   const bool update = !average.empty();
   const bool first = state_.rounds(f) == 0;
   const bool full = contributes(f);
   const auto theta = state_.theta_g(f);
   const auto momentum = state_.momentum(f);
+  const bool eager = options_.method == Method::kEager;
+  const size_t size = theta.size();
+  const std::span<float> previous =
+      eager ? std::span(eager_state_).first(size) : std::span<float>{};
+  const std::span<float> deviation =
+      eager ? std::span(eager_state_).subspan(size, size) : std::span<float>{};
+  const std::span<float> own_momentum =
+      eager ? std::span(eager_state_).subspan(2 * size, size) : std::span<float>{};
   // Eager's estimate of the mean takes this peer's share as 1/N of it.
   const float share = 1.0f / static_cast<float>(std::max<size_t>(1, comm_.ring_view().size));
   std::atomic<bool> finite{true};
@@ -211,7 +219,8 @@ void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool 
         for (size_t j = 0; j < local.size(); ++j) {
           const size_t i = position + j;
           const float g = update ? average[i] : 0.0f;  // read before staging_[i] is overwritten
-          float fresh = theta[i] - local[j];
+          // The peer's outer gradient against the outer copy its round started from.
+          float fresh = (eager ? theta[i] + deviation[i] : theta[i]) - local[j];
           if (!std::isfinite(fresh)) {
             ok = false;
             fresh = 0.0f;
@@ -222,9 +231,10 @@ void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool 
             nesterov_element(theta[i], momentum[i], g, options_.nesterov, first);
           local[j] = theta[i];
           if (!restart) continue;
-          if (options_.method == Method::kEager) {
-            local[j] = eager_restart(theta[i], fresh, own_delta_[i], share, options_.nesterov);
-            own_delta_[i] = fresh;
+          if (eager) {
+            eager_own_element(previous[i], deviation[i], own_momentum[i], fresh, share,
+                              options_.nesterov);
+            local[j] = theta[i] + deviation[i];
           }
           staging_[i] = fresh;
         }
@@ -238,7 +248,7 @@ void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool 
                  : !finite.load() ? Contribution::kNonFinite
                                   : Contribution::kCounted;
   if (staged_code_ != Contribution::kCounted)
-    std::fill(staging_.begin(), staging_.begin() + static_cast<std::ptrdiff_t>(theta.size()), 0.0f);
+    std::fill(staging_.begin(), staging_.begin() + static_cast<std::ptrdiff_t>(size), 0.0f);
 }
 
 }  // namespace longhaul::sync

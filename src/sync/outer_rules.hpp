@@ -46,12 +46,20 @@ inline void co2_element(float& theta, float& m, float g, const Co2Params& p) {
 void co2_step(std::span<float> theta, std::span<float> m, std::span<const float> g,
               const Co2Params& p);
 
-// Eager's restart point for a peer's next round: the shared θ_g (already updated with the
-// delayed mean) corrected by the peer's own fresh pseudo-gradient in place of its stale share:
-//   θ_local ← θ_g − lr·(1 + μ)·((Δ_fresh − Δ_previous)·share),   share = 1/N
-inline float eager_restart(float theta_g, float fresh, float previous, float share,
-                           const NesterovParams& p) {
-  return theta_g - (p.lr * (1.0f + p.momentum)) * ((fresh - previous) * share);
+// Eager's own part (Kale et al. 2025, Algorithm 3). Each worker's outer copy θ_m runs Nesterov on
+//   Δ̂_m(k) = Δ̄(k−1) + (Δ_m(k) − Δ_m(k−1)) / N
+// (the others' delayed mean with this peer's own share taken fresh). Nesterov is linear in its
+// gradients, so θ_m = θ_g + e_m exactly: θ_g, driven by the delayed means, is the shared state
+// (bit-identical everywhere), and the deviation e_m, driven by d = (Δ_m(k) − Δ_m(k−1)) / N with
+// its own momentum c (both start at 0), is this peer's:
+//   c ← μ·c + d;   e ← e − lr·(d + μ·c)
+inline void eager_own_element(float& previous, float& deviation, float& momentum, float fresh,
+                              float share, const NesterovParams& p) {
+  const float d = (fresh - previous) * share;
+  const float c = p.momentum * momentum + d;
+  momentum = c;
+  deviation = deviation - p.lr * (d + p.momentum * c);
+  previous = fresh;
 }
 
 // θ_local ← α·θ_local + (1 − α)·θ_g (α = 0: θ_g, copied bit for bit).

@@ -31,7 +31,7 @@ class CheckpointFileTest : public ::testing::Test {
     c.theta_g = {{1.0f, 2.0f}, {3.0f}};
     c.momentum = {{0.5f, -0.5f}, {0.25f}};
     c.last_reset = {40, 30};
-    c.own_delta = {0.125f, 0.0f};
+    c.eager_state = {0.125f, 0.0f};
     c.staged_code = 1;
     c.staged_finite = false;
     c.staging = {7.0f, -7.0f};
@@ -54,7 +54,7 @@ class CheckpointFileTest : public ::testing::Test {
     EXPECT_EQ(a.theta_g, b.theta_g);
     EXPECT_EQ(a.momentum, b.momentum);
     EXPECT_EQ(a.last_reset, b.last_reset);
-    EXPECT_EQ(a.own_delta, b.own_delta);
+    EXPECT_EQ(a.eager_state, b.eager_state);
     EXPECT_EQ(a.staged_code, b.staged_code);
     EXPECT_EQ(a.staged_finite, b.staged_finite);
     EXPECT_EQ(a.staging, b.staging);

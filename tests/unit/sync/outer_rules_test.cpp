@@ -82,20 +82,42 @@ TEST(OuterRules, Co2IsHeavyBallWithTheGapPenaltyAndElementwiseClipping) {
   EXPECT_EQ(m[0], 5.0f);  // no clip: 0.2·0 + 10/2
 }
 
-TEST(OuterRules, EagerRestartsFromTheSharedUpdateWithItsOwnShareTakenFresh) {
+TEST(OuterRules, EagerOwnElementIsItsEquationBitForBit) {
   const NesterovParams p{0.7f, 0.9f};
-  const auto theta = random(1000, 3, 1.0f), fresh = random(1000, 4, 0.01f),
-             previous = random(1000, 5, 0.01f);
+  const auto fresh = random(1000, 3, 0.01f), previous = random(1000, 4, 0.01f),
+             deviation = random(1000, 5, 0.01f), momentum = random(1000, 6, 0.01f);
   const float share = 1.0f / 3.0f;
-  for (size_t i = 0; i < theta.size(); ++i) {
-    const float step = p.lr * (1.0f + p.momentum);              // lr·(1 + μ)
-    const float correction = (fresh[i] - previous[i]) * share;  // (Δ_fresh − Δ_prev)/N
-    const float want = theta[i] - step * correction;
-    const float got = eager_restart(theta[i], fresh[i], previous[i], share, p);
-    ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << i;
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    const float d = (fresh[i] - previous[i]) * share;            // (Δ_m(k) − Δ_m(k−1)) / N
+    const float c = p.momentum * momentum[i] + d;                // c ← μ·c + d
+    const float e = deviation[i] - p.lr * (d + p.momentum * c);  // e ← e − lr·(d + μ·c)
+    float prev = previous[i], dev = deviation[i], mom = momentum[i];
+    eager_own_element(prev, dev, mom, fresh[i], share, p);
+    ASSERT_EQ(std::memcmp(&mom, &c, 4), 0) << i;
+    ASSERT_EQ(std::memcmp(&dev, &e, 4), 0) << i;
+    ASSERT_EQ(prev, fresh[i]);
   }
-  // No change of the own share: the restart is θ_g itself.
-  EXPECT_EQ(eager_restart(2.5f, 0.1f, 0.1f, share, p), 2.5f);
+}
+
+// The decomposition the engine relies on: the shared θ_g (Nesterov on the delayed means) plus the
+// peer's deviation is the paper's own outer copy, Nesterov on Δ̂ = Δ̄(k−1) + (Δ_m(k) − Δ_m(k−1))/N,
+// up to f32 rounding (the two sum the same terms in different orders).
+TEST(OuterRules, EagerSharedPlusDeviationIsThePapersOwnOuterCopy) {
+  const NesterovParams p{0.7f, 0.9f};
+  const float share = 0.25f;
+  std::vector<float> theta{1.0f}, buffer{0.0f}, own_copy{1.0f}, own_buffer{0.0f};
+  float previous = 0.0f, deviation = 0.0f, momentum = 0.0f, delayed_mean = 0.0f;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> noise(0.0f, 0.05f);
+  for (int k = 1; k <= 40; ++k) {
+    const float fresh = 0.1f + noise(rng);  // Δ_m(k)
+    const float estimate = delayed_mean + (fresh - previous) * share;
+    nesterov_step(own_copy, own_buffer, std::vector<float>{estimate}, p, /*first=*/k == 1);
+    if (k > 1) nesterov_step(theta, buffer, std::vector<float>{delayed_mean}, p, k == 2);
+    eager_own_element(previous, deviation, momentum, fresh, share, p);
+    ASSERT_NEAR(theta[0] + deviation, own_copy[0], 1e-5f * (1.0f + std::fabs(own_copy[0]))) << k;
+    delayed_mean = 0.1f + noise(rng);  // Δ̄(k), applied at the next launch
+  }
 }
 
 TEST(OuterRules, MixIsTheMergeAndAlphaZeroCopiesBitForBit) {
