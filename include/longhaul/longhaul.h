@@ -771,8 +771,10 @@ typedef struct lh_sync_engine_options {
    * H, and at most H / F when F > 1. Default 0. */
   uint32_t delay;
   lh_outer_method method; /* default LH_OUTER_DILOCO */
-  float outer_lr;         /* DiLoCo and eager; default 0.7 */
-  float outer_momentum;   /* Nesterov momentum; default 0.9 */
+  /* DiLoCo and eager; default 0.7. Eager's one-round delay wants about half: 0.35 (0.7 diverged
+   * in our measurements, docs/training.md "Second attempt at eager"). */
+  float outer_lr;
+  float outer_momentum; /* Nesterov momentum; default 0.9 */
   /* alpha of the merge local <- alpha * local + (1 - alpha) * global, in [0, 1); default 0. */
   float mix;
   float co2_lr;           /* CO2's outer lr; default 1.0 */
