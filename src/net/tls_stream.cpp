@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -34,6 +35,8 @@ constexpr size_t kMaxLowWater = 256 << 10;
 constexpr size_t kMaxRecordBytes = (16 << 10) + 256;
 // A TLS record header: type, legacy version, 16-bit big-endian length.
 constexpr size_t kRecordHeader = 5;
+// Plaintext a reader decrypts before it lets the connection's thread go (see read_exact).
+constexpr size_t kReadTurn = 256 << 10;
 
 // Drains OpenSSL's (thread-local) error queue into one line.
 std::string drain_openssl_errors() {
@@ -255,11 +258,24 @@ asio::awaitable<Status> TlsStream::read_exact(std::span<std::byte> dst) {
     const int r = SSL_read_ex(ssl_, dst.data() + got, want, &n);
     if (r == 1) {
       got += n;
+      read_since_wait_ += n;
+      if (read_since_wait_ >= kReadTurn) {
+        // While ciphertext keeps coming this loop never waits on the socket, so without a turn
+        // it would hold an I/O thread for as long as the sender keeps up. With K connections
+        // and fewer threads, the readers of the busiest connections then starved the one that
+        // carries the control messages: on loopback, K = 8, most of each 256 MiB op arrived
+        // before the receive that its control message posts, and went through the unexpected-
+        // data path (a fresh 1 MiB buffer per segment, its page faults and a second copy). A
+        // plaintext read_some already goes back through the executor after every read.
+        read_since_wait_ = 0;
+        co_await asio::post(socket_.get_executor(), kAwait);
+      }
       continue;
     }
     const int err = SSL_get_error(ssl_, r);
     if (err == SSL_ERROR_WANT_READ) {
       set_read_low_water(dst.size() - got);
+      read_since_wait_ = 0;
       Status s = co_await wait_for(err);
       if (!s) co_return s;
       continue;

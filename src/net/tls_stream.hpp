@@ -113,6 +113,7 @@ class TlsStream {
   size_t record_left_ = 0;        // body bytes of the current record not yet handed to OpenSSL
   std::vector<std::byte> stage_;  // coalesces small plaintext pieces into full records
   int low_water_ = 1;             // the socket's SO_RCVLOWAT as last set
+  size_t read_since_wait_ = 0;    // plaintext read since the reader last gave up its thread
 };
 
 }  // namespace longhaul::net

@@ -1,5 +1,6 @@
 // longhaul-linkperf: measures a longhaul link between two processes, like iperf3 for longhaul.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -189,9 +190,25 @@ int run_server(const Config& c) {
   return 0;
 }
 
-// The --json line: bench/e2e/link and bench/e2e/state read these names.
+// This process's CPU time (user + system, all threads) and context switches since it started.
+struct CpuUsage {
+  double seconds = 0;
+  long context_switches = 0;
+};
+
+CpuUsage cpu_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto secs = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return {secs(u.ru_utime) + secs(u.ru_stime), u.ru_nvcsw + u.ru_nivcsw};
+}
+
+// The --json line: bench/e2e/link and bench/e2e/state read these names. `cpu` is what the client
+// process spent during the timed transfers (the server's share is measured from outside).
 std::string result_json(const Config& c, size_t iterations, double median, double best,
-                        double elapsed, const Status& failure) {
+                        double elapsed, const CpuUsage& cpu, const Status& failure) {
   const auto milli = [](double x) { return std::round(x * 1000) / 1000; };
   const nlohmann::ordered_json j = {
       {"connections", c.connections},
@@ -201,6 +218,8 @@ std::string result_json(const Config& c, size_t iterations, double median, doubl
       {"gbps_median", milli(median)},
       {"gbps_best", milli(best)},
       {"seconds", milli(elapsed)},
+      {"cpu_s", milli(cpu.seconds)},
+      {"context_switches", cpu.context_switches},
       {"error", failure.is_ok() ? "" : lh_status_string(failure.code())},
   };
   return j.dump();
@@ -208,13 +227,13 @@ std::string result_json(const Config& c, size_t iterations, double median, doubl
 
 // The client's result on stdout: one JSON line with --json, else one line of text.
 void print_result(const Config& c, const std::vector<double>& gbps, double elapsed,
-                  const Status& failure) {
+                  const CpuUsage& cpu, const Status& failure) {
   std::vector<double> sorted = gbps;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
   const double best = sorted.empty() ? 0 : sorted.back();
   if (c.json) {
-    std::printf("%s\n", result_json(c, gbps.size(), median, best, elapsed, failure).c_str());
+    std::printf("%s\n", result_json(c, gbps.size(), median, best, elapsed, cpu, failure).c_str());
   } else {
     std::printf(
         "%zu transfers of %llu bytes over %u connections%s: median %.2f Gbit/s, best %.2f Gbit/s\n",
@@ -252,6 +271,7 @@ int run_client(const Config& c) {
   std::vector<double> gbps;
   Status failure;
   const auto started = std::chrono::steady_clock::now();
+  const CpuUsage cpu_before = cpu_usage();
   for (uint64_t op = 1; c.loop || op <= static_cast<uint64_t>(c.iterations); ++op) {
     const auto t0 = std::chrono::steady_clock::now();
     std::promise<Status> local;
@@ -285,12 +305,15 @@ int run_client(const Config& c) {
   }
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const CpuUsage cpu_after = cpu_usage();
+  const CpuUsage cpu{cpu_after.seconds - cpu_before.seconds,
+                     cpu_after.context_switches - cpu_before.context_switches};
   link->close();
   if (!failure.is_ok() && !c.loop) {
     std::fprintf(stderr, "longhaul-linkperf: %s\n", failure.to_string().c_str());
     return 1;
   }
-  print_result(c, gbps, elapsed, failure);
+  print_result(c, gbps, elapsed, cpu, failure);
   return failure.is_ok() ? 0 : 1;
 }
 
