@@ -32,7 +32,7 @@ def steady_blocked_fraction(out_dirs):
         with open(os.path.join(d, "log.csv")) as f:
             rows = list(csv.DictReader(f))
         if len(rows) < 3 or not rows[0].get("blocked_s"):
-            return None, None, None
+            return None, None, None, None
         a, b = rows[0], rows[-2]
         dt = float(b["elapsed_s"]) - float(a["elapsed_s"])
         db = float(b["blocked_s"]) - float(a["blocked_s"])
@@ -40,7 +40,7 @@ def steady_blocked_fraction(out_dirs):
         blocked.append(db)
         steps_s.append(dt)
     return (round(statistics.mean(fracs), 4), round(statistics.mean(blocked), 3),
-            round(statistics.mean(steps_s), 3))
+            round(statistics.mean(steps_s), 3), [round(f, 4) for f in fracs])
 
 
 def summarize_peers(peers, out_dirs):
@@ -66,7 +66,7 @@ def summarize_peers(peers, out_dirs):
         # blocked_s counts the start collective and the final settle too; elapsed_s is step time.
         "blocked_fraction_whole_run": round(statistics.mean(j["blocked_s"] / j["elapsed_s"] for j in peers), 4),
         # The same between the first and next-to-last steps (steady_blocked_fraction).
-        **dict(zip(("blocked_fraction", "blocked_s_steady", "step_s_steady"),
+        **dict(zip(("blocked_fraction", "blocked_s_steady", "step_s_steady", "blocked_fraction_per_peer"),
                    steady_blocked_fraction(out_dirs))),
         "elapsed_s": round(statistics.mean(j["elapsed_s"] for j in peers), 2),
         "tokens_per_s": round(statistics.mean(j["tokens_per_s"] for j in peers), 1),
@@ -106,12 +106,12 @@ def seed_ratios(methods, shaped, rates):
         low = [(cus[k], k) for k in CU_METHODS if cus.get(k) is not None]
         if len(low) == len(CU_METHODS):
             v, k = min(low)
-            out[f"cu_{rate}"] = (v, shaped[rate][k]["tokens_per_s_sum"], nosync_tps(shaped[rate]))
+            out[f"cu_{rate}"] = (v, shaped[rate][k]["tokens_per_s_sum"], reference_tps(shaped[rate], k))
             out[f"cu_{rate}_lowest_of"] = k
         else:
             out[f"cu_{rate}"] = (None, None, None)
         out[f"cu_{rate}_dp"] = (cus.get("dp"), (shaped.get(rate, {}).get("dp") or {}).get("tokens_per_s_sum"),
-                                nosync_tps(shaped.get(rate, {})))
+                                reference_tps(shaped.get(rate, {}), "dp"))
     return out
 
 
@@ -120,9 +120,16 @@ def nosync_tps(lab):
     return statistics.mean(runs) if runs else None
 
 
+def reference_tps(lab, key):
+    """The no-sync tokens/s method `key`'s cu divides by: the mean of the runs just before and
+    just after its pass where the bench interleaved them, else the mean of every no-sync run."""
+    r = lab.get(key) or {}
+    near = [x for x in r.get("nosync_ref_tokens_per_s") or [] if x is not None]
+    return statistics.mean(near) if near else nosync_tps(lab)
+
+
 def shaped_cu(lab):
-    base = nosync_tps(lab)
-    return {k: _div(r.get("tokens_per_s_sum"), base) for k, r in lab.items()
+    return {k: _div(r.get("tokens_per_s_sum"), reference_tps(lab, k)) for k, r in lab.items()
             if isinstance(r, dict) and "tokens_per_s_sum" in r}
 
 
@@ -243,11 +250,30 @@ def print_table(res):
             terms = "; ".join(f"{_fmt(a)} / {_fmt(b)}" for a, b in res["ratio_terms_per_seed"].get(n, []))
             print(f"{n:<34}{_fmt(res[n]):>10}{_fmt(res.get(n + '_std')):>8}  {terms:<44}{'(none)':>9}")
     for rate, s in res["shaped"].items():
-        if not s["shaping"]:
+        if s["shaping"]:
+            print(f"\ncu at {rate}: {s['shaping']}")
+            for lab in s["runs_per_seed"]:
+                _print_shaped(lab or {})
+
+
+def _print_shaped(lab):
+    """Each pass's cu with its raw terms (group tokens/s / no-sync tokens/s before and after it),
+    its blocked fraction per peer, and the no-sync runs in order."""
+    print(f"  {'pass':<16}{'cu':>7}{'tok/s':>9}{'no-sync before/after':>23}{'1-blocked':>11}  blocked per peer")
+    for k, r in lab.items():
+        if not isinstance(r, dict) or k in ("nosync", "shaping"):
             continue
-        print(f"cu at {rate} ({s['shaping']}): " + ", ".join(
-            f"{k} {'/'.join(_fmt(x, 3) for x in v)}" for k, v in s["cu"].items())
-            + f"; no-sync {'/'.join(_fmt(x, 0) for x in s['nosync_tokens_per_s'])} tok/s (4 peers)")
+        if "error" in r:
+            print(f"  {k:<16} FAILED: {r['error'][:100]}")
+            continue
+        refs = "/".join(_fmt(x, 0) for x in r.get("nosync_ref_tokens_per_s") or [])
+        per_peer = " ".join(_fmt(x, 3) for x in r.get("blocked_fraction_per_peer") or [])
+        print(f"  {k:<16}{_fmt(_div(r['tokens_per_s_sum'], reference_tps(lab, k)), 3):>7}"
+              f"{_fmt(r['tokens_per_s_sum'], 0):>9}{refs:>23}"
+              f"{_fmt(1 - r['blocked_fraction'] if r.get('blocked_fraction') is not None else None, 3):>11}"
+              f"  {per_peer}")
+    print("  no-sync runs: " + ", ".join(f"{r.get('when')} {_fmt(r.get('tokens_per_s'), 0)}"
+                                         for r in lab.get("nosync", [])))
 
 
 def _read_losses(path):
