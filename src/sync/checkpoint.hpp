@@ -1,7 +1,7 @@
 // The engine's part of a training checkpoint: what a peer needs, beside the trainer's own
 // checkpoint, to continue exactly where it stopped: the shared state (θ_g, the outer state, the
-// counters), this peer's own state (when each fragment was last merged, eager's own outer state) and
-// the round in flight, settled with the group before it is written (its sum, the masks and the
+// counters), this peer's own state (when each fragment was last merged, eager's own outer state)
+// and the round in flight, settled with the group before it is written (its sum, the masks and the
 // group's decision), so that it is applied at its scheduled step after the resume.
 //
 // File layout (little-endian): "LHSYNC01", u32 version, the configuration tag (u32 length,
