@@ -131,6 +131,8 @@ class SyncEngine {
   Status settle_ahead(Round& round);
   void apply_diloco(uint32_t f, std::span<const float> average);
   void apply_delayed(uint32_t f, std::span<const float> average, bool restart);
+  // Part 0, 1 or 2 of eager_state_ (previous Δ, deviation, its momentum); empty for other methods.
+  std::span<float> eager_part(size_t part, size_t size);
   void record(const RoundReport& report) EXCLUDES(stats_mu_);
 
   bool delayed() const { return options_.method != Method::kDiLoCo; }

@@ -190,6 +190,11 @@ void SyncEngine::apply_diloco(uint32_t f, std::span<const float> average) {
   last_reset_[f] = state_.step();
 }
 
+std::span<float> SyncEngine::eager_part(size_t part, size_t size) {
+  if (eager_state_.empty()) return {};
+  return std::span(eager_state_).subspan(part * size, size);
+}
+
 // CO2 and eager at a launch step, in one pass over the fragment: take the delayed round's
 // average into the shared state (when it was applied), form this round's pseudo-gradient into the
 // staging buffer, and restart the local parameters (CO2: from θ_g; eager: from this peer's own
@@ -203,12 +208,8 @@ void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool 
   const auto momentum = state_.momentum(f);
   const bool eager = options_.method == Method::kEager;
   const size_t size = theta.size();
-  const std::span<float> previous =
-      eager ? std::span(eager_state_).first(size) : std::span<float>{};
-  const std::span<float> deviation =
-      eager ? std::span(eager_state_).subspan(size, size) : std::span<float>{};
-  const std::span<float> own_momentum =
-      eager ? std::span(eager_state_).subspan(2 * size, size) : std::span<float>{};
+  const std::span<float> previous = eager_part(0, size), deviation = eager_part(1, size),
+                         own_momentum = eager_part(2, size);
   // Eager's estimate of the mean takes this peer's share as 1/N of it.
   const float share = 1.0f / static_cast<float>(std::max<size_t>(1, comm_.ring_view().size));
   std::atomic<bool> finite{true};
