@@ -56,8 +56,29 @@ def pass_steps(shaped_s, step_s, bytes_per_sync, h, rate_bits, delay_ms, peers, 
     return steps
 
 
-class WanShaped:
+class _Shaped:
+    """What both labs share: peer i lives at lab index i + peer_offset, the master at index 0."""
+    peer_offset = 0
+
+    def down(self):
+        self.lab.down()
+
+    def exec_prefix(self, i):
+        return self.lab.exec_prefix(i + self.peer_offset)
+
+    def addr(self, i):
+        return self.lab.addr(i + self.peer_offset)
+
+    def master_prefix(self):
+        return self.lab.exec_prefix(0)
+
+    def master_addr(self):
+        return self.lab.addr(0)
+
+
+class WanShaped(_Shaped):
     """The WAN lab at one rate and delay; the master and the peers in sites of their own."""
+    peer_offset = 1  # site 0 is the master's (wanlab_sites)
 
     def __init__(self, binary, peers, rate, delay_ms):
         self.rate_bits = netlab.rate_bits_per_s(rate)
@@ -70,21 +91,6 @@ class WanShaped:
         self.lab.up()
         return self
 
-    def down(self):
-        self.lab.down()
-
-    def exec_prefix(self, i):
-        return self.lab.exec_prefix(i + 1)
-
-    def addr(self, i):
-        return self.lab.addr(i + 1)
-
-    def master_prefix(self):
-        return self.lab.exec_prefix(0)
-
-    def master_addr(self):
-        return self.lab.addr(0)
-
     def describe(self):
         cc = self.lab.sysctl(1, "net.ipv4.tcp_congestion_control")
         return (f"{shaping_label('wanlab', self.delay_ms)}: longhaul-wanem --site packet lab, every path "
@@ -93,7 +99,7 @@ class WanShaped:
                 f"delay; congestion control {cc}")
 
 
-class TbfShaped:
+class TbfShaped(_Shaped):
     """netlab's veth + bridge + tbf; no delay. The master shares peer 0's namespace."""
 
     def __init__(self, peers, rate):
@@ -104,21 +110,6 @@ class TbfShaped:
     def up(self):
         self.lab.up()
         return self
-
-    def down(self):
-        self.lab.down()
-
-    def exec_prefix(self, i):
-        return self.lab.exec_prefix(i)
-
-    def addr(self, i):
-        return self.lab.addr(i)
-
-    def master_prefix(self):
-        return self.lab.exec_prefix(0)
-
-    def master_addr(self):
-        return self.lab.addr(0)
 
     def describe(self):
         return (f"{shaping_label('tbf', 0)}: {self.lab.describe()['qdisc']} on every NIC, both directions "
