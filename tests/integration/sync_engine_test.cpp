@@ -306,9 +306,13 @@ TEST_F(SyncEngineTest, RoundsPastTheirDeadlineAreDroppedEverywhereAndCounted) {
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(finals[i].applied, 2u);  // the rounds before the slowdown
     EXPECT_EQ(finals[i].dropped, run.steps / run.sync_every - 2);
-    EXPECT_GE(finals[i].late, 1u);  // the others: dropped with a member in another round
     EXPECT_LE(finals[i].late, finals[i].dropped);
   }
+  // Late counts where the deadline passed. The two on-time peers launch the first late round
+  // within a millisecond of each other; the first whose deadline passes aborts the round, which
+  // can fail the other's before its own deadline: that one drops it without counting it late.
+  // The others are dropped with a member in another round, late or not.
+  EXPECT_GE(finals[0].late + finals[1].late, 1u);
   // The first late round is dropped by the slow peer too: nobody applied a round another dropped.
   const auto slow = rounds_of(*peers[2]);
   ASSERT_GE(slow.size(), 3u);
