@@ -30,12 +30,13 @@ pack() {
   bash scripts/setup.sh
   [[ -f $build/build.ninja ]] || cmake --preset "$(basename "$build")" >/dev/null
   cmake --build "$build" -j"$(nproc)" --target longhaul longhaul-master longhaul-allreduce-worker \
-    longhaul-gpu-bench gpu_codec_test gpu_allreduce_test gpu_state_test
+    longhaul-gpu-bench gpu_codec_test gpu_allreduce_test gpu_state_test gpu_sync_test
   rm -rf "$PACK"
   mkdir -p "$PACK/lib"
   local files=(tools/longhaul-master/longhaul-master bench/allreduce/longhaul-allreduce-worker
                bench/gpu/longhaul-gpu-bench tests/unit/gpu/gpu_codec_test
-               tests/unit/gpu/gpu_allreduce_test tests/unit/gpu/gpu_state_test)
+               tests/unit/gpu/gpu_allreduce_test tests/unit/gpu/gpu_state_test
+               tests/unit/gpu/gpu_sync_test)
   for f in "${files[@]}"; do
     mkdir -p "$PACK/$(dirname "$f")"
     cp "$build/$f" "$PACK/$f"
@@ -102,6 +103,7 @@ run() {
   step gpu_codec_test 120 "$PACK/tests/unit/gpu/gpu_codec_test"
   step gpu_allreduce_test 120 "$PACK/tests/unit/gpu/gpu_allreduce_test"
   step gpu_state_test 120 "$PACK/tests/unit/gpu/gpu_state_test"
+  step gpu_sync_test 120 "$PACK/tests/unit/gpu/gpu_sync_test"
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
   local small=--gtest_filter='Blockwise/GpuCodec.KernelsWriteTheCpuBytesBitForBit/u8:GpuCodecArguments.*'

@@ -4,7 +4,10 @@
 //   staging  the staging of an all-reduce of a --bytes CUDA tensor (gpu::stage_device_buffers,
 //            then the landing of the result) beside plain cudaMemcpy to and from pinned memory;
 //   encode   the u8 and E3M0 kernels on --bytes of f32 beside a device-to-device cudaMemcpy of
-//            the same bytes, and whether their bytes equal the CPU encoder's.
+//            the same bytes, and whether their bytes equal the CPU encoder's;
+//   sync     a DiLoCo sync step of the sync engine (a group of one, H = 1: forming Δ, the outer
+//            step, the merge) over --bytes of f32 parameters in device memory beside the same
+//            parameters in host memory: what staging them through pinned memory costs.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <longhaul/longhaul.hpp>
 #include <nlohmann/json.hpp>
 
 #include "collective/allreduce_spec.hpp"
@@ -139,6 +143,44 @@ nlohmann::ordered_json encode(std::size_t bytes, int repeats) {
   return j;
 }
 
+// Median seconds of one sync step of a DiLoCo engine (a group of one, H = 1) over `parameters`.
+double sync_step_s(longhaul::Communicator& comm, void* parameters, std::size_t count, int repeats) {
+  longhaul::SyncEngineOptions o;
+  o.ranges.push_back({parameters, count, LH_DTYPE_F32});
+  o.c.sync_every = 1;
+  longhaul::SyncEngine engine(comm, o);
+  const double s = median_s(repeats, [&] { engine.step(); });
+  engine.close();
+  return s;
+}
+
+nlohmann::ordered_json sync_engine(std::size_t bytes, int repeats) {
+  const std::size_t count = bytes / sizeof(float);
+  longhaul::Master master(longhaul::MasterOptions{.listen_address = "127.0.0.1:0"});
+  master.run();
+  longhaul::Communicator comm(
+      longhaul::CommunicatorOptions{.master_address = "127.0.0.1:" + std::to_string(master.port()),
+                                    .listen_address = "127.0.0.1:0"});
+  comm.connect();
+  std::vector<float> host(count, 0.5f);
+  void* device = nullptr;
+  check(cudaMalloc(&device, bytes), "cudaMalloc");
+  check(cudaMemcpy(device, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const double on_host = sync_step_s(comm, host.data(), count, repeats);
+  const double on_device = sync_step_s(comm, device, count, repeats);
+  cudaFree(device);
+  comm.leave("done");
+  nlohmann::ordered_json j;
+  j["bytes"] = bytes;
+  j["sync_step_host_s"] = on_host;
+  j["sync_step_device_s"] = on_device;
+  j["sync_device_staging_s"] = on_device - on_host;
+  j["sync_device_vs_host"] = on_host / on_device;
+  // A sync reads the parameters (Δ) and writes them (the merge; with α = 0 it reads nothing).
+  j["sync_staging_gbps"] = gbps(2 * bytes, on_device - on_host);
+  return j;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,10 +193,17 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed runs (median)")->check(CLI::PositiveNumber);
   auto* stage = app.add_subcommand("staging", "staging of a CUDA tensor vs pinned cudaMemcpy");
   auto* enc = app.add_subcommand("encode", "u8/E3M0 kernels vs device-to-device copy");
+  auto* sync = app.add_subcommand("sync", "a sync engine step over device vs host parameters");
   CLI11_PARSE(app, argc, argv);
   check(gpu::cuda_available(), "CUDA");
-  const nlohmann::ordered_json j =
-      stage->parsed() ? staging(bytes, repeats) : encode(bytes, repeats);
+  nlohmann::ordered_json j;
+  try {
+    j = stage->parsed()  ? staging(bytes, repeats)
+        : sync->parsed() ? sync_engine(bytes, repeats)
+                         : encode(bytes, repeats);
+  } catch (const longhaul::Error& e) {
+    die("longhaul", e.what());
+  }
   std::printf("%s\n", j.dump().c_str());
   const bool differs = enc->parsed() && !(j["encode_u8_same_bytes_as_cpu"].get<bool>() &&
                                           j["encode_e3m0_same_bytes_as_cpu"].get<bool>());

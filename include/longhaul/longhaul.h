@@ -797,6 +797,17 @@ typedef struct lh_sync_engine_options {
    * checkpoint the group outvotes (another step) fails the start with LH_ERR_STATE_MISMATCH:
    * start without it to join as a new peer. Copied by lh_sync_engine_start. */
   const char* resume_path;
+  /* Where the ranges live; default LH_MEMORY_AUTO (asks the CUDA runtime about each range).
+   * Ranges in CUDA device memory are staged: before the engine reads a fragment (to form its
+   * pseudo-gradient) its device pieces are copied to a pinned host mirror, and after it writes
+   * them (the merge) they are copied back, on the GPU layer's copy stream; lh_sync_engine_step
+   * returns once they have arrived. The arithmetic is the host's, so GPU and CPU peers train
+   * one θ_g bit for bit. The stream that wrote the parameters must be done before each
+   * lh_sync_engine_step (synchronised, or the legacy default stream). Costs one mirror of the
+   * largest fragment's device bytes in pinned memory; a sync moves each fragment across PCIe
+   * once each way at its own precision (docs/gpu.md). Without a usable device, a range declared
+   * LH_MEMORY_CUDA fails the start with LH_ERR_UNSUPPORTED "no CUDA device: ...". */
+  lh_memory memory;
 } lh_sync_engine_options;
 
 /* Fills *options with the defaults above. NULL is ignored. */

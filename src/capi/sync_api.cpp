@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "capi/handles.hpp"
+#include "gpu/device_memory.hpp"
+#include "gpu/param_copies.hpp"
 #include "sync/engine.hpp"
 
 struct lh_sync_engine {
@@ -28,18 +30,20 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
     return lh::invalid_argument(fmt::format("unknown loss policy {}", static_cast<int>(o.on_loss)));
   if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_E3M0)
     return lh::invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
+  if (o.memory < LH_MEMORY_AUTO || o.memory > LH_MEMORY_CUDA)
+    return lh::invalid_argument(fmt::format("unknown memory kind {}", static_cast<int>(o.memory)));
+  const lh::gpu::Memory declared = o.memory == LH_MEMORY_AUTO   ? lh::gpu::Memory::kAuto
+                                   : o.memory == LH_MEMORY_CUDA ? lh::gpu::Memory::kCuda
+                                                                : lh::gpu::Memory::kHost;
   lh::sync::EngineOptions e;
   for (size_t i = 0; i < o.range_count; ++i) {
     const lh_param_range& r = o.ranges[i];
     if (r.dtype < LH_DTYPE_F32 || r.dtype > LH_DTYPE_U64)
       return lh::invalid_argument(
           fmt::format("range {}: unknown dtype {}", i, static_cast<int>(r.dtype)));
-    if (lh::gpu::is_device_pointer(r.data))
-      return lh::Status(LH_ERR_UNSUPPORTED,
-                        fmt::format("range {}: device memory is not staged for the sync engine yet "
-                                    "(its parameters must be host memory)",
-                                    i));
-    e.ranges.push_back({r.data, r.count, static_cast<lh::quant::DType>(r.dtype)});
+    const bool on_device = lh::gpu::memory_of(r.data, declared) == lh::gpu::Memory::kCuda;
+    e.ranges.push_back({r.data, r.count, static_cast<lh::quant::DType>(r.dtype), on_device});
+    if (on_device && !e.device_copies) e.device_copies = lh::gpu::device_param_copies();
   }
   for (size_t i = 0; i < o.piece_count; ++i)
     e.pieces.push_back(
@@ -84,6 +88,7 @@ extern "C" void lh_sync_engine_options_init(lh_sync_engine_options* o) {
   o->max_attempts = d.max_attempts;
   o->deadline_ms = static_cast<uint32_t>(d.deadline.count());
   o->verify_every = d.verify_every;
+  o->memory = LH_MEMORY_AUTO;
 }
 
 extern "C" lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_options* options,

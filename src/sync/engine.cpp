@@ -13,7 +13,8 @@ Result<std::unique_ptr<SyncEngine>> SyncEngine::start(peer::Communicator& comm,
                                                       state::BlockServer& server,
                                                       EngineOptions options) {
   LH_RETURN_IF_ERROR(validate(options));
-  auto layout = Layout::make(options.ranges, options.pieces, options.fragments);
+  auto layout =
+      Layout::make(options.ranges, options.pieces, options.fragments, options.device_copies);
   if (!layout) return layout.status();
   auto schedule = FragmentSchedule::make(options.sync_every, options.fragments, options.delay);
   if (!schedule) return schedule.status();
@@ -21,6 +22,10 @@ Result<std::unique_ptr<SyncEngine>> SyncEngine::start(peer::Communicator& comm,
   std::unique_ptr<SyncEngine> engine(
       new SyncEngine(comm, runtime, server, std::move(options), std::move(*layout), *schedule));
   const auto t0 = Clock::now();
+  // Until the group's θ_g is known, this peer's own parameters are its vote for it.
+  for (size_t f = 0; f < engine->layout_.fragments(); ++f)
+    LH_RETURN_IF_ERROR(
+        engine->layout_.read(f, engine->state_.theta_g(f), engine->runtime_.workers()));
   if (engine->options_.resume_path.empty()) {
     LH_RETURN_IF_ERROR(engine->join_group());
   } else {
@@ -48,10 +53,8 @@ SyncEngine::SyncEngine(peer::Communicator& comm, runtime::Runtime& runtime,
       last_reset_(layout_.fragments(), 0),
       traffic_at_start_(comm_.traffic()) {
   if (options_.method == Method::kEager) eager_state_.assign(3 * layout_.fragment_size(0), 0.0f);
-  // Until the group's θ_g is known, this peer's own parameters are its vote for it.
-  for (size_t f = 0; f < layout_.fragments(); ++f)
-    layout_.read(f, state_.theta_g(f), runtime_.workers());
-  stats_.memory_bytes = state_.bytes() + (staging_.size() + eager_state_.size()) * sizeof(float);
+  stats_.memory_bytes = state_.bytes() + (staging_.size() + eager_state_.size()) * sizeof(float) +
+                        layout_.mirror_bytes();
 }
 
 SyncEngine::~SyncEngine() {
@@ -96,7 +99,7 @@ Status SyncEngine::run_step(uint64_t t) {
       if (in_flight_)
         LH_RETURN_IF_ERROR(finish_round());
       else
-        apply_delayed(0, {}, /*restart=*/true);
+        LH_RETURN_IF_ERROR(apply_delayed(0, {}, /*restart=*/true));
     }
   } else if (in_flight_ && options_.delay > 0 &&
              schedule_.round_applied(t, in_flight_->fragment) == in_flight_->number) {

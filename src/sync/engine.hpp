@@ -122,15 +122,15 @@ class SyncEngine {
   // Rounds (engine_rounds.cpp).
   bool contributes(uint32_t f) const;
   uint32_t round_identity(const Round& round) const;
-  void form_delta(uint32_t f, bool full_round);
+  Status form_delta(uint32_t f, bool full_round);
   Status launch(uint32_t f, uint64_t round);
   Status start_ops(Round& round);
   Status wait_for(Round& round);
   Status settle(Round& round, bool* applied);
   Status finish_round(bool restart = true);
   Status settle_ahead(Round& round);
-  void apply_diloco(uint32_t f, std::span<const float> average);
-  void apply_delayed(uint32_t f, std::span<const float> average, bool restart);
+  Status apply_diloco(uint32_t f, std::span<const float> average);
+  Status apply_delayed(uint32_t f, std::span<const float> average, bool restart);
   // Part 0, 1 or 2 of eager_state_ (previous Δ, deviation, its momentum); empty for other methods.
   std::span<float> eager_part(size_t part, size_t size);
   void record(const RoundReport& report) EXCLUDES(stats_mu_);

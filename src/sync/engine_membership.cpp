@@ -28,7 +28,7 @@ Status SyncEngine::join_group() {
   LH_RETURN_IF_ERROR(sync_shared_state());
   const uint64_t t = state_.step();
   for (uint32_t f = 0; f < layout_.fragments(); ++f) {
-    layout_.merge(f, state_.theta_g(f), 0.0f, runtime_.workers());
+    LH_RETURN_IF_ERROR(layout_.merge(f, state_.theta_g(f), 0.0f, runtime_.workers()));
     last_reset_[f] = t;
   }
   if (t == 0) return Status::ok();

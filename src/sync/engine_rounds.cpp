@@ -31,14 +31,15 @@ bool SyncEngine::contributes(uint32_t f) const {
   return state_.step() - last_reset_[f] >= options_.sync_every - options_.delay;
 }
 
-void SyncEngine::form_delta(uint32_t f, bool full_round) {
+Status SyncEngine::form_delta(uint32_t f, bool full_round) {
   const std::span<float> delta(staging_.data(), layout_.fragment_size(f));
-  layout_.read(f, delta, runtime_.workers());
+  LH_RETURN_IF_ERROR(layout_.read(f, delta, runtime_.workers()));
   staged_finite_ = sync::form_delta(state_.theta_g(f), delta, runtime_.workers());
   staged_code_ = !full_round       ? Contribution::kNone
                  : !staged_finite_ ? Contribution::kNonFinite
                                    : Contribution::kCounted;
   if (staged_code_ == Contribution::kNone) std::fill(delta.begin(), delta.end(), 0.0f);
+  return Status::ok();
 }
 
 Status SyncEngine::start_ops(Round& round) {
@@ -70,7 +71,7 @@ Status SyncEngine::launch(uint32_t f, uint64_t number) {
   round->fragment = f;
   round->number = number;
   round->delta = {staging_.data(), layout_.fragment_size(f)};
-  if (!delayed()) form_delta(f, contributes(f));
+  if (!delayed()) LH_RETURN_IF_ERROR(form_delta(f, contributes(f)));
   // A launch the engine refuses (the epoch was aborted meanwhile) is settled like any failure.
   round->launch_failure = start_ops(*round);
   in_flight_ = std::move(round);
@@ -128,7 +129,7 @@ Status SyncEngine::settle(Round& round, bool* applied) {
       MutexLock lock(stats_mu_);
       ++stats_.retries;
     }
-    form_delta(round.fragment, contributes(round.fragment));
+    LH_RETURN_IF_ERROR(form_delta(round.fragment, contributes(round.fragment)));
     round.late = false;
     round.launch_failure = start_ops(round);
   }
@@ -165,18 +166,19 @@ Status SyncEngine::finish_round(bool restart) {
     for (size_t r : t.non_finite) report.non_finite_peers.push_back(round.ring[r]);
     average(round.delta, t.counted, runtime_.workers());
     if (delayed())
-      apply_delayed(round.fragment, t.counted > 0 ? round.delta : std::span<float>{}, restart);
+      LH_RETURN_IF_ERROR(
+          apply_delayed(round.fragment, t.counted > 0 ? round.delta : std::span<float>{}, restart));
     else if (t.counted > 0)
-      apply_diloco(round.fragment, round.delta);
+      LH_RETURN_IF_ERROR(apply_diloco(round.fragment, round.delta));
   } else if (delayed()) {
-    apply_delayed(round.fragment, {}, restart);
+    LH_RETURN_IF_ERROR(apply_delayed(round.fragment, {}, restart));
   }
   in_flight_.reset();
   record(report);
   return Status::ok();
 }
 
-void SyncEngine::apply_diloco(uint32_t f, std::span<const float> average) {
+Status SyncEngine::apply_diloco(uint32_t f, std::span<const float> average) {
   const bool first = state_.rounds(f) == 0;
   auto theta = state_.theta_g(f);
   auto buffer = state_.momentum(f);
@@ -186,8 +188,9 @@ void SyncEngine::apply_diloco(uint32_t f, std::span<const float> average) {
                   options_.nesterov, first);
   });
   ++state_.rounds(f);
-  layout_.merge(f, theta, options_.mix, runtime_.workers());
+  LH_RETURN_IF_ERROR(layout_.merge(f, theta, options_.mix, runtime_.workers()));
   last_reset_[f] = state_.step();
+  return Status::ok();
 }
 
 std::span<float> SyncEngine::eager_part(size_t part, size_t size) {
@@ -200,7 +203,7 @@ std::span<float> SyncEngine::eager_part(size_t part, size_t size) {
 // staging buffer, and restart the local parameters (CO2: from θ_g; eager: from this peer's own
 // outer copy θ_g + e, e advanced by its fresh pseudo-gradient in place of its stale one).
 // `restart` false (close): only the shared update and θ_local ← θ_g.
-void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool restart) {
+Status SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool restart) {
   const bool update = !average.empty();
   const bool first = state_.rounds(f) == 0;
   const bool full = contributes(f);
@@ -213,7 +216,7 @@ void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool 
   // Eager's estimate of the mean takes this peer's share as 1/N of it.
   const float share = 1.0f / static_cast<float>(std::max<size_t>(1, comm_.ring_view().size));
   std::atomic<bool> finite{true};
-  layout_.update(
+  LH_RETURN_IF_ERROR(layout_.update(
       f,
       [&](size_t position, std::span<float> local) {
         bool ok = true;
@@ -241,15 +244,16 @@ void SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool 
         }
         if (!ok) finite.store(false, std::memory_order_relaxed);
       },
-      runtime_.workers());
+      runtime_.workers()));
   if (update) ++state_.rounds(f);
   last_reset_[f] = state_.step();
-  if (!restart) return;
+  if (!restart) return Status::ok();
   staged_code_ = !full            ? Contribution::kNone
                  : !finite.load() ? Contribution::kNonFinite
                                   : Contribution::kCounted;
   if (staged_code_ != Contribution::kCounted)
     std::fill(staging_.begin(), staging_.begin() + static_cast<std::ptrdiff_t>(size), 0.0f);
+  return Status::ok();
 }
 
 }  // namespace longhaul::sync

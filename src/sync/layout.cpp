@@ -86,7 +86,7 @@ void for_each_chunk(const std::vector<Piece>& pieces, runtime::WorkerPool& worke
 }  // namespace
 
 Result<Layout> Layout::make(std::vector<ParamRange> ranges, std::vector<FragmentPiece> pieces,
-                            uint32_t fragments) {
+                            uint32_t fragments, std::shared_ptr<DeviceCopies> device) {
   if (fragments == 0) return invalid_argument("a layout needs at least one fragment");
   LH_RETURN_IF_ERROR(check_ranges(ranges));
   if (pieces.empty()) pieces = whole_ranges(ranges, fragments);
@@ -97,13 +97,70 @@ Result<Layout> Layout::make(std::vector<ParamRange> ranges, std::vector<Fragment
   for (const FragmentPiece& p : pieces) {
     if (p.count == 0) continue;
     size_t& size = layout.fragment_sizes_[p.fragment];
-    layout.fragment_pieces_[p.fragment].push_back({ranges[p.range], p.offset, p.count, size});
+    layout.fragment_pieces_[p.fragment].push_back(
+        {ranges[p.range], p.range, p.offset, p.count, size});
     size += p.count;
   }
   for (uint32_t f = 0; f < fragments; ++f)
     if (layout.fragment_sizes_[f] == 0)
       return invalid_argument(fmt::format("fragment {} holds no parameter", f));
+  LH_RETURN_IF_ERROR(layout.place_device_pieces(std::move(device)));
   return layout;
+}
+
+// Gives every device piece its place in one host mirror, which the fragments share (the engine
+// works on one fragment at a time), and points the piece there.
+Status Layout::place_device_pieces(std::shared_ptr<DeviceCopies> device) {
+  const auto walk = [&](auto&& visit) {
+    for (size_t f = 0; f < fragment_pieces_.size(); ++f) {
+      size_t used = 0;
+      for (Piece& p : fragment_pieces_[f]) {
+        if (!p.range.on_device) continue;
+        visit(f, p, used);
+        used += p.count * quant::element_size(p.range.dtype);
+        used = (used + 63) & ~size_t{63};  // each piece cache-line aligned in the mirror
+        mirror_bytes_ = std::max(mirror_bytes_, used);
+      }
+    }
+  };
+  walk([](size_t, Piece&, size_t) {});
+  if (mirror_bytes_ == 0) return Status::ok();
+  if (!device)
+    return invalid_argument("parameter ranges in device memory need the GPU layer's copies");
+  auto mirror = device->host_buffer(mirror_bytes_);
+  if (!mirror) return mirror.status();
+  mirror_ = std::move(*mirror);
+  device_ = std::move(device);
+  transfers_.resize(fragment_pieces_.size());
+  walk([&](size_t f, Piece& p, size_t at) {
+    const size_t element = quant::element_size(p.range.dtype);
+    std::byte* host = mirror_.get() + at;
+    transfers_[f].push_back({p.range_index,
+                             static_cast<std::byte*>(p.range.data) + p.offset * element, host,
+                             p.count * element});
+    p.range.data = host;
+    p.range.on_device = false;
+    p.offset = 0;
+  });
+  return Status::ok();
+}
+
+Status Layout::stage_in(size_t f) const {
+  if (transfers_.empty()) return Status::ok();
+  for (const Transfer& t : transfers_[f])
+    if (Status s = device_->to_host(t.host, t.device, t.bytes); !s)
+      return Status(s.code(), fmt::format("copying parameter range {} from the device: {}", t.range,
+                                          s.message()));
+  return Status::ok();
+}
+
+Status Layout::stage_out(size_t f) const {
+  if (transfers_.empty()) return Status::ok();
+  for (const Transfer& t : transfers_[f])
+    if (Status s = device_->to_device(t.device, t.host, t.bytes); !s)
+      return Status(s.code(), fmt::format("copying parameter range {} to the device: {}", t.range,
+                                          s.message()));
+  return Status::ok();
 }
 
 size_t Layout::largest_fragment() const {
@@ -116,8 +173,20 @@ size_t Layout::total_elements() const {
   return total;
 }
 
-void Layout::update(size_t f, const ChunkBody& body, runtime::WorkerPool& workers,
-                    bool write_back) const {
+Status Layout::update(size_t f, const ChunkBody& body, runtime::WorkerPool& workers,
+                      bool write_back) const {
+  LH_RETURN_IF_ERROR(stage_in(f));
+  run_chunks(f, body, workers, write_back);
+  return write_back ? stage_out(f) : Status::ok();
+}
+
+Status Layout::overwrite(size_t f, const ChunkBody& body, runtime::WorkerPool& workers) const {
+  run_chunks(f, body, workers, /*write_back=*/true);
+  return stage_out(f);
+}
+
+void Layout::run_chunks(size_t f, const ChunkBody& body, runtime::WorkerPool& workers,
+                        bool write_back) const {
   for_each_chunk(fragment_pieces_[f], workers, [&](const Piece& p, size_t first, size_t count) {
     const size_t position = p.position + first;
     if (p.range.dtype == quant::DType::kF32) {
@@ -134,8 +203,8 @@ void Layout::update(size_t f, const ChunkBody& body, runtime::WorkerPool& worker
   });
 }
 
-void Layout::read(size_t f, std::span<float> out, runtime::WorkerPool& workers) const {
-  update(
+Status Layout::read(size_t f, std::span<float> out, runtime::WorkerPool& workers) const {
+  return update(
       f,
       [&](size_t position, std::span<float> values) {
         std::copy(values.begin(), values.end(),
@@ -144,15 +213,14 @@ void Layout::read(size_t f, std::span<float> out, runtime::WorkerPool& workers) 
       workers, /*write_back=*/false);
 }
 
-void Layout::merge(size_t f, std::span<const float> global, float alpha,
-                   runtime::WorkerPool& workers) const {
-  update(
-      f,
-      [&](size_t position, std::span<float> values) {
-        for (size_t i = 0; i < values.size(); ++i)
-          values[i] = mix(values[i], global[position + i], alpha);
-      },
-      workers);
+Status Layout::merge(size_t f, std::span<const float> global, float alpha,
+                     runtime::WorkerPool& workers) const {
+  const auto body = [&](size_t position, std::span<float> values) {
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = mix(values[i], global[position + i], alpha);
+  };
+  // α = 0 sets θ_local to θ_g without reading it: device pieces need no copy in.
+  return alpha == 0.0f ? overwrite(f, body, workers) : update(f, body, workers);
 }
 
 }  // namespace longhaul::sync

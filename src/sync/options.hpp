@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct EngineOptions {
                                           // every k-th admission point (a hash check, no bytes in
                                           // steady state)
   std::string resume_path;  // empty: a fresh start; else the engine checkpoint to resume from
+  // How ranges with on_device reach the host (the C API hands in the GPU layer's); not part of
+  // the configuration the group must agree on: GPU and CPU peers train together.
+  std::shared_ptr<DeviceCopies> device_copies;
 };
 
 // Checks everything that does not need the network. LH_ERR_INVALID_ARGUMENT or

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import longhaul as lh
-from conftest import run_threads
+from conftest import connect_group, run_threads
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 
@@ -47,3 +47,47 @@ def test_sync_state_with_cuda_tensors(pair):
 def test_calls_that_do_not_stage_device_memory_say_so(pair):
     with pytest.raises(lh.Unsupported, match="device memory"):
         pair[0].allreduce_batch([torch.ones(8, device="cuda")])
+
+
+def _diloco_run(devices, fragments):
+    """Two peers of DiLoCo over a Linear and a bf16 Linear, peer i's parameters on devices[i].
+    The inner step is exact in IEEE arithmetic (SGD of lr 0.5 towards a dyadic target), so a CUDA
+    peer trains bit for bit as a CPU peer would; returns θ_g's hash and each peer's parameters."""
+    import copy
+
+    from longhaul.torch import DiLoCo
+
+    torch.manual_seed(0)  # here, not in the peers' threads, which would share the generator
+    base = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Linear(48, 8).bfloat16())
+
+    def peer(i, comm):
+        model = copy.deepcopy(base).to(devices[i])
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        diloco = DiLoCo(model, opt, comm, H=3, fragments=fragments,
+                        sync_delay=1 if fragments > 1 else 0, quant="u8").join()
+        for step in range(1, 13):
+            for p in model.parameters():
+                target = torch.full_like(p, 0.25 * (i + 1) + step / 64)
+                p.grad = p.detach() - target  # written on the device's current stream
+            opt.step()
+        h = diloco.hash()
+        diloco.close()
+        return h, [p.detach().cpu().clone() for p in model.parameters()]
+
+    with lh.Master(heartbeat_interval_ms=200, heartbeat_misses=3) as master:
+        comms = connect_group(master, 2)
+        try:
+            return run_threads(*[lambda i=i, c=c: peer(i, c) for i, c in enumerate(comms)])
+        finally:
+            for c in comms:
+                c.close()
+
+
+@pytest.mark.parametrize("fragments", [1, 2])
+def test_diloco_trains_cuda_parameters_bit_for_bit_as_cpu_ones(fragments):
+    gpu = _diloco_run(("cuda", "cpu"), fragments)
+    cpu = _diloco_run(("cpu", "cpu"), fragments)
+    assert gpu[0][0] == gpu[1][0] == cpu[0][0], "one θ_g, the same as two CPU peers'"
+    for peer in range(2):
+        for got, want in zip(gpu[peer][1], cpu[peer][1]):
+            assert torch.equal(got, want)

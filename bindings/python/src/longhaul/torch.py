@@ -39,8 +39,11 @@ class DiLoCo:
 
     Args:
         model: an ``nn.Module``, plain or sharded with ``fully_shard`` (FSDP2). Its parameters
-            must be float32 or bfloat16 CPU tensors and keep their memory while training (as
-            FSDP2's sharded parameters and plain modules do; checked at every step).
+            must be float32 or bfloat16 tensors, on the CPU or on CUDA devices, and keep their
+            memory while training (as FSDP2's sharded parameters and plain modules do; checked
+            at every step). CUDA parameters are staged through pinned host memory at each sync
+            (docs/gpu.md); the current stream of their device is synchronised before each
+            engine step.
         inner_optimizer: the optimizer whose ``step`` counts inner steps.
         comm: a connected ``longhaul.Communicator`` (one per rank: its rail's group).
         H: inner steps between two syncs of a fragment.
@@ -75,8 +78,11 @@ class DiLoCo:
         if not self.params:
             raise ValueError("the model has no parameters on this rank")
         for t in self.params:
-            if t.device.type != "cpu":
-                raise ValueError("DiLoCo: this build of longhaul syncs CPU parameters only")
+            if t.device.type not in ("cpu", "cuda"):
+                raise ValueError(f"DiLoCo: a parameter is on {t.device}; longhaul syncs CPU "
+                                 "and CUDA parameters")
+        self._cuda_devices = sorted({t.device for t in self.params if t.device.type == "cuda"},
+                                    key=str)
         self._ptrs = [t.data_ptr() for t in self.params]
         self._options = dict(fragments=fragments, sync_every=H, delay=sync_delay, quant=quant,
                              outer_lr=outer_lr, outer_momentum=momentum, method=_OUTER[outer],
@@ -113,6 +119,9 @@ class DiLoCo:
             raise RuntimeError("DiLoCo: a parameter's memory moved since DiLoCo was created "
                                "(create DiLoCo after fully_shard and after moving the model)")
         assert self.engine is not None
+        # The engine copies CUDA parameters on its own stream: the optimizer's writes must be done.
+        for device in self._cuda_devices:
+            torch.cuda.current_stream(device).synchronize()
         self.engine.step()
 
     def hash(self) -> int:
