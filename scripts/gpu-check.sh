@@ -30,13 +30,14 @@ pack() {
   bash scripts/setup.sh
   [[ -f $build/build.ninja ]] || cmake --preset "$(basename "$build")" >/dev/null
   cmake --build "$build" -j"$(nproc)" --target longhaul longhaul-master longhaul-allreduce-worker \
-    longhaul-gpu-bench gpu_codec_test gpu_allreduce_test gpu_state_test gpu_sync_test
+    longhaul-gpu-bench gpu_codec_test gpu_allreduce_test gpu_state_test gpu_sync_test \
+    gpu_hash_test
   rm -rf "$PACK"
   mkdir -p "$PACK/lib"
   local files=(tools/longhaul-master/longhaul-master bench/allreduce/longhaul-allreduce-worker
                bench/gpu/longhaul-gpu-bench tests/unit/gpu/gpu_codec_test
                tests/unit/gpu/gpu_allreduce_test tests/unit/gpu/gpu_state_test
-               tests/unit/gpu/gpu_sync_test)
+               tests/unit/gpu/gpu_sync_test tests/unit/gpu/gpu_hash_test)
   for f in "${files[@]}"; do
     mkdir -p "$PACK/$(dirname "$f")"
     cp "$build/$f" "$PACK/$f"
@@ -104,6 +105,7 @@ run() {
   step gpu_allreduce_test 120 "$PACK/tests/unit/gpu/gpu_allreduce_test"
   step gpu_state_test 120 "$PACK/tests/unit/gpu/gpu_state_test"
   step gpu_sync_test 120 "$PACK/tests/unit/gpu/gpu_sync_test"
+  step gpu_hash_test 120 "$PACK/tests/unit/gpu/gpu_hash_test"
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
   local small=--gtest_filter='Blockwise/GpuCodec.KernelsWriteTheCpuBytesBitForBit/u8:GpuCodecArguments.*'
@@ -111,6 +113,8 @@ run() {
     "$PACK/tests/unit/gpu/gpu_codec_test" "$small"
   step racecheck 120 "${sanitizer:-compute-sanitizer}" --tool racecheck --error-exitcode 9 \
     "$PACK/tests/unit/gpu/gpu_codec_test" "$small"
+  step memcheck_hash 120 "${sanitizer:-compute-sanitizer}" --tool memcheck --error-exitcode 9 \
+    "$PACK/tests/unit/gpu/gpu_hash_test" --gtest_filter='GpuHash.TheLastBlock*:GpuHash.Unaligned*'
   step python_extension 240 build_python_extension /tmp/lh-python
   PYTHONPATH=/tmp/lh-python/build/py:tests/python/longhaul step python_cuda 120 \
     python3 -m pytest -q -p no:cacheprovider tests/python/longhaul/test_cuda.py \

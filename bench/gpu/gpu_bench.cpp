@@ -5,6 +5,10 @@
 //            then the landing of the result) beside plain cudaMemcpy to and from pinned memory;
 //   encode   the u8 and E3M0 kernels on --bytes of f32 beside a device-to-device cudaMemcpy of
 //            the same bytes, and whether their bytes equal the CPU encoder's;
+//   hash     shared state over a --bytes CUDA tensor: its block hashes taken on the device beside
+//            copying it to pinned memory; lh_state_hash of it (hashed where it is) beside the
+//            same bytes in host memory plus the copy the old path made; a shadow refresh of the
+//            unchanged tensor beside that copy;
 //   sync     a DiLoCo sync step of the sync engine (a group of one, H = 1: forming Δ, the outer
 //            step, the merge) over --bytes of f32 parameters in device memory beside the same
 //            parameters in host memory: what staging them through pinned memory costs.
@@ -12,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -25,8 +30,11 @@
 
 #include "collective/allreduce_spec.hpp"
 #include "gpu/codec_device.hpp"
+#include "gpu/hash_device.hpp"
+#include "gpu/state_shadows.hpp"
 #include "gpu/staged_allreduce.hpp"
 #include "quant/codec.hpp"
+#include "state/block_hash.hpp"
 
 namespace {
 
@@ -143,6 +151,59 @@ nlohmann::ordered_json encode(std::size_t bytes, int repeats) {
   return j;
 }
 
+// Median seconds of lh_state_hash over one tensor of `bytes` at `data` (host or device memory).
+double state_hash_s(void* data, std::size_t bytes, int repeats) {
+  longhaul::State state;
+  state.add("weights", data, bytes, LH_DTYPE_U8);
+  return median_s(repeats, [&] { (void)state.hash(); });
+}
+
+nlohmann::ordered_json hashing(std::size_t bytes, int repeats) {
+  std::vector<std::uint8_t> host(bytes);
+  std::mt19937_64 rng(5);
+  for (std::size_t i = 0; i + 8 <= bytes; i += 8) {
+    const std::uint64_t r = rng();
+    std::memcpy(host.data() + i, &r, 8);
+  }
+  void* device = nullptr;
+  check(cudaMalloc(&device, bytes), "cudaMalloc");
+  check(cudaMemcpy(device, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  void* pinned = nullptr;
+  check(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  const double copy = median_s(repeats, [&] {
+    check(cudaMemcpy(pinned, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  });
+  cudaFreeHost(pinned);
+  std::vector<std::uint64_t> hashes(state::block_count(bytes));
+  const double on_device = median_s(repeats, [&] {
+    check(gpu::hash_blocks_on_device(device, bytes, hashes), "hash_blocks_on_device");
+  });
+  const double state_device = state_hash_s(device, bytes, repeats);
+  const double state_host = state_hash_s(host.data(), bytes, repeats);
+  // A shadow refreshed from an unchanged tensor: after the first pull, only hashes cross PCIe.
+  auto shadow = gpu::StateShadows::make(bytes);
+  check(shadow.status(), "StateShadows::make");
+  gpu::StateShadows shadows;
+  shadows.keep(device, bytes, *shadow);
+  const double refresh = median_s(repeats, [&] { check(shadows.pull(), "pull"); });
+  const std::uint64_t pulled = shadows.bytes_pulled();
+  cudaFree(device);
+  nlohmann::ordered_json j;
+  j["bytes"] = bytes;
+  j["d2h_copy_s"] = copy;
+  j["device_hash_s"] = on_device;
+  j["device_hash_gbps"] = gbps(bytes, on_device);
+  j["device_hash_vs_d2h_copy"] = copy / on_device;
+  j["state_hash_device_s"] = state_device;
+  j["state_hash_host_s"] = state_host;
+  // Before: lh_state_hash copied the tensor to its shadow, then hashed it as host memory.
+  j["state_hash_device_vs_copy_and_host_hash"] = (copy + state_host) / state_device;
+  j["shadow_refresh_unchanged_s"] = refresh;
+  j["shadow_refresh_vs_d2h_copy"] = copy / refresh;
+  j["shadow_bytes_pulled"] = pulled;  // the first pull's, and none after
+  return j;
+}
+
 // Median seconds of one sync step of a DiLoCo engine (a group of one, H = 1) over `parameters`.
 double sync_step_s(longhaul::Communicator& comm, void* parameters, std::size_t count, int repeats) {
   longhaul::SyncEngineOptions o;
@@ -194,12 +255,14 @@ int main(int argc, char** argv) {
   auto* stage = app.add_subcommand("staging", "staging of a CUDA tensor vs pinned cudaMemcpy");
   auto* enc = app.add_subcommand("encode", "u8/E3M0 kernels vs device-to-device copy");
   auto* sync = app.add_subcommand("sync", "a sync engine step over device vs host parameters");
+  auto* hash = app.add_subcommand("hash", "shared-state hashing of a device tensor");
   CLI11_PARSE(app, argc, argv);
   check(gpu::cuda_available(), "CUDA");
   nlohmann::ordered_json j;
   try {
     j = stage->parsed()  ? staging(bytes, repeats)
         : sync->parsed() ? sync_engine(bytes, repeats)
+        : hash->parsed() ? hashing(bytes, repeats)
                          : encode(bytes, repeats);
   } catch (const longhaul::Error& e) {
     die("longhaul", e.what());

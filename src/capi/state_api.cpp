@@ -28,7 +28,7 @@ static lh_status add_device_tensor(lh_state* state, const char* name, void* devi
   if (!shadow) return lh::capi::finish(state, shadow.status());
   if (lh::Status s = state->impl.add_tensor(name, (*shadow)->data(), count, type); !s)
     return lh::capi::finish(state, s);
-  state->device_tensors.keep(device, std::move(*shadow));
+  state->device_tensors.keep(device, count * lh::quant::element_size(type), std::move(*shadow));
   return LH_OK;
 }
 
@@ -75,8 +75,10 @@ extern "C" lh_status lh_state_hash(lh_state* state, uint64_t* hash) {
   if (!state || !hash) return lh::capi::null_argument("lh_state_hash");
   try {
     if (!state->hash_workers) state->hash_workers = std::make_unique<lh::runtime::WorkerPool>();
-    if (lh::Status s = state->device_tensors.pull(); !s) return lh::capi::finish(state, s);
-    *hash = state->impl.hash(*state->hash_workers);
+    // Device tensors are hashed where they are: nothing crosses PCIe but their block hashes.
+    auto on_device = state->device_tensors.device_block_hashes();
+    if (!on_device) return lh::capi::finish(state, on_device.status());
+    *hash = state->impl.hash(*state->hash_workers, *on_device);
     return LH_OK;
   } catch (const std::exception& e) {
     return lh::capi::finish(state, lh::internal_error(fmt::format("lh_state_hash: {}", e.what())));

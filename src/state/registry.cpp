@@ -70,13 +70,15 @@ std::vector<TensorDigest> Registry::digest(runtime::WorkerPool& workers) const {
   return out;
 }
 
-uint64_t Registry::hash(runtime::WorkerPool& workers) const {
+uint64_t Registry::hash(runtime::WorkerPool& workers, const KnownBlockHashes& known) const {
   std::vector<TensorSummary> summary;
   std::vector<uint64_t> hashes;
   for (const auto& t : tensors_) {
-    hashes = hash_blocks({t.data, static_cast<size_t>(t.bytes)}, workers);
+    const auto it = known.find(t.data);
+    if (it == known.end()) hashes = hash_blocks({t.data, static_cast<size_t>(t.bytes)}, workers);
+    const std::vector<uint64_t>& blocks = it == known.end() ? hashes : it->second;
     summary.push_back(
-        {t.name, static_cast<uint8_t>(t.dtype), t.count, tensor_hash(t.bytes, hashes)});
+        {t.name, static_cast<uint8_t>(t.dtype), t.count, tensor_hash(t.bytes, blocks)});
   }
   return state_hash(summary);
 }

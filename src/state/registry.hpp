@@ -52,7 +52,10 @@ class Registry {
   // and the calling thread) and estimates each block's compressibility.
   std::vector<TensorDigest> digest(runtime::WorkerPool& workers) const;
   // The state hash (block_hash.hpp) of the current content, hashed on `workers` and the caller.
-  uint64_t hash(runtime::WorkerPool& workers) const;
+  // `known`: block hashes taken elsewhere (the GPU's, of device tensors), by tensor data address;
+  // those tensors' bytes are not read.
+  using KnownBlockHashes = std::map<const std::byte*, std::vector<uint64_t>>;
+  uint64_t hash(runtime::WorkerPool& workers, const KnownBlockHashes& known = {}) const;
 
  private:
   std::vector<Tensor> tensors_;

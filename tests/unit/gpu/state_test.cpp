@@ -12,6 +12,9 @@
 
 #include <longhaul/longhaul.h>
 
+#include "gpu/pinned_pool.hpp"
+#include "gpu/state_shadows.hpp"
+#include "state/block_hash.hpp"
 #include "tests/unit/gpu/two_peers.hpp"
 
 namespace {
@@ -60,6 +63,63 @@ TEST(GpuStateHash, ADeviceTensorHashesAsItsBytesInHostMemory) {
   EXPECT_EQ(hash_of(on_device.get()), hash_of(on_host.get()));
   host[12345] += 1.0f;
   EXPECT_NE(hash_of(on_device.get()), hash_of(on_host.get()));
+}
+
+// A shadow is refreshed block by block: only blocks whose device hash changed cross PCIe, the
+// shadow always ends equal to the device, and a push leaves nothing to pull. The shadow is a
+// pooled slot larger than the tensor, and only the tensor's bytes are copied.
+TEST(GpuStateShadows, OnlyChangedBlocksCrossPcieAndTheShadowEndsEqualToTheDevice) {
+  LH_SKIP_WITHOUT_CUDA();
+  const std::size_t mib = longhaul::state::kBlockBytes, bytes = 5 * mib + 1000;
+  { ASSERT_TRUE(longhaul::gpu::acquire_pinned(6 * mib).is_ok()); }  // back to the pool, kept
+  auto shadow = longhaul::gpu::StateShadows::make(bytes);
+  ASSERT_TRUE(shadow.is_ok());
+  EXPECT_GT((*shadow)->size(), bytes);
+  std::vector<float> host(bytes / sizeof(float));
+  std::mt19937 rng(7);
+  for (float& v : host) v = static_cast<float>(rng());
+  DeviceBuffer device(host.size() * sizeof(float));
+  device.upload(host);
+  const std::size_t tensor_bytes = host.size() * sizeof(float);
+  longhaul::gpu::StateShadows shadows;
+  shadows.keep(device.as<void>(), tensor_bytes, *shadow);
+  const auto shadow_equals_device = [&] {
+    const std::vector<float> now = device.download<float>();
+    return std::memcmp((*shadow)->data(), now.data(), tensor_bytes) == 0;
+  };
+
+  ASSERT_TRUE(shadows.pull().is_ok());
+  EXPECT_EQ(shadows.bytes_pulled(), tensor_bytes);  // the first pull takes everything
+  EXPECT_TRUE(shadow_equals_device());
+  ASSERT_TRUE(shadows.pull().is_ok());
+  EXPECT_EQ(shadows.bytes_pulled(), tensor_bytes);  // nothing changed: nothing copied
+
+  // One value in block 2 and one in the short last block change on the device.
+  const float changed = -1.0f;
+  for (std::size_t at : {2 * mib + 40, 5 * mib + 8})
+    ASSERT_EQ(cudaMemcpy(device.as<std::byte>() + at, &changed, 4, cudaMemcpyHostToDevice),
+              cudaSuccess);
+  ASSERT_TRUE(shadows.pull().is_ok());
+  EXPECT_EQ(shadows.bytes_pulled(), tensor_bytes + mib + (tensor_bytes - 5 * mib));
+  EXPECT_TRUE(shadow_equals_device());
+
+  // A sync wrote block 0 of the shadow: the push takes it to the device, and a pull copies none.
+  std::memset((*shadow)->data() + 100, 0x5A, 64);
+  ASSERT_TRUE(shadows.push().is_ok());
+  EXPECT_TRUE(shadow_equals_device());
+  const std::uint64_t before = shadows.bytes_pulled();
+  ASSERT_TRUE(shadows.pull().is_ok());
+  EXPECT_EQ(shadows.bytes_pulled(), before);
+
+  // The device's block hashes are the CPU's of the same bytes.
+  auto on_device = shadows.device_block_hashes();
+  ASSERT_TRUE(on_device.is_ok());
+  const auto& hashes = on_device->at((*shadow)->data());
+  ASSERT_EQ(hashes.size(), longhaul::state::block_count(tensor_bytes));
+  for (std::size_t i = 0; i < hashes.size(); ++i)
+    EXPECT_EQ(hashes[i],
+              longhaul::state::hash_block({(*shadow)->data() + longhaul::state::block_offset(i),
+                                           longhaul::state::block_length(tensor_bytes, i)}));
 }
 
 class GpuState : public longhaul::gpu::testing::TwoPeers {
