@@ -16,9 +16,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -31,8 +31,8 @@
 #include "collective/allreduce_spec.hpp"
 #include "gpu/codec_device.hpp"
 #include "gpu/hash_device.hpp"
+#include "gpu/staged_collectives.hpp"
 #include "gpu/state_shadows.hpp"
-#include "gpu/staged_allreduce.hpp"
 #include "quant/codec.hpp"
 #include "state/block_hash.hpp"
 

@@ -415,15 +415,16 @@ typedef enum lh_schedule {
 
 /* Where a collective's buffers live. LH_MEMORY_AUTO asks the CUDA runtime about each pointer (one
  * query per buffer per call; every pointer is host memory in a build without the GPU layer or on a
- * machine without a CUDA device). LH_MEMORY_CUDA declares them device memory: an all-reduce then
- * copies the input across PCIe into a pinned host slot (from a pool kept between calls), reduces
- * there, and copies the result back to `recv` once it has succeeded, so `send` and `recv` are
- * untouched on failure; the bytes on the wire and the result are those of a host all-reduce, bit
- * for bit. The caller must have finished writing `send` before the call (its stream synchronised,
- * or its work on the legacy default stream, which the copies are ordered after). Device memory is
- * taken by lh_allreduce_async, lh_allreduce and lh_state_add_tensor so far; the other
- * collectives, the batch and the sync engine refuse it with LH_ERR_UNSUPPORTED, as does a machine
- * without a usable CUDA device ("no CUDA device: ..."). docs/gpu.md has the details and figures. */
+ * machine without a CUDA device). LH_MEMORY_CUDA declares them device memory: a collective then
+ * copies its input across PCIe into a pinned host slot (from a pool kept between calls), runs
+ * there, and copies the result back to the output once it has succeeded, so the caller's buffers
+ * are untouched on failure; the bytes on the wire and the result are those of a host collective,
+ * bit for bit. The caller must have finished writing the input before the call (its stream
+ * synchronised, or its work on the legacy default stream, which the copies are ordered after).
+ * Device memory is taken by lh_allreduce(_async), lh_reduce_scatter(_async),
+ * lh_allgather(_async), lh_broadcast(_async), lh_state_add_tensor and the sync engine's ranges;
+ * lh_allreduce_batch refuses it with LH_ERR_UNSUPPORTED, as does a machine without a usable CUDA
+ * device ("no CUDA device: ..."). docs/gpu.md has the details and figures. */
 typedef enum lh_memory { LH_MEMORY_AUTO = 0, LH_MEMORY_HOST = 1, LH_MEMORY_CUDA = 2 } lh_memory;
 
 typedef struct lh_allreduce_options {
@@ -630,10 +631,11 @@ void lh_state_destroy(lh_state* state);
  * `name` is copied. LH_ERR_INVALID_ARGUMENT for a NULL name, a name already registered or
  * outside 1..1024 bytes, a bad dtype, NULL data with count > 0, or a count whose byte size
  * exceeds 2^63.
- * CUDA device memory is taken too (detected; docs/gpu.md): the registry keeps a pinned host copy
- * of the tensor, refreshed from the device by every lh_state_hash and lh_sync_state, and a sync
- * that fetches blocks copies them back to the device; the hash and the wire are a host tensor's,
- * so GPU and CPU peers sync with each other. The copy costs the tensor's size in pinned memory. */
+ * CUDA device memory is taken too (detected; docs/gpu.md): lh_state_hash hashes the tensor on the
+ * device; the registry keeps a pinned host copy of it, refreshed from the device before every
+ * lh_sync_state (only the 1 MiB blocks whose hash changed are copied), and a sync that fetches
+ * blocks copies them back to the device; the hash and the wire are a host tensor's, so GPU and
+ * CPU peers sync with each other. The copy costs the tensor's size in pinned memory. */
 lh_status lh_state_add_tensor(lh_state* state, const char* name, void* data, size_t count,
                               lh_dtype dtype);
 

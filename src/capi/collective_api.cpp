@@ -3,7 +3,7 @@
 
 #include "capi/handles.hpp"
 #include "collective/allreduce.hpp"
-#include "gpu/staged_allreduce.hpp"
+#include "gpu/staged_collectives.hpp"
 
 namespace {
 
@@ -56,8 +56,8 @@ lh::Status lh::capi::refuse_device_memory(std::initializer_list<const void*> buf
   for (const void* b : buffers) {
     if (b != nullptr && gpu::memory_of(b, declared) == gpu::Memory::kCuda)
       return Status(LH_ERR_UNSUPPORTED,
-                    fmt::format("{}: device memory is not staged for this call yet (only "
-                                "lh_allreduce and lh_allreduce_async take it)",
+                    fmt::format("{}: device memory is not staged for this call yet (lh_allreduce, "
+                                "lh_reduce_scatter, lh_allgather and lh_broadcast take it)",
                                 fn));
   }
   return Status::ok();
@@ -128,7 +128,8 @@ extern "C" lh_status lh_reduce_scatter_async(lh_comm* comm, const void* send, vo
   spec->output = nullptr;
   spec->scatter_output = part;
   spec->chunk_counts = std::move(layout->counts);
-  if (auto staged = lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options)); !staged)
+  if (auto staged = lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options), recv_count);
+      !staged)
     return lh::capi::finish(comm, staged.status());
   return lh::capi::hand_out(comm, comm->impl->allreduce(*spec), out);
 }

@@ -3,6 +3,7 @@
 
 #include "capi/handles.hpp"
 #include "collective/gather.hpp"
+#include "gpu/staged_collectives.hpp"
 
 namespace {
 
@@ -59,11 +60,13 @@ extern "C" lh_status lh_allgather_async(lh_comm* comm, const void* send, size_t 
     return lh::capi::finish(comm, lh::invalid_argument(fmt::format(
                                       "send_count {} differs from recv_counts[{}] = {}", send_count,
                                       layout->rank, layout->counts[layout->rank])));
-  if (auto s = lh::capi::refuse_device_memory({send, recv}, options, "lh_allgather"); !s)
-    return lh::capi::finish(comm, s);
   spec->input = send;
   spec->output = recv;
   spec->counts = std::move(layout->counts);
+  if (auto staged =
+          lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options), layout->rank);
+      !staged)
+    return lh::capi::finish(comm, staged.status());
   return lh::capi::hand_out(comm, comm->impl->gather(*spec), out);
 }
 
@@ -89,13 +92,15 @@ extern "C" lh_status lh_broadcast_async(lh_comm* comm, void* buffer, size_t coun
     return lh::capi::finish(
         comm, lh::invalid_argument(fmt::format("root {} is not a ring position of a group of {}",
                                                root, layout->counts.size())));
-  if (auto s = lh::capi::refuse_device_memory({buffer}, options, "lh_broadcast"); !s)
-    return lh::capi::finish(comm, s);
   // An all-gather in which only the root contributes, in place.
   layout->counts[root] = count;
   spec->input = root == layout->rank ? buffer : nullptr;
   spec->output = buffer;
   spec->counts = std::move(layout->counts);
+  if (auto staged =
+          lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options), layout->rank);
+      !staged)
+    return lh::capi::finish(comm, staged.status());
   return lh::capi::hand_out(comm, comm->impl->gather(*spec), out);
 }
 

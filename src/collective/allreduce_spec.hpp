@@ -51,7 +51,7 @@ struct AllReduceSpec {
 
   // Runs once the operation has succeeded, after the result is in `output` and before any waiter
   // wakes: moves it on to where the caller wants it (the GPU layer copies a pinned host slot to
-  // device memory, gpu/staged_allreduce.hpp). An error fails the operation. Empty: nothing to do.
+  // device memory, gpu/staged_collectives.hpp). An error fails the operation. Empty: nothing to do.
   std::function<Status()> land_output;
 
   bool reduce_scatter() const { return scatter_output != nullptr; }

@@ -50,6 +50,7 @@ class GatherOp : public Operation {
   Status take_scratch();
   void restore() override { guard_.restore(); }
   void release() override;
+  Status commit() override { return spec_.land_output ? spec_.land_output() : Status::ok(); }
 
   BufferPool& buffers_;
   InputGuard guard_;

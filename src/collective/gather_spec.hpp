@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "collective/schedule.hpp"
+#include "common/status.hpp"
 #include "quant/codec.hpp"
 #include "quant/dtype.hpp"
 #include "transport/source_sink.hpp"
@@ -35,6 +37,10 @@ struct GatherSpec {
   // Where the bytes of each transfer come from and go (null: host memory). Must outlive the
   // operation.
   const transport::Staging* staging = nullptr;
+  // Runs once the operation has succeeded, after the result is in `output` and before any waiter
+  // wakes: moves it on to where the caller wants it (device memory: gpu/staged_collectives.hpp).
+  // An error fails the operation. Empty: nothing to do.
+  std::function<Status()> land_output;
 
   size_t total() const {
     size_t t = 0;

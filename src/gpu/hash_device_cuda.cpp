@@ -12,9 +12,8 @@ namespace longhaul::gpu {
 Status hash_blocks_on_device(const void* device, std::size_t bytes, std::span<std::uint64_t> out) {
   const std::size_t blocks = state::block_count(bytes);
   if (out.size() != blocks)
-    return invalid_argument(
-        fmt::format("{} bytes are {} blocks, and there is room for {} hashes", bytes, blocks,
-                    out.size()));
+    return invalid_argument(fmt::format("{} bytes are {} blocks, and there is room for {} hashes",
+                                        bytes, blocks, out.size()));
   if (blocks == 0) return Status::ok();
   LH_RETURN_IF_ERROR(cuda_available());
   const int owner = device_owning(device);

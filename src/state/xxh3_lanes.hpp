@@ -1,8 +1,9 @@
 // XXH3-64 (seed 0, the default secret) written so that a GPU can run it: the long-input loop is
 // split into its eight accumulator lanes, each of which a thread can run on its own, and a final
-// merge. One source for the GPU kernels (src/gpu/hash_kernels.cu) and a host build that CPU CI holds
-// to libxxhash's XXH3_64bits for every input length path (tests/unit/state/xxh3_lanes_test.cpp),
-// so a block hashed on the device has the hash block_hash.hpp defines.
+// merge. One source for the GPU kernels (src/gpu/hash_kernels.cu) and a host build that CPU CI
+// holds to libxxhash's XXH3_64bits for every input length path
+// (tests/unit/state/xxh3_lanes_test.cpp), so a block hashed on the device has the hash
+// block_hash.hpp defines.
 //
 // The production CPU path stays libxxhash (block_hash.cpp): it is vectorised, and this host build
 // reads every word twice (each lane also adds its neighbour's word). Only integer arithmetic, and
@@ -31,13 +32,13 @@ inline constexpr std::uint64_t kPrime64_4 = 0x85EBCA77C2B2AE63ull;
 inline constexpr std::uint64_t kPrime64_5 = 0x27D4EB2F165667C5ull;
 
 inline constexpr std::size_t kSecretBytes = 192;
-inline constexpr std::size_t kStripe = 64;               // bytes per accumulation
-inline constexpr std::size_t kStripesPerRound = 16;      // (secret − stripe) / 8
+inline constexpr std::size_t kStripe = 64;                         // bytes per accumulation
+inline constexpr std::size_t kStripesPerRound = 16;                // (secret − stripe) / 8
 inline constexpr std::size_t kRound = kStripe * kStripesPerRound;  // bytes between scrambles
-inline constexpr std::size_t kLongAbove = 240;           // longer inputs take the lane loop
+inline constexpr std::size_t kLongAbove = 240;  // longer inputs take the lane loop
 
 // The default secret (XXH3's kSecret), as the byte list both tables below are made of.
-#define LH_XXH3_SECRET                                                                          \
+#define LH_XXH3_SECRET                                                                            \
   0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c, \
       0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67,   \
       0x1f, 0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff,   \
@@ -61,7 +62,8 @@ inline constexpr std::uint8_t kSecretOnHost[kSecretBytes] = {LH_XXH3_SECRET};
 LH_XXH3_FN std::uint64_t read64(const std::uint8_t* p) {
 #if defined(__CUDA_ARCH__)
   // One 8-byte load where the address allows it (every stripe of a block that starts aligned).
-  if ((reinterpret_cast<std::uintptr_t>(p) & 7u) == 0) return *reinterpret_cast<const std::uint64_t*>(p);
+  if ((reinterpret_cast<std::uintptr_t>(p) & 7u) == 0)
+    return *reinterpret_cast<const std::uint64_t*>(p);
 #endif
   std::uint64_t v;
   std::memcpy(&v, p, 8);  // little-endian on x86 and on the GPU
@@ -94,7 +96,8 @@ LH_XXH3_FN std::uint64_t rotl64(std::uint64_t x, int r) {
 LH_XXH3_FN std::uint64_t swap64(std::uint64_t x) {
 #if defined(__CUDA_ARCH__)
   const auto lo = static_cast<std::uint32_t>(x), hi = static_cast<std::uint32_t>(x >> 32);
-  return (static_cast<std::uint64_t>(__byte_perm(lo, 0, 0x0123)) << 32) | __byte_perm(hi, 0, 0x0123);
+  return (static_cast<std::uint64_t>(__byte_perm(lo, 0, 0x0123)) << 32) |
+         __byte_perm(hi, 0, 0x0123);
 #else
   return __builtin_bswap64(x);
 #endif
@@ -141,7 +144,8 @@ LH_XXH3_FN std::uint64_t hash_short(const std::uint8_t* in, std::size_t len) {
     return avalanche(len + swap64(lo) + hi + mul128_fold64(lo, hi));
   }
   if (len >= 4) {
-    const std::uint64_t joined = read32(in + len - 4) + (static_cast<std::uint64_t>(read32(in)) << 32);
+    const std::uint64_t joined =
+        read32(in + len - 4) + (static_cast<std::uint64_t>(read32(in)) << 32);
     return rrmxmx(joined ^ (secret64(8) ^ secret64(16)), len);
   }
   if (len > 0) {
@@ -175,14 +179,22 @@ LH_XXH3_FN std::uint64_t hash_medium(const std::uint8_t* in, std::size_t len) {
 // The starting value of accumulator lane j (0..7).
 LH_XXH3_FN std::uint64_t lane_start(unsigned j) {
   switch (j) {
-    case 0: return kPrime32_3;
-    case 1: return kPrime64_1;
-    case 2: return kPrime64_2;
-    case 3: return kPrime64_3;
-    case 4: return kPrime64_4;
-    case 5: return kPrime32_2;
-    case 6: return kPrime64_5;
-    default: return kPrime32_1;
+    case 0:
+      return kPrime32_3;
+    case 1:
+      return kPrime64_1;
+    case 2:
+      return kPrime64_2;
+    case 3:
+      return kPrime64_3;
+    case 4:
+      return kPrime64_4;
+    case 5:
+      return kPrime32_2;
+    case 6:
+      return kPrime64_5;
+    default:
+      return kPrime32_1;
   }
 }
 
@@ -209,7 +221,8 @@ LH_XXH3_FN std::uint64_t long_lane(const std::uint8_t* in, std::size_t len, unsi
   const std::size_t rounds = (len - 1) / kRound;
   for (std::size_t r = 0; r < rounds; ++r) {
     const std::uint8_t* round = in + r * kRound;
-    for (std::size_t s = 0; s < kStripesPerRound; ++s) acc = accumulate(acc, j, round + s * kStripe, 8 * s);
+    for (std::size_t s = 0; s < kStripesPerRound; ++s)
+      acc = accumulate(acc, j, round + s * kStripe, 8 * s);
     acc = scramble(acc, j);
   }
   const std::uint8_t* tail = in + rounds * kRound;
@@ -222,7 +235,8 @@ LH_XXH3_FN std::uint64_t long_lane(const std::uint8_t* in, std::size_t len, unsi
 LH_XXH3_FN std::uint64_t merge_lanes(const std::uint64_t (&acc)[8], std::size_t len) {
   std::uint64_t h = len * kPrime64_1;
   for (unsigned i = 0; i < 4; ++i)
-    h += mul128_fold64(acc[2 * i] ^ secret64(11 + 16 * i), acc[2 * i + 1] ^ secret64(11 + 16 * i + 8));
+    h += mul128_fold64(acc[2 * i] ^ secret64(11 + 16 * i),
+                       acc[2 * i + 1] ^ secret64(11 + 16 * i + 8));
   return avalanche(h);
 }
 

@@ -12,7 +12,7 @@
 #include "gpu/codec_device.hpp"
 #include "gpu/device_memory.hpp"
 #include "gpu/pinned_pool.hpp"
-#include "gpu/staged_allreduce.hpp"
+#include "gpu/staged_collectives.hpp"
 
 namespace longhaul::gpu {
 namespace {

@@ -1,11 +1,12 @@
-// All-reduces of CUDA device memory through the public API, beside a CPU peer: a GPU peer and a
-// CPU peer in one ring get the same bytes, for every codec, in place or not, f32 and bf16; the
-// collectives that do not stage device memory yet refuse it. Skipped, with the reason, where there
-// is no CUDA device.
+// Collectives of CUDA device memory through the public API, beside a CPU peer: a GPU peer and a
+// CPU peer in one ring get the same bytes, for every codec, in place or not, f32 and bf16, in an
+// all-reduce, a reduce-scatter, an all-gather and a broadcast; the batch, which does not stage
+// device memory yet, refuses it. Skipped, with the reason, where there is no CUDA device.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,7 +95,7 @@ TEST_F(GpuAllReduce, InPlaceBf16OnTheDeviceAverages) {
   EXPECT_TRUE(same_bytes(got, y));
 }
 
-TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndUnstagedCollectivesAreRefused) {
+TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndTheBatchAreRefused) {
   std::vector<float> host(16, 1.0f);
   longhaul::AllReduceOptions o;
   o.memory = LH_MEMORY_CUDA;
@@ -107,9 +108,96 @@ TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndUnstagedCollectivesAreRefused) {
   DeviceBuffer device(16 * sizeof(float));
   lh_allreduce_options c;
   lh_allreduce_options_init(&c);
-  EXPECT_EQ(lh_broadcast(gpu().get(), device.as<void>(), 16, LH_DTYPE_F32, 0, &c, nullptr),
-            LH_ERR_UNSUPPORTED);
+  const void* sends[] = {device.as<void>()};
+  void* recvs[] = {device.as<void>()};
+  const size_t counts[] = {16};
+  EXPECT_EQ(
+      lh_allreduce_batch(gpu().get(), sends, recvs, counts, 1, LH_DTYPE_F32, LH_OP_SUM, &c, 1),
+      LH_ERR_UNSUPPORTED);
   EXPECT_NE(std::string(lh_comm_last_error(gpu().get())).find("device memory"), std::string::npos);
+}
+
+// The gathering collectives and the reduce-scatter, each run twice: both peers in host memory,
+// then the GPU peer's buffers on the device. Every buffer ends with the same bytes.
+class GpuCollectives : public GpuAllReduce {
+ protected:
+  // Peer 0 is gpu(), peer 1 cpu(): what each sends and what its output holds before the call.
+  struct Buffers {
+    std::vector<float> send[2];
+    std::vector<float> recv[2];
+  };
+  using Op = std::function<lh_status(longhaul::Communicator&, const void* send, void* recv)>;
+
+  std::size_t rank(longhaul::Communicator& c) const { return static_cast<std::size_t>(c.rank()); }
+
+  // Runs `op` on both peers, peer 0's buffers on the device when `on_device`; each one's output.
+  std::vector<std::vector<float>> run(bool on_device, Buffers b, const Op& op) {
+    DeviceBuffer d_send(b.send[0].size() * sizeof(float)), d_recv(b.recv[0].size() * sizeof(float));
+    if (on_device) {
+      if (!b.send[0].empty()) d_send.upload(b.send[0]);
+      d_recv.upload(b.recv[0]);
+    }
+    both(
+        [&] {
+          const void* send = b.send[0].empty() ? nullptr
+                             : on_device       ? d_send.as<void>()
+                                               : b.send[0].data();
+          void* recv = on_device ? d_recv.as<void>() : b.recv[0].data();
+          ASSERT_EQ(op(gpu(), send, recv), LH_OK) << lh_comm_last_error(gpu().get());
+        },
+        [&] { ASSERT_EQ(op(cpu(), b.send[1].data(), b.recv[1].data()), LH_OK); });
+    if (on_device) b.recv[0] = d_recv.download<float>();
+    EXPECT_TRUE(!on_device || same_bytes(d_send.download<float>(), b.send[0]))
+        << "the device input is left as it was";
+    return {b.recv[0], b.recv[1]};
+  }
+
+  void expect_device_as_host(const Buffers& b, const Op& op) {
+    const auto want = run(false, b, op);
+    const auto got = run(true, b, op);
+    for (int p = 0; p < 2; ++p) EXPECT_TRUE(same_bytes(got[p], want[p])) << "peer " << p;
+    EXPECT_FALSE(same_bytes(want[0], b.recv[0]) && same_bytes(want[1], b.recv[1]))
+        << "the collective wrote the outputs";
+  }
+};
+
+TEST_F(GpuCollectives, ReduceScatterAllGatherAndBroadcastOfDeviceMemoryEndAsHostOnes) {
+  const std::size_t part[2] = {150'001, 150'000};  // by ring position
+  const std::size_t total = part[0] + part[1];
+  const std::size_t mine[2] = {part[rank(gpu())], part[rank(cpu())]};  // by peer
+  for (lh_codec codec : {LH_CODEC_NONE, LH_CODEC_U8}) {
+    SCOPED_TRACE(codec);
+    lh_allreduce_options o;
+    lh_allreduce_options_init(&o);
+    o.codec = codec;
+
+    Buffers scatter;
+    for (int p = 0; p < 2; ++p) {
+      scatter.send[p] = normals(total, 10 + p);
+      scatter.recv[p].assign(mine[p], -7.0f);
+    }
+    expect_device_as_host(scatter, [&](longhaul::Communicator& c, const void* send, void* recv) {
+      return lh_reduce_scatter(c.get(), send, recv, part[rank(c)], part, LH_DTYPE_F32, LH_OP_SUM,
+                               &o, nullptr);
+    });
+
+    Buffers gather;
+    for (int p = 0; p < 2; ++p) {
+      gather.send[p] = normals(mine[p], 20 + p);
+      gather.recv[p].assign(total, -7.0f);
+    }
+    expect_device_as_host(gather, [&](longhaul::Communicator& c, const void* send, void* recv) {
+      return lh_allgather(c.get(), send, part[rank(c)], recv, part, LH_DTYPE_F32, &o, nullptr);
+    });
+
+    for (std::uint32_t root : {0u, 1u}) {
+      Buffers cast;
+      for (int p = 0; p < 2; ++p) cast.recv[p] = normals(total, 30 + p);
+      expect_device_as_host(cast, [&](longhaul::Communicator& c, const void*, void* buffer) {
+        return lh_broadcast(c.get(), buffer, total, LH_DTYPE_F32, root, &o, nullptr);
+      });
+    }
+  }
 }
 
 }  // namespace

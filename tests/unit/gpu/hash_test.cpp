@@ -23,7 +23,8 @@ std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint64_t seed) {
   std::vector<std::uint8_t> v(n);
   for (std::size_t i = 0; i < n; i += 8) {
     const std::uint64_t r = rng();
-    for (std::size_t k = 0; k < 8 && i + k < n; ++k) v[i + k] = static_cast<std::uint8_t>(r >> (8 * k));
+    for (std::size_t k = 0; k < 8 && i + k < n; ++k)
+      v[i + k] = static_cast<std::uint8_t>(r >> (8 * k));
   }
   return v;
 }
@@ -50,8 +51,8 @@ void expect_same_hashes(std::size_t bytes, std::size_t offset, std::uint64_t see
 TEST(GpuHash, TheLastBlockTakesEveryLengthPathOfXxh3) {
   LH_SKIP_WITHOUT_CUDA();
   const std::size_t mib = state::kBlockBytes;
-  for (std::size_t tail : {0u, 1u, 3u, 4u, 8u, 9u, 16u, 17u, 32u, 33u, 128u, 129u, 240u, 241u,
-                           1024u, 1025u, 65537u})
+  for (std::size_t tail :
+       {0u, 1u, 3u, 4u, 8u, 9u, 16u, 17u, 32u, 33u, 128u, 129u, 240u, 241u, 1024u, 1025u, 65537u})
     for (std::size_t whole : {std::size_t{0}, std::size_t{3}}) {
       if (whole == 0 && tail == 0) continue;
       expect_same_hashes(whole * mib + tail, 0, tail + whole);

@@ -39,8 +39,9 @@ TEST(Xxh3Lanes, EveryAlignmentIsTheSame) {
 
 TEST(Xxh3Lanes, WholeBlocksAndTheirNeighboursAreLibxxhashsHash) {
   const auto data = random_bytes(kBlockBytes + 4096, 3);
-  for (std::size_t len : {std::size_t{65536}, std::size_t{kBlockBytes} - 1, std::size_t{kBlockBytes},
-                          std::size_t{kBlockBytes} + 1, std::size_t{kBlockBytes} + 4095})
+  for (std::size_t len :
+       {std::size_t{65536}, std::size_t{kBlockBytes} - 1, std::size_t{kBlockBytes},
+        std::size_t{kBlockBytes} + 1, std::size_t{kBlockBytes} + 4095})
     EXPECT_EQ(xxh3::hash(data.data(), len), XXH3_64bits(data.data(), len)) << "length " << len;
   std::mt19937_64 rng(4);
   for (int i = 0; i < 20; ++i) {

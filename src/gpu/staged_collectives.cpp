@@ -1,0 +1,89 @@
+#include "gpu/staged_collectives.hpp"
+
+#include <cstring>
+#include <memory>
+
+#include "gpu/pinned_pool.hpp"
+#include "quant/dtype.hpp"
+
+namespace longhaul::gpu {
+
+namespace {
+
+Status copy_in(void* slot, const void* from, std::size_t bytes, Memory where) {
+  if (where == Memory::kCuda) return copy_to_host(slot, from, bytes);
+  std::memcpy(slot, from, bytes);
+  return Status::ok();
+}
+
+Status copy_out(void* to, const void* slot, std::size_t bytes, Memory where) {
+  if (where == Memory::kCuda) return copy_to_device(to, slot, bytes);
+  std::memcpy(to, slot, bytes);
+  return Status::ok();
+}
+
+// Where the result is landed once the operation succeeded: `bytes` of `slot` to `destination`.
+std::function<Status()> landing(std::shared_ptr<PinnedBuffer> slot, void* destination,
+                                std::size_t bytes, Memory where) {
+  return [slot = std::move(slot), destination, bytes, where] {
+    return copy_out(destination, slot->data(), bytes, where);
+  };
+}
+
+}  // namespace
+
+Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declared,
+                                  std::size_t scatter_count) {
+  const Memory input = memory_of(spec.input, declared);
+  // In place (the usual case) asks the runtime once: this runs on every all-reduce.
+  const Memory output = spec.output == spec.input ? input
+                        : spec.reduce_scatter()   ? memory_of(spec.scatter_output, declared)
+                                                  : memory_of(spec.output, declared);
+  if (input != Memory::kCuda && output != Memory::kCuda) return false;
+  LH_RETURN_IF_ERROR(cuda_available());
+  if (spec.residual != nullptr && memory_of(spec.residual, declared) == Memory::kCuda)
+    return Status(LH_ERR_UNSUPPORTED, "the error-feedback residual must be host memory");
+
+  const std::size_t element = quant::element_size(spec.dtype);
+  auto slot = acquire_pinned(spec.count * element);
+  if (!slot) return slot.status();
+  LH_RETURN_IF_ERROR(copy_in((*slot)->data(), spec.input, spec.count * element, input));
+  spec.input = (*slot)->data();
+  spec.restore_input = false;  // the caller's input is never written
+  if (!spec.reduce_scatter()) {
+    spec.land_output = landing(*slot, spec.output, spec.count * element, output);
+    spec.output = (*slot)->data();
+    return true;
+  }
+  // A reduce-scatter writes only this member's part: into a slot of its own. Its `output` stays
+  // unset (set, it would make the operation in place, which a reduce-scatter is not).
+  auto part = acquire_pinned(scatter_count * element);
+  if (!part) return part.status();
+  spec.land_output = landing(*part, spec.scatter_output, scatter_count * element, output);
+  spec.scatter_output = (*part)->data();
+  return true;
+}
+
+Result<bool> stage_device_buffers(collective::GatherSpec& spec, Memory declared, std::size_t rank) {
+  const Memory input = spec.input ? memory_of(spec.input, declared) : Memory::kHost;
+  const Memory output = memory_of(spec.output, declared);
+  if (input != Memory::kCuda && output != Memory::kCuda) return false;
+  LH_RETURN_IF_ERROR(cuda_available());
+
+  const std::size_t element = quant::element_size(spec.dtype);
+  std::size_t own_offset = 0;
+  for (std::size_t r = 0; r < rank; ++r) own_offset += spec.counts[r];
+  const std::size_t own_bytes = spec.counts[rank] * element;
+  auto slot = acquire_pinned(spec.total() * element);
+  if (!slot) return slot.status();
+  std::byte* own_place = (*slot)->data() + own_offset * element;
+  // The contribution goes to its place in the output slot (the operation then runs in place).
+  if (spec.input) LH_RETURN_IF_ERROR(copy_in(own_place, spec.input, own_bytes, input));
+  spec.input = spec.input ? own_place : nullptr;
+  spec.land_output = landing(*slot, spec.output, spec.total() * element, output);
+  spec.output = (*slot)->data();
+  spec.restore_output = false;  // the caller's output is written only by land_output
+  return true;
+}
+
+}  // namespace longhaul::gpu

@@ -1,0 +1,35 @@
+// Collectives over CUDA device memory. Each runs on pinned host slots (pinned_pool.hpp): the
+// device input crosses PCIe once into a slot, the result once back, and in between the operation
+// is a host collective, so the bytes on the wire, and the results, are those a CPU peer produces
+// (GPU and CPU peers in one ring agree bit for bit). The caller's device buffers are written
+// only once the operation has succeeded (the spec's land_output), so a failed operation leaves
+// them untouched.
+//
+// Each call returns false, and leaves the spec as it was, when no buffer is device memory; it
+// blocks for the copy to the host (about 20 ms per GiB on PCIe 5). Errors: LH_ERR_UNSUPPORTED for
+// device memory where there is no usable CUDA device, and for a residual in device memory; the
+// runtime's error when a copy or a slot's allocation fails.
+#pragma once
+
+#include <cstddef>
+
+#include "collective/allreduce_spec.hpp"
+#include "collective/gather_spec.hpp"
+#include "common/status.hpp"
+#include "gpu/device_memory.hpp"
+
+namespace longhaul::gpu {
+
+// An all-reduce or a reduce-scatter whose input, output or scatter_output is device memory
+// (detected, or `declared` kCuda for all of them). `scatter_count`: the elements of this member's
+// part of a reduce-scatter (unused for an all-reduce). The operation runs in place on the slot (no
+// restore copy: the caller's input is never written).
+Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declared,
+                                  std::size_t scatter_count = 0);
+
+// An all-gather or a broadcast (GatherSpec) whose input or output is device memory, this member at
+// ring position `rank`. The output slot starts with this member's contribution in its place; the
+// rest is written by the operation, so no backup of the caller's output is kept.
+Result<bool> stage_device_buffers(collective::GatherSpec& spec, Memory declared, std::size_t rank);
+
+}  // namespace longhaul::gpu
