@@ -421,10 +421,12 @@ typedef enum lh_schedule {
  * are untouched on failure; the bytes on the wire and the result are those of a host collective,
  * bit for bit. The caller must have finished writing the input before the call (its stream
  * synchronised, or its work on the legacy default stream, which the copies are ordered after).
- * Device memory is taken by lh_allreduce(_async), lh_reduce_scatter(_async),
- * lh_allgather(_async), lh_broadcast(_async), lh_state_add_tensor and the sync engine's ranges;
- * lh_allreduce_batch refuses it with LH_ERR_UNSUPPORTED, as does a machine without a usable CUDA
- * device ("no CUDA device: ..."). docs/gpu.md has the details and figures. */
+ * Device memory is taken by every collective (lh_allreduce, lh_reduce_scatter, lh_allgather,
+ * lh_broadcast, their _async forms, lh_allreduce_batch: an item's device result is copied back
+ * once the whole batch has succeeded), by lh_state_add_tensor and by the sync engine's ranges; a
+ * machine without a usable CUDA device refuses it with LH_ERR_UNSUPPORTED ("no CUDA device:
+ * ..."). The error-feedback residual must be host memory. docs/gpu.md has the details and
+ * figures. */
 typedef enum lh_memory { LH_MEMORY_AUTO = 0, LH_MEMORY_HOST = 1, LH_MEMORY_CUDA = 2 } lh_memory;
 
 typedef struct lh_allreduce_options {

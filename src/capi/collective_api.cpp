@@ -50,19 +50,6 @@ lh::gpu::Memory lh::capi::memory_of(const lh_allreduce_options* options) {
   return options->memory == LH_MEMORY_CUDA ? gpu::Memory::kCuda : gpu::Memory::kHost;
 }
 
-lh::Status lh::capi::refuse_device_memory(std::initializer_list<const void*> buffers,
-                                          const lh_allreduce_options* options, const char* fn) {
-  const gpu::Memory declared = memory_of(options);
-  for (const void* b : buffers) {
-    if (b != nullptr && gpu::memory_of(b, declared) == gpu::Memory::kCuda)
-      return Status(LH_ERR_UNSUPPORTED,
-                    fmt::format("{}: device memory is not staged for this call yet (lh_allreduce, "
-                                "lh_reduce_scatter, lh_allgather and lh_broadcast take it)",
-                                fn));
-  }
-  return Status::ok();
-}
-
 // The defaults are collective::AllReduceSpec's; nothing is written here.
 extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
   if (!o) return;
@@ -190,13 +177,18 @@ extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends,
   if (spec->residual && count != 1)
     return lh::capi::finish(
         comm, lh::invalid_argument("an error-feedback residual serves a batch of one"));
+  std::vector<lh::gpu::BatchBuffers> buffers;
+  for (size_t i = 0; i < count; ++i) buffers.push_back({sends[i], recvs[i], counts[i]});
+  if (spec->residual &&
+      lh::gpu::memory_of(spec->residual, lh::capi::memory_of(options)) == lh::gpu::Memory::kCuda)
+    return lh::capi::finish(
+        comm, lh::Status(LH_ERR_UNSUPPORTED, "the error-feedback residual must be host memory"));
+  auto landings = lh::gpu::stage_device_buffers(buffers, spec->dtype, lh::capi::memory_of(options));
+  if (!landings) return lh::capi::finish(comm, landings.status());
   std::vector<lh::peer::Communicator::BatchItem> items;
-  for (size_t i = 0; i < count; ++i) {
-    if (auto s =
-            lh::capi::refuse_device_memory({sends[i], recvs[i]}, options, "lh_allreduce_batch");
-        !s)
-      return lh::capi::finish(comm, s);
-    items.push_back({sends[i], recvs[i], counts[i]});
-  }
-  return lh::capi::finish(comm, comm->impl->allreduce_batch(items, *spec, max_attempts));
+  for (const auto& b : buffers) items.push_back({b.input, b.output, b.count});
+  lh::Status s = comm->impl->allreduce_batch(items, *spec, max_attempts);
+  for (const auto& land : *landings)
+    if (s) s = land();
+  return lh::capi::finish(comm, s);
 }

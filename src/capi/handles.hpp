@@ -78,10 +78,6 @@ lh_status wait_and_destroy(lh_comm* comm, lh_op* op, lh_op_info* info);
 
 // options->memory as the GPU layer's (kAuto for NULL options).
 gpu::Memory memory_of(const lh_allreduce_options* options);
-// LH_ERR_UNSUPPORTED naming `fn` when any of `buffers` is device memory (detected, or declared by
-// options->memory): for the calls that do not stage device memory yet.
-Status refuse_device_memory(std::initializer_list<const void*> buffers,
-                            const lh_allreduce_options* options, const char* fn);
 
 // "" for NULL.
 inline std::string str(const char* s) {

@@ -64,6 +64,26 @@ Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declar
   return true;
 }
 
+Result<std::vector<std::function<Status()>>> stage_device_buffers(std::span<BatchBuffers> items,
+                                                                  quant::DType dtype,
+                                                                  Memory declared) {
+  std::vector<std::function<Status()>> landings;
+  const std::size_t element = quant::element_size(dtype);
+  for (BatchBuffers& item : items) {
+    const Memory input = memory_of(item.input, declared);
+    const Memory output = item.output == item.input ? input : memory_of(item.output, declared);
+    if (input != Memory::kCuda && output != Memory::kCuda) continue;
+    LH_RETURN_IF_ERROR(cuda_available());
+    auto slot = acquire_pinned(item.count * element);
+    if (!slot) return slot.status();
+    LH_RETURN_IF_ERROR(copy_in((*slot)->data(), item.input, item.count * element, input));
+    landings.push_back(landing(*slot, item.output, item.count * element, output));
+    item.input = (*slot)->data();
+    item.output = (*slot)->data();
+  }
+  return landings;
+}
+
 Result<bool> stage_device_buffers(collective::GatherSpec& spec, Memory declared, std::size_t rank) {
   const Memory input = spec.input ? memory_of(spec.input, declared) : Memory::kHost;
   const Memory output = memory_of(spec.output, declared);

@@ -12,6 +12,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <span>
+#include <vector>
 
 #include "collective/allreduce_spec.hpp"
 #include "collective/gather_spec.hpp"
@@ -31,5 +34,20 @@ Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declar
 // ring position `rank`. The output slot starts with this member's contribution in its place; the
 // rest is written by the operation, so no backup of the caller's output is kept.
 Result<bool> stage_device_buffers(collective::GatherSpec& spec, Memory declared, std::size_t rank);
+
+// One all-reduce of a batch (lh_allreduce_batch): `count` elements from `input` into `output`.
+struct BatchBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+  std::size_t count = 0;
+};
+// Stages every item whose input or output is device memory: the item then points, in place, at a
+// pinned slot holding a copy of its input. Returns the landings of the staged items' results, to
+// run in order once the whole batch has succeeded on every member (the batch itself restores the
+// slots between attempts, as it restores host buffers). Before they run, the caller's device
+// buffers are untouched; a landing that fails leaves that output unspecified.
+Result<std::vector<std::function<Status()>>> stage_device_buffers(std::span<BatchBuffers> items,
+                                                                  quant::DType dtype,
+                                                                  Memory declared);
 
 }  // namespace longhaul::gpu

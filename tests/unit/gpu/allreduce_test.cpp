@@ -1,7 +1,7 @@
 // Collectives of CUDA device memory through the public API, beside a CPU peer: a GPU peer and a
 // CPU peer in one ring get the same bytes, for every codec, in place or not, f32 and bf16, in an
-// all-reduce, a reduce-scatter, an all-gather and a broadcast; the batch, which does not stage
-// device memory yet, refuses it. Skipped, with the reason, where there is no CUDA device.
+// all-reduce, a batch, a reduce-scatter, an all-gather and a broadcast. Skipped, with the reason,
+// where there is no CUDA device.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -95,7 +95,7 @@ TEST_F(GpuAllReduce, InPlaceBf16OnTheDeviceAverages) {
   EXPECT_TRUE(same_bytes(got, y));
 }
 
-TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndTheBatchAreRefused) {
+TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndADeviceResidualAreRefused) {
   std::vector<float> host(16, 1.0f);
   longhaul::AllReduceOptions o;
   o.memory = LH_MEMORY_CUDA;
@@ -105,16 +105,71 @@ TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndTheBatchAreRefused) {
   } catch (const longhaul::Error& e) {
     EXPECT_EQ(e.status(), LH_ERR_INVALID_ARGUMENT) << e.what();
   }
-  DeviceBuffer device(16 * sizeof(float));
+  DeviceBuffer residual(16 * sizeof(float));
   lh_allreduce_options c;
   lh_allreduce_options_init(&c);
-  const void* sends[] = {device.as<void>()};
-  void* recvs[] = {device.as<void>()};
+  c.codec = LH_CODEC_U8;
+  c.residual = residual.as<float>();
+  const void* sends[] = {host.data()};
+  void* recvs[] = {host.data()};
   const size_t counts[] = {16};
   EXPECT_EQ(
       lh_allreduce_batch(gpu().get(), sends, recvs, counts, 1, LH_DTYPE_F32, LH_OP_SUM, &c, 1),
       LH_ERR_UNSUPPORTED);
-  EXPECT_NE(std::string(lh_comm_last_error(gpu().get())).find("device memory"), std::string::npos);
+  EXPECT_NE(std::string(lh_comm_last_error(gpu().get())).find("residual"), std::string::npos);
+}
+
+// A batch of three on the GPU peer (a device item apart, a device item in place, a host item)
+// beside a CPU peer's batch of host items: every result is a host batch's, byte for byte.
+TEST_F(GpuAllReduce, ABatchOfDeviceAndHostItemsEndsAsAHostBatch) {
+  const std::size_t n[3] = {200'003, 77, 65'536};
+  std::vector<float> x[3], y[3];
+  for (int i = 0; i < 3; ++i) {
+    x[i] = normals(n[i], 40 + i);
+    y[i] = normals(n[i], 50 + i);
+  }
+  lh_allreduce_options o;
+  lh_allreduce_options_init(&o);
+  o.codec = LH_CODEC_U8;
+  const auto batch = [&](longhaul::Communicator& c, const void* const* sends, void* const* recvs) {
+    const size_t counts[3] = {n[0], n[1], n[2]};
+    ASSERT_EQ(lh_allreduce_batch(c.get(), sends, recvs, counts, 3, LH_DTYPE_F32, LH_OP_SUM, &o, 2),
+              LH_OK)
+        << lh_comm_last_error(c.get());
+  };
+  // Both peers in host memory, every item in place.
+  std::vector<float> want[3] = {x[0], x[1], x[2]}, theirs[3] = {y[0], y[1], y[2]};
+  both(
+      [&] {
+        const void* s[3] = {want[0].data(), want[1].data(), want[2].data()};
+        void* r[3] = {want[0].data(), want[1].data(), want[2].data()};
+        batch(gpu(), s, r);
+      },
+      [&] {
+        const void* s[3] = {theirs[0].data(), theirs[1].data(), theirs[2].data()};
+        void* r[3] = {theirs[0].data(), theirs[1].data(), theirs[2].data()};
+        batch(cpu(), s, r);
+      });
+  DeviceBuffer in0(n[0] * 4), out0(n[0] * 4), both1(n[1] * 4);
+  in0.upload(x[0]);
+  both1.upload(x[1]);
+  std::vector<float> host2 = x[2], cpu_side[3] = {y[0], y[1], y[2]};
+  both(
+      [&] {
+        const void* s[3] = {in0.as<void>(), both1.as<void>(), host2.data()};
+        void* r[3] = {out0.as<void>(), both1.as<void>(), host2.data()};
+        batch(gpu(), s, r);
+      },
+      [&] {
+        const void* s[3] = {cpu_side[0].data(), cpu_side[1].data(), cpu_side[2].data()};
+        void* r[3] = {cpu_side[0].data(), cpu_side[1].data(), cpu_side[2].data()};
+        batch(cpu(), s, r);
+      });
+  EXPECT_TRUE(same_bytes(out0.download<float>(), want[0]));
+  EXPECT_TRUE(same_bytes(in0.download<float>(), x[0])) << "the device input is left as it was";
+  EXPECT_TRUE(same_bytes(both1.download<float>(), want[1]));
+  EXPECT_TRUE(same_bytes(host2, want[2]));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_bytes(cpu_side[i], theirs[i])) << i;
 }
 
 // The gathering collectives and the reduce-scatter, each run twice: both peers in host memory,
