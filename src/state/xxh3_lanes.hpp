@@ -75,19 +75,18 @@ LH_XXH3_FN std::uint32_t read32(const std::uint8_t* p) {
   return v;
 }
 
-LH_XXH3_FN std::uint64_t secret64(std::size_t offset) {
+LH_XXH3_FN const std::uint8_t* secret() {
 #if defined(__CUDA_ARCH__)
-  return read64(kSecretOnDevice + offset);
+  return kSecretOnDevice;
 #else
-  return read64(kSecretOnHost + offset);
+  return kSecretOnHost;
 #endif
 }
+LH_XXH3_FN std::uint64_t secret64(std::size_t offset) {
+  return read64(secret() + offset);
+}
 LH_XXH3_FN std::uint32_t secret32(std::size_t offset) {
-#if defined(__CUDA_ARCH__)
-  return read32(kSecretOnDevice + offset);
-#else
-  return read32(kSecretOnHost + offset);
-#endif
+  return read32(secret() + offset);
 }
 
 LH_XXH3_FN std::uint64_t rotl64(std::uint64_t x, int r) {

@@ -145,21 +145,15 @@ Status Layout::place_device_pieces(std::shared_ptr<DeviceCopies> device) {
   return Status::ok();
 }
 
-Status Layout::stage_in(size_t f) const {
+Status Layout::stage(size_t f, bool to_device) const {
   if (transfers_.empty()) return Status::ok();
-  for (const Transfer& t : transfers_[f])
-    if (Status s = device_->to_host(t.host, t.device, t.bytes); !s)
-      return Status(s.code(), fmt::format("copying parameter range {} from the device: {}", t.range,
-                                          s.message()));
-  return Status::ok();
-}
-
-Status Layout::stage_out(size_t f) const {
-  if (transfers_.empty()) return Status::ok();
-  for (const Transfer& t : transfers_[f])
-    if (Status s = device_->to_device(t.device, t.host, t.bytes); !s)
-      return Status(s.code(), fmt::format("copying parameter range {} to the device: {}", t.range,
-                                          s.message()));
+  for (const Transfer& t : transfers_[f]) {
+    const Status s = to_device ? device_->to_device(t.device, t.host, t.bytes)
+                               : device_->to_host(t.host, t.device, t.bytes);
+    if (!s)
+      return Status(s.code(), fmt::format("copying parameter range {} {} the device: {}", t.range,
+                                          to_device ? "to" : "from", s.message()));
+  }
   return Status::ok();
 }
 
@@ -175,14 +169,14 @@ size_t Layout::total_elements() const {
 
 Status Layout::update(size_t f, const ChunkBody& body, runtime::WorkerPool& workers,
                       bool write_back) const {
-  LH_RETURN_IF_ERROR(stage_in(f));
+  LH_RETURN_IF_ERROR(stage(f, /*to_device=*/false));
   run_chunks(f, body, workers, write_back);
-  return write_back ? stage_out(f) : Status::ok();
+  return write_back ? stage(f, /*to_device=*/true) : Status::ok();
 }
 
 Status Layout::overwrite(size_t f, const ChunkBody& body, runtime::WorkerPool& workers) const {
   run_chunks(f, body, workers, /*write_back=*/true);
-  return stage_out(f);
+  return stage(f, /*to_device=*/true);
 }
 
 void Layout::run_chunks(size_t f, const ChunkBody& body, runtime::WorkerPool& workers,

@@ -97,8 +97,8 @@ class Layout {
   Status overwrite(size_t f, const ChunkBody& body, runtime::WorkerPool& workers) const;
   void run_chunks(size_t f, const ChunkBody& body, runtime::WorkerPool& workers,
                   bool write_back) const;
-  Status stage_in(size_t f) const;
-  Status stage_out(size_t f) const;
+  // Copies fragment f's device pieces between the device and the mirror.
+  Status stage(size_t f, bool to_device) const;
 
   std::vector<std::vector<Piece>> fragment_pieces_;
   std::vector<size_t> fragment_sizes_;
