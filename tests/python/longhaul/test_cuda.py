@@ -1,5 +1,5 @@
 """CUDA tensors from Python (docs/gpu.md): staged through pinned memory, the same results as a CPU
-peer's, refused where the library does not stage device memory. Skipped without a CUDA device."""
+peer's, in all-reduces, batches, state syncs and DiLoCo. Skipped without a CUDA device."""
 import numpy as np
 import pytest
 import torch
@@ -44,9 +44,16 @@ def test_sync_state_with_cuda_tensors(pair):
     assert states[1]["step"][0] == 5
 
 
-def test_calls_that_do_not_stage_device_memory_say_so(pair):
-    with pytest.raises(lh.Unsupported, match="device memory"):
-        pair[0].allreduce_batch([torch.ones(8, device="cuda")])
+def test_a_batch_of_cuda_and_cpu_tensors_reduces_like_a_cpu_batch(pair):
+    g = torch.Generator().manual_seed(3)
+    mine = [torch.randn(70_001, generator=g), torch.randn(33, generator=g)]
+    theirs = [torch.randn(70_001, generator=g), torch.randn(33, generator=g)]
+    want = [a + b for a, b in zip(mine, theirs)]  # two peers: one addition, either order
+    on_gpu = [mine[0].cuda(), mine[1]]  # a device tensor beside a host one in one batch
+    run_threads(lambda: pair[0].allreduce_batch(on_gpu), lambda: pair[1].allreduce_batch(theirs))
+    assert on_gpu[0].is_cuda
+    assert torch.equal(on_gpu[0].cpu(), want[0]) and torch.equal(on_gpu[1], want[1])
+    assert all(torch.equal(t, w) for t, w in zip(theirs, want))
 
 
 def _diloco_run(devices, fragments):
