@@ -109,22 +109,25 @@ Result<Layout> Layout::make(std::vector<ParamRange> ranges, std::vector<Fragment
 }
 
 // Gives every device piece its place in one host mirror, which the fragments share (the engine
-// works on one fragment at a time), and points the piece there.
+// works on one fragment at a time): a fragment's device pieces one after another, each cache-line
+// aligned. Then takes the mirror and points the pieces there.
 Status Layout::place_device_pieces(std::shared_ptr<DeviceCopies> device) {
-  const auto walk = [&](auto&& visit) {
-    for (size_t f = 0; f < fragment_pieces_.size(); ++f) {
-      size_t used = 0;
-      for (Piece& p : fragment_pieces_[f]) {
-        if (!p.range.on_device) continue;
-        visit(f, p, used);
-        used += p.count * quant::element_size(p.range.dtype);
-        used = (used + 63) & ~size_t{63};  // each piece cache-line aligned in the mirror
-        mirror_bytes_ = std::max(mirror_bytes_, used);
-      }
-    }
+  struct Place {
+    size_t fragment;
+    Piece* piece;
+    size_t at;  // bytes into the mirror
   };
-  walk([](size_t, Piece&, size_t) {});
-  if (mirror_bytes_ == 0) return Status::ok();
+  std::vector<Place> places;
+  for (size_t f = 0; f < fragment_pieces_.size(); ++f) {
+    size_t used = 0;
+    for (Piece& p : fragment_pieces_[f]) {
+      if (!p.range.on_device) continue;
+      places.push_back({f, &p, used});
+      used = (used + p.count * quant::element_size(p.range.dtype) + 63) & ~size_t{63};
+      mirror_bytes_ = std::max(mirror_bytes_, used);
+    }
+  }
+  if (places.empty()) return Status::ok();
   if (!device)
     return invalid_argument("parameter ranges in device memory need the GPU layer's copies");
   auto mirror = device->host_buffer(mirror_bytes_);
@@ -132,16 +135,16 @@ Status Layout::place_device_pieces(std::shared_ptr<DeviceCopies> device) {
   mirror_ = std::move(*mirror);
   device_ = std::move(device);
   transfers_.resize(fragment_pieces_.size());
-  walk([&](size_t f, Piece& p, size_t at) {
+  for (const Place& place : places) {
+    Piece& p = *place.piece;
     const size_t element = quant::element_size(p.range.dtype);
-    std::byte* host = mirror_.get() + at;
-    transfers_[f].push_back({p.range_index,
-                             static_cast<std::byte*>(p.range.data) + p.offset * element, host,
-                             p.count * element});
-    p.range.data = host;
-    p.range.on_device = false;
+    std::byte* host = mirror_.get() + place.at;
+    transfers_[place.fragment].push_back(
+        {p.range_index, static_cast<std::byte*>(p.range.data) + p.offset * element, host,
+         p.count * element});
+    p.range = {host, p.count, p.range.dtype, /*on_device=*/false};
     p.offset = 0;
-  });
+  }
   return Status::ok();
 }
 
