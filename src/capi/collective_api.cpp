@@ -179,10 +179,8 @@ extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends,
         comm, lh::invalid_argument("an error-feedback residual serves a batch of one"));
   std::vector<lh::gpu::BatchBuffers> buffers;
   for (size_t i = 0; i < count; ++i) buffers.push_back({sends[i], recvs[i], counts[i]});
-  if (spec->residual &&
-      lh::gpu::memory_of(spec->residual, lh::capi::memory_of(options)) == lh::gpu::Memory::kCuda)
-    return lh::capi::finish(
-        comm, lh::Status(LH_ERR_UNSUPPORTED, "the error-feedback residual must be host memory"));
+  if (auto s = lh::gpu::residual_on_host(spec->residual, lh::capi::memory_of(options)); !s)
+    return lh::capi::finish(comm, s);
   auto landings = lh::gpu::stage_device_buffers(buffers, spec->dtype, lh::capi::memory_of(options));
   if (!landings) return lh::capi::finish(comm, landings.status());
   std::vector<lh::peer::Communicator::BatchItem> items;

@@ -32,8 +32,15 @@ std::function<Status()> landing(std::shared_ptr<PinnedBuffer> slot, void* destin
 
 }  // namespace
 
+Status residual_on_host(const float* residual, Memory declared) {
+  if (residual != nullptr && memory_of(residual, declared) == Memory::kCuda)
+    return Status(LH_ERR_UNSUPPORTED, "the error-feedback residual must be host memory");
+  return Status::ok();
+}
+
 Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declared,
                                   std::size_t scatter_count) {
+  LH_RETURN_IF_ERROR(residual_on_host(spec.residual, declared));
   const Memory input = memory_of(spec.input, declared);
   // In place (the usual case) asks the runtime once: this runs on every all-reduce.
   const Memory output = spec.output == spec.input ? input
@@ -41,8 +48,6 @@ Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declar
                                                   : memory_of(spec.output, declared);
   if (input != Memory::kCuda && output != Memory::kCuda) return false;
   LH_RETURN_IF_ERROR(cuda_available());
-  if (spec.residual != nullptr && memory_of(spec.residual, declared) == Memory::kCuda)
-    return Status(LH_ERR_UNSUPPORTED, "the error-feedback residual must be host memory");
 
   const std::size_t element = quant::element_size(spec.dtype);
   auto slot = acquire_pinned(spec.count * element);

@@ -23,6 +23,10 @@
 
 namespace longhaul::gpu {
 
+// LH_ERR_UNSUPPORTED when `residual` (error feedback) is device memory: the reduction reads and
+// writes it on the host, whatever the buffers are.
+Status residual_on_host(const float* residual, Memory declared);
+
 // An all-reduce or a reduce-scatter whose input, output or scatter_output is device memory
 // (detected, or `declared` kCuda for all of them). `scatter_count`: the elements of this member's
 // part of a reduce-scatter (unused for an all-reduce). The operation runs in place on the slot (no
