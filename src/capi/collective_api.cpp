@@ -45,9 +45,13 @@ lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv
 
 }  // namespace
 
+lh::gpu::Memory lh::capi::memory_kind(lh_memory memory) {
+  if (memory == LH_MEMORY_AUTO) return gpu::Memory::kAuto;
+  return memory == LH_MEMORY_CUDA ? gpu::Memory::kCuda : gpu::Memory::kHost;
+}
+
 lh::gpu::Memory lh::capi::memory_of(const lh_allreduce_options* options) {
-  if (!options || options->memory == LH_MEMORY_AUTO) return gpu::Memory::kAuto;
-  return options->memory == LH_MEMORY_CUDA ? gpu::Memory::kCuda : gpu::Memory::kHost;
+  return options ? memory_kind(options->memory) : gpu::Memory::kAuto;
 }
 
 // The defaults are collective::AllReduceSpec's; nothing is written here.

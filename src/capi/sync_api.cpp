@@ -32,9 +32,7 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
     return lh::invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
   if (o.memory < LH_MEMORY_AUTO || o.memory > LH_MEMORY_CUDA)
     return lh::invalid_argument(fmt::format("unknown memory kind {}", static_cast<int>(o.memory)));
-  const lh::gpu::Memory declared = o.memory == LH_MEMORY_AUTO   ? lh::gpu::Memory::kAuto
-                                   : o.memory == LH_MEMORY_CUDA ? lh::gpu::Memory::kCuda
-                                                                : lh::gpu::Memory::kHost;
+  const lh::gpu::Memory declared = lh::capi::memory_kind(o.memory);
   lh::sync::EngineOptions e;
   for (size_t i = 0; i < o.range_count; ++i) {
     const lh_param_range& r = o.ranges[i];
