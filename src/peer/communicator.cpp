@@ -28,6 +28,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
       user = self->user_abort_handler_;
     }
     if (user) user(epoch, why);
+    self->notify_failure_listeners();
   });
   // The master lost: no new collective of the epoch starts (the restarted master re-forms the
   // ring), but those in flight run on (docs/protocol.md, "Master restart").
@@ -53,6 +54,25 @@ Communicator::~Communicator() {
 void Communicator::set_abort_handler(PeerSession::AbortHandler handler) {
   MutexLock lock(handler_mu_);
   user_abort_handler_ = std::move(handler);
+}
+
+uint64_t Communicator::add_failure_listener(FailureListener listener) {
+  MutexLock lock(listeners_mu_);
+  const uint64_t id = next_listener_id_++;
+  failure_listeners_.emplace_back(id, std::move(listener));
+  return id;
+}
+
+void Communicator::remove_failure_listener(uint64_t id) {
+  MutexLock lock(listeners_mu_);
+  std::erase_if(failure_listeners_, [id](const auto& l) { return l.first == id; });
+}
+
+void Communicator::notify_failure_listeners() {
+  const Status failure = session_->failure();
+  if (failure.is_ok()) return;  // an abort of the epoch's operations: the communicator lives on
+  MutexLock lock(listeners_mu_);
+  for (auto& [id, listener] : failure_listeners_) listener(failure);
 }
 
 TrafficTotals Communicator::traffic() const {

@@ -10,7 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "collective/engine.hpp"
 #include "common/mutex.hpp"
@@ -86,6 +89,16 @@ class Communicator {
   // be empty). Runs on a library thread; must not block.
   void set_abort_handler(PeerSession::AbortHandler handler);
 
+  // Calls `listener` once, with the session's failure, when the communicator fails for good (the
+  // master removed this peer, LH_ERR_NODE_EVICTED among other reasons, or was lost for good), on
+  // a library thread, after the collectives in flight were failed; never for a local close. The
+  // node-local groups hang here (node/node_allreduce.hpp): a dead sibling's rank must not leave
+  // the others waiting. Returns an id for remove_failure_listener. Must not block.
+  using FailureListener = std::function<void(const Status& why)>;
+  uint64_t add_failure_listener(FailureListener listener);
+  // Once it returns, the listener is not running and is not called again.
+  void remove_failure_listener(uint64_t id);
+
  private:
   Communicator() = default;
   // Starts every item's all-reduce and waits for all of them; the first failure.
@@ -101,8 +114,14 @@ class Communicator {
   const std::shared_ptr<StatsBoard> stats_board_ = std::make_shared<StatsBoard>();
   std::unique_ptr<collective::CollectiveEngine> engine_;
   std::shared_ptr<PeerSession> session_;
+  // Runs the failure listeners when the session has failed (called from the abort handler).
+  void notify_failure_listeners();
   Mutex handler_mu_;
   PeerSession::AbortHandler user_abort_handler_ GUARDED_BY(handler_mu_);
+  // Held while a failure listener runs, so removing one waits for its call to end.
+  Mutex listeners_mu_;
+  std::vector<std::pair<uint64_t, FailureListener>> failure_listeners_ GUARDED_BY(listeners_mu_);
+  uint64_t next_listener_id_ GUARDED_BY(listeners_mu_) = 1;
 };
 
 }  // namespace longhaul::peer
