@@ -611,6 +611,74 @@ lh_status lh_barrier_async(lh_comm* comm, const lh_allreduce_options* options, l
 lh_status lh_barrier(lh_comm* comm, const lh_allreduce_options* options, lh_op_info* info);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Node-local groups                                                                           */
+
+/* The ranks of one node (lh_comm_options.node: the processes of one machine, one per rail) as a
+ * group that reduces among itself through shared memory, for the hierarchical all-reduce of a
+ * node whose ranks hold replicas of one model (data parallel inside the machine; FSDP shards need
+ * no local group: each rank all-reduces its own shard over its rail with lh_allreduce). One per
+ * communicator; docs/collectives.md, "Node-local groups". */
+typedef struct lh_local_group lh_local_group;
+
+typedef struct lh_local_group_options {
+  /* The POSIX shared-memory name the node's ranks meet under ("/" and 1 to 250 bytes of
+   * [A-Za-z0-9._-]), the same on every rank of the node. Default NULL: derived from the
+   * communicator's master address and node name, so two runs on one machine never meet. */
+  const char* name;
+  /* Shared memory per rank for one round of a local step; at least 64 bytes per rank of the node.
+   * Default 4 MiB. */
+  size_t slot_bytes;
+  /* How long a rank waits for its siblings at any one local step, forming the group included.
+   * Default 120000 (2 min). */
+  uint32_t timeout_ms;
+} lh_local_group_options;
+
+/* Fills *options with the defaults above. NULL is ignored. */
+void lh_local_group_options_init(lh_local_group_options* options);
+
+/* Forms the local group of `comm`'s node: rank lh_comm_options.node_rail of node_rails (at most
+ * 64). Blocks until every rank of the node has called it with the same options (LH_ERR_TIMEOUT
+ * after timeout_ms, naming the ranks that never came). Call it before or after lh_comm_connect.
+ * From then on, when `comm` fails for good (the master evicted the node because a sibling died:
+ * LH_ERR_NODE_EVICTED), the group is aborted, and a sibling that dies is seen by the others within
+ * 250 ms even before the master says so: no rank ever waits for a dead sibling. On success *out
+ * owns the group: destroy it before its communicator. LH_ERR_INVALID_ARGUMENT for bad options or
+ * when the ranks disagree on the node's shape; LH_ERR_IO when the system refuses the shared
+ * memory. The message is in lh_comm_last_error and lh_last_error. */
+lh_status lh_local_group_create(lh_comm* comm, const lh_local_group_options* options,
+                                lh_local_group** out);
+
+/* Ends the group on every rank of the node: calls in progress return LH_ERR_ABORTED with
+ * `reason` (may be NULL), as do all later ones. Thread-safe; for a trainer's own watchdog. */
+lh_status lh_local_group_abort(lh_local_group* group, const char* reason);
+
+/* Frees the group; the siblings' calls on it fail from then on (LH_ERR_CLOSED). NULL is ignored.
+ * Must not run during a call on the group. */
+void lh_local_group_destroy(lh_local_group* group);
+
+/* The hierarchical all-reduce of a node of L ranks: reduced inside the node through shared
+ * memory (rank r keeps chunk r of the node's sum), chunk r all-reduced over rail r (the peer group
+ * of rank r of every node: every rail carries 1/L of the buffer, all rails at once), then gathered
+ * back inside the node. Every rank of every node calls it with the same arguments at the same
+ * point of its sequence of collectives; every node has the same number of ranks. The arguments
+ * are lh_allreduce's and follow its rules (send == recv for in place; options as for an
+ * all-reduce, the residual holding `count` floats of which this rank keeps its chunk's; device
+ * memory is staged through pinned host memory). All or nothing, as lh_allreduce_batch: the master
+ * decides each rail's outcome, the node's ranks agree on theirs, so it returns LH_OK on one rank
+ * exactly when it does on every rank of every node, with bit-identical results. When an attempt
+ * failed anywhere, every rank restores what it sent, calls lh_comm_update_topology itself
+ * (admitting no new peer) and retries, up to max_attempts attempts. On failure `send` holds what
+ * it held on entry and `recv` is unspecified: LH_ERR_PEER_LOST / LH_ERR_ABORTED after the last
+ * attempt (call lh_comm_update_topology and retry), LH_ERR_NODE_EVICTED when this node is finished
+ * (a sibling died: end every rank of the node and start the node again), or another error. An
+ * in-place call whose node is evicted during its final local step leaves the buffer unspecified.
+ * Nothing else may run on the communicator meanwhile. LH_OP_AVG divides once, by nodes x L. The
+ * failure message is in lh_comm_last_error and lh_last_error. */
+lh_status lh_node_allreduce(lh_local_group* group, const void* send, void* recv, size_t count,
+                            lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
+                            uint32_t max_attempts);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Shared state                                                                                */
 
 /* A registry of named tensors (weights, optimizer moments, step counters) that lh_sync_state keeps

@@ -581,6 +581,58 @@ class Communicator {
   std::unique_ptr<lh_comm, Deleter> handle_;
 };
 
+// The local group of a communicator's node (lh_local_group): the node's ranks reducing among
+// themselves through shared memory, for the hierarchical all-reduce. Move-only RAII owner;
+// destroy it before its Communicator.
+//
+//   longhaul::LocalGroup local(comm);        // blocks until every rank of the node has come
+//   local.allreduce(std::span(grads), 3);    // node, then rails, then node again; all or nothing
+struct LocalGroupOptions {
+  std::string name;  // empty: derived from the master's address and the node's name
+  size_t slot_bytes = size_t{4} << 20;
+  uint32_t timeout_ms = 120000;
+};
+
+class LocalGroup {
+ public:
+  explicit LocalGroup(Communicator& comm, const LocalGroupOptions& options = {}) {
+    lh_local_group_options o;
+    lh_local_group_options_init(&o);
+    o.name = detail::c_str_or_null(options.name);
+    o.slot_bytes = options.slot_bytes;
+    o.timeout_ms = options.timeout_ms;
+    lh_local_group* raw = nullptr;
+    detail::check(lh_local_group_create(comm.get(), &o, &raw), lh_last_error);
+    handle_.reset(raw);
+  }
+
+  // lh_node_allreduce in place, retried over the survivors up to `max_attempts` attempts. Throws
+  // Error on failure (status LH_ERR_NODE_EVICTED: the node is finished); the buffer then holds
+  // what it held on entry.
+  template <class T>
+  void allreduce(std::span<T> data, uint32_t max_attempts, ReduceOp op = ReduceOp::kSum,
+                 const AllReduceOptions& options = {}) {
+    options.check_residual(data.size());
+    const lh_allreduce_options o = options.c_options();
+    detail::check(lh_node_allreduce(handle_.get(), data.data(), data.data(), data.size(),
+                                    dtype_of<T>(), static_cast<lh_reduce_op>(op), &o, max_attempts),
+                  lh_last_error);
+  }
+
+  // Ends the group on every rank of the node (lh_local_group_abort). Thread-safe.
+  void abort(const std::string& reason) {
+    detail::check(lh_local_group_abort(handle_.get(), reason.c_str()), lh_last_error);
+  }
+
+  lh_local_group* get() const { return handle_.get(); }
+
+ private:
+  struct Deleter {
+    void operator()(lh_local_group* g) const { lh_local_group_destroy(g); }
+  };
+  std::unique_ptr<lh_local_group, Deleter> handle_;
+};
+
 // Mirrors lh_sync_strategy.
 enum class SyncStrategy {
   kEnforcePopular = LH_SYNC_ENFORCE_POPULAR,

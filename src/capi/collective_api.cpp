@@ -5,14 +5,11 @@
 #include "collective/allreduce.hpp"
 #include "gpu/staged_collectives.hpp"
 
-namespace {
-
 namespace lh = longhaul;
 
-// Validates and converts; every enum value crossing the ABI is checked.
-lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv, size_t count,
-                                                    lh_dtype dtype, lh_reduce_op op,
-                                                    const lh_allreduce_options* options) {
+lh::Result<lh::collective::AllReduceSpec> lh::capi::allreduce_spec(
+    const void* send, void* recv, size_t count, lh_dtype dtype, lh_reduce_op op,
+    const lh_allreduce_options* options) {
   lh_allreduce_options o;
   lh_allreduce_options_init(&o);
   if (options) o = *options;
@@ -43,8 +40,6 @@ lh::Result<lh::collective::AllReduceSpec> make_spec(const void* send, void* recv
   return s;
 }
 
-}  // namespace
-
 lh::gpu::Memory lh::capi::memory_kind(lh_memory memory) {
   if (memory == LH_MEMORY_AUTO) return gpu::Memory::kAuto;
   return memory == LH_MEMORY_CUDA ? gpu::Memory::kCuda : gpu::Memory::kHost;
@@ -73,7 +68,7 @@ extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* r
                                         const lh_allreduce_options* options, lh_op** out) {
   if (!comm || !out) return lh::capi::null_argument("lh_allreduce_async");
   *out = nullptr;
-  auto spec = make_spec(send, recv, count, dtype, op, options);
+  auto spec = lh::capi::allreduce_spec(send, recv, count, dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
   if (auto staged = lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options)); !staged)
     return lh::capi::finish(comm, staged.status());
@@ -114,7 +109,7 @@ extern "C" lh_status lh_reduce_scatter_async(lh_comm* comm, const void* send, vo
   if (recv_count > 0 && !recv) return lh::capi::null_argument("lh_reduce_scatter_async");
   static std::byte nowhere;  // a part of 0 elements is written nowhere
   void* part = recv ? recv : &nowhere;
-  auto spec = make_spec(send, part, total, dtype, op, options);
+  auto spec = lh::capi::allreduce_spec(send, part, total, dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
   spec->output = nullptr;
   spec->scatter_output = part;
@@ -176,7 +171,7 @@ extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends,
   if (!comm || (count > 0 && (!sends || !recvs || !counts)))
     return lh::capi::null_argument("lh_allreduce_batch");
   if (count == 0) return LH_OK;
-  auto spec = make_spec(sends[0], recvs[0], counts[0], dtype, op, options);
+  auto spec = lh::capi::allreduce_spec(sends[0], recvs[0], counts[0], dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
   if (spec->residual && count != 1)
     return lh::capi::finish(

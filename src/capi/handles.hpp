@@ -76,6 +76,12 @@ Result<GroupCounts> group_counts(lh_comm* comm, size_t count, const size_t* coun
 // Waits for, reports and frees an operation: the blocking form of every *_async call.
 lh_status wait_and_destroy(lh_comm* comm, lh_op* op, lh_op_info* info);
 
+// An all-reduce's arguments as the collective engine's spec: validated (every enum crossing the
+// ABI is checked) and converted. Buffers are taken as they are (no staging).
+Result<collective::AllReduceSpec> allreduce_spec(const void* send, void* recv, size_t count,
+                                                 lh_dtype dtype, lh_reduce_op op,
+                                                 const lh_allreduce_options* options);
+
 // An lh_memory (already validated) as the GPU layer's.
 gpu::Memory memory_kind(lh_memory memory);
 // options->memory as the GPU layer's (kAuto for NULL options).

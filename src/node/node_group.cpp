@@ -1,0 +1,112 @@
+#include "node/node_group.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "collective/partition.hpp"
+#include "quant/reduce.hpp"
+
+namespace longhaul::node {
+
+namespace {
+
+bool retryable(const Status& s) {
+  return s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED;
+}
+
+}  // namespace
+
+NodeGroup::NodeGroup(peer::Communicator& comm, std::unique_ptr<LocalGroup> local)
+    : comm_(comm), local_(std::move(local)) {
+  LocalGroup* group = local_.get();
+  listener_id_ = comm_.add_failure_listener([group](const Status& why) { group->abort(why); });
+  if (Status failed = comm_.session().failure(); !failed) group->abort(failed);
+}
+
+NodeGroup::~NodeGroup() {
+  comm_.remove_failure_listener(listener_id_);
+}
+
+Status NodeGroup::allreduce(const collective::AllReduceSpec& spec, uint32_t max_attempts) {
+  if (max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
+  if (spec.reduce_scatter())
+    return invalid_argument("a node all-reduce has no reduce-scatter output");
+  if (spec.count == 0) return Status::ok();
+  const size_t es = quant::element_size(spec.dtype);
+  const auto* in = static_cast<const std::byte*>(spec.input);
+  const auto* out = static_cast<const std::byte*>(spec.output);
+  if (in != out && in < out + spec.count * es && out < in + spec.count * es)
+    return invalid_argument("send and recv overlap without being the same buffer");
+  const collective::Range mine =
+      collective::Partition(spec.count, local_->size(), spec.count).chunk(local_->rank());
+  if (Status s = admit_pending_peers(); !s) return s;
+  std::vector<std::byte> chunk(mine.count * es);
+  // Averages are summed everywhere and divided once at the end, by every contribution.
+  const auto sum_op = spec.op == quant::ReduceOp::kAvg ? quant::ReduceOp::kSum : spec.op;
+  if (Status s = local_->reduce_scatter(spec.input, chunk.data(), spec.count, spec.dtype, sum_op);
+      !s)
+    return s;
+  collective::AllReduceSpec rail = spec;
+  rail.input = rail.output = chunk.data();
+  rail.count = mine.count;
+  rail.op = sum_op;
+  rail.residual = spec.residual ? spec.residual + mine.begin : nullptr;
+  rail.chunk_counts.clear();
+  rail.land_output = {};
+  if (Status s = run_attempts(rail, max_attempts); !s) return s;
+  if (spec.op == quant::ReduceOp::kAvg && mine.count > 0) {
+    const size_t contributions = comm_.ring_view().size * local_->size();
+    if (Status s = quant::finalize_avg(chunk.data(), mine.count, spec.dtype, contributions); !s) {
+      local_->abort(s);
+      return s;
+    }
+  }
+  return local_->all_gather(chunk.data(), spec.output, spec.count, spec.dtype);
+}
+
+Status NodeGroup::admit_pending_peers() {
+  const bool pending = comm_.session().peers_pending();
+  const Status seen = local_->agree(pending ? aborted_error("peers are pending") : Status::ok());
+  if (Status finished = local_->failure(); !finished) return finished;
+  if (seen.is_ok()) return Status::ok();
+  if (Status s = comm_.session().update_topology(); !s) {
+    local_->abort(s);
+    return s;
+  }
+  return Status::ok();
+}
+
+Status NodeGroup::run_attempts(const collective::AllReduceSpec& rail, uint32_t max_attempts) {
+  for (uint32_t attempt = 1;; ++attempt) {
+    // A rank whose chunk is empty (fewer elements than ranks) has nothing to send on its rail;
+    // neither has its rail's rank on any other node, whose buffers have the same count.
+    Status mine = rail.count == 0
+                      ? Status::ok()
+                      : comm_.allreduce_batch({{rail.input, rail.output, rail.count}}, rail, 1);
+    Status all = local_->agree(mine);
+    if (all.is_ok() || !retryable(all)) return all;
+    if (Status finished = local_->failure(); !finished) return finished;  // no retry helps
+    if (attempt == max_attempts)
+      return all.with_context(fmt::format("node all-reduce failed on all {} attempts", attempt));
+    // Every rank of every node still in the run failed this attempt and re-forms its rail here.
+    if (Status s = comm_.session().update_topology(/*admit_joiners=*/false); !s) {
+      local_->abort(s);  // the siblings would wait for this rank's next attempt
+      return s;
+    }
+  }
+}
+
+std::string default_local_group_name(const std::string& master_address, const std::string& node) {
+  const std::string key = master_address + '\n' + node;
+  std::string readable;
+  for (char c : node.substr(0, 48))
+    readable += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+  return fmt::format("/longhaul-{}-{:016x}", readable, XXH3_64bits(key.data(), key.size()));
+}
+
+}  // namespace longhaul::node
