@@ -15,6 +15,7 @@ void set_if(T& field, const std::optional<T>& v) {
 
 void bind_comm(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);
+void bind_local_group(nanobind::module_& m);
 
 namespace doc {
 extern const char* const communicator;

@@ -120,7 +120,7 @@ lh_traffic Communicator::traffic() const {
 
 void Communicator::close(std::optional<std::string> reason) {
   if (!comm_) return;
-  while (!engines_.empty()) engines_.back()->destroy();  // detaches itself
+  while (!attachments_.empty()) attachments_.back()->destroy();  // detaches itself
   lh_comm* c = comm_;
   comm_ = nullptr;
   nb::gil_scoped_release unlocked;
@@ -139,12 +139,12 @@ std::optional<AbortRecord> Communicator::last_abort() const {
   return last_abort_;
 }
 
-void Communicator::attach(SyncEngine* engine) {
-  engines_.push_back(engine);
+void Communicator::attach(Attachment* attachment) {
+  attachments_.push_back(attachment);
 }
 
-void Communicator::detach(SyncEngine* engine) {
-  std::erase(engines_, engine);
+void Communicator::detach(Attachment* attachment) {
+  std::erase(attachments_, attachment);
 }
 
 // Runs on a library thread without the GIL: records, and in "exit" mode ends the process.

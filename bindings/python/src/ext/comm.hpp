@@ -16,7 +16,16 @@
 
 namespace longhaul::py {
 
-class SyncEngine;
+// Something started on a communicator that must end before the communicator does (a SyncEngine,
+// a LocalGroup): Communicator.close() destroys every attachment first.
+class Attachment {
+ public:
+  // Frees the library object and detaches itself; later calls on it raise Closed. Idempotent.
+  virtual void destroy() = 0;
+
+ protected:
+  ~Attachment() = default;
+};
 
 // longhaul.Master: an in-process master, serving from construction until stop()/close().
 class Master {
@@ -75,9 +84,9 @@ class Communicator {
   uint32_t node_rails() const { return node_rails_; }
   uint32_t peer_group() const { return peer_group_; }
 
-  // Engines started on this communicator: destroyed before the communicator is.
-  void attach(SyncEngine* engine);
-  void detach(SyncEngine* engine);
+  // Attachments started on this communicator: destroyed before the communicator is.
+  void attach(Attachment* attachment);
+  void detach(Attachment* attachment);
 
  private:
   static void on_abort(void* self, uint64_t epoch, lh_status status, const char* reason);
@@ -88,7 +97,7 @@ class Communicator {
   std::atomic<bool> exit_on_eviction_{false};
   mutable std::mutex abort_mu_;
   std::optional<AbortRecord> last_abort_;  // guarded by abort_mu_
-  std::vector<SyncEngine*> engines_;
+  std::vector<Attachment*> attachments_;
 };
 
 // longhaul.Work: one all-reduce in flight. Holds the tensors until the operation is done.

@@ -7,13 +7,12 @@
 
 #include <nanobind/nanobind.h>
 
+#include "comm.hpp"
 #include "longhaul/longhaul.h"
 
 namespace longhaul::py {
 
-class Communicator;
-
-class SyncEngine {
+class SyncEngine final : public Attachment {
  public:
   // Starts the engine over `params` (a collective of the group; GIL released). `comm_obj` is the
   // Python Communicator, kept alive by the engine; the tensors are kept alive too.
@@ -31,7 +30,7 @@ class SyncEngine {
   std::vector<uint64_t> last_excluded() const;
   void global_params(uint32_t fragment, nanobind::handle out);
   // Frees the engine (a round in flight is abandoned); later calls raise Closed. Idempotent.
-  void destroy();
+  void destroy() override;
 
  private:
   lh_sync_engine* handle() const;

@@ -5,6 +5,7 @@
 #include "bindings.hpp"
 #include "comm.hpp"
 #include "errors.hpp"
+#include "local_group.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -78,4 +79,5 @@ NB_MODULE(_longhaul, m) {
   bind_master(m);
   bind_comm(m);
   bind_engine(m);
+  bind_local_group(m);
 }

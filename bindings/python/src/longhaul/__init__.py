@@ -32,6 +32,7 @@ _point_at_the_nccl_wheel()
 from ._longhaul import (  # noqa: E402 - after the environment is set for the library
     Closed,
     Communicator,
+    LocalGroup,
     LonghaulError,
     Master,
     NodeEvicted,
@@ -51,6 +52,7 @@ __version__ = version()
 __all__ = [
     "Closed",
     "Communicator",
+    "LocalGroup",
     "LonghaulError",
     "Master",
     "NodeEvicted",
