@@ -672,6 +672,10 @@ void lh_local_group_destroy(lh_local_group* group);
  * attempt (call lh_comm_update_topology and retry), LH_ERR_NODE_EVICTED when this node is finished
  * (a sibling died: end every rank of the node and start the node again), or another error. An
  * in-place call whose node is evicted during its final local step leaves the buffer unspecified.
+ * Peers waiting to join are admitted at its start, on every rank of the node at once: a rank that
+ * called lh_comm_update_topology alone would wait there for its siblings while they wait for it
+ * in the local group, so call lh_comm_update_topology yourself only on every rank of the node
+ * together (after a failed lh_node_allreduce, which fails on all of them, is such a point).
  * Nothing else may run on the communicator meanwhile. LH_OP_AVG divides once, by nodes x L. The
  * failure message is in lh_comm_last_error and lh_last_error. */
 lh_status lh_node_allreduce(lh_local_group* group, const void* send, void* recv, size_t count,
