@@ -31,13 +31,14 @@ pack() {
   [[ -f $build/build.ninja ]] || cmake --preset "$(basename "$build")" >/dev/null
   cmake --build "$build" -j"$(nproc)" --target longhaul longhaul-master longhaul-allreduce-worker \
     longhaul-gpu-bench gpu_codec_test gpu_allreduce_test gpu_state_test gpu_sync_test \
-    gpu_hash_test
+    gpu_hash_test gpu_nccl_local_group_test
   rm -rf "$PACK"
   mkdir -p "$PACK/lib"
   local files=(tools/longhaul-master/longhaul-master bench/allreduce/longhaul-allreduce-worker
                bench/gpu/longhaul-gpu-bench tests/unit/gpu/gpu_codec_test
                tests/unit/gpu/gpu_allreduce_test tests/unit/gpu/gpu_state_test
-               tests/unit/gpu/gpu_sync_test tests/unit/gpu/gpu_hash_test)
+               tests/unit/gpu/gpu_sync_test tests/unit/gpu/gpu_hash_test
+               tests/unit/gpu/gpu_nccl_local_group_test)
   for f in "${files[@]}"; do
     mkdir -p "$PACK/$(dirname "$f")"
     cp "$build/$f" "$PACK/$f"
@@ -106,6 +107,10 @@ run() {
   step gpu_state_test 120 "$PACK/tests/unit/gpu/gpu_state_test"
   step gpu_sync_test 120 "$PACK/tests/unit/gpu/gpu_sync_test"
   step gpu_hash_test 120 "$PACK/tests/unit/gpu/gpu_hash_test"
+  # NCCL from the machine's nvidia-nccl-cu13 wheel (torch's dependency there).
+  LONGHAUL_NCCL_LIBRARY=${LONGHAUL_NCCL_LIBRARY:-$(python3 -c "import importlib.util as u, os; \
+s = u.find_spec('nvidia.nccl'); print(os.path.join(list(s.submodule_search_locations)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)} \
+    step gpu_nccl_local_group_test 120 "$PACK/tests/unit/gpu/gpu_nccl_local_group_test"
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
   local small=--gtest_filter='Blockwise/GpuCodec.KernelsWriteTheCpuBytesBitForBit/u8:GpuCodecArguments.*'

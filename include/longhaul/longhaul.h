@@ -631,6 +631,16 @@ typedef struct lh_local_group_options {
   /* How long a rank waits for its siblings at any one local step, forming the group included.
    * Default 120000 (2 min). */
   uint32_t timeout_ms;
+  /* Where the node's buffers live. LH_MEMORY_HOST (and the default, LH_MEMORY_AUTO): the local
+   * steps run in shared memory; device buffers given to lh_node_allreduce are staged through
+   * pinned host memory. LH_MEMORY_CUDA: the local steps run in NCCL on `device`, in device
+   * memory (every buffer of lh_node_allreduce must then be device memory), and only each rank's
+   * 1/L chunk crosses PCIe, to be sent over its rail; NCCL is loaded at run time
+   * (docs/gpu.md), LH_ERR_UNSUPPORTED without CUDA, a device or NCCL. */
+  lh_memory memory;
+  /* LH_MEMORY_CUDA only: this rank's CUDA device; -1 (the default): the calling thread's current
+   * device. */
+  int device;
 } lh_local_group_options;
 
 /* Fills *options with the defaults above. NULL is ignored. */
@@ -648,12 +658,16 @@ void lh_local_group_options_init(lh_local_group_options* options);
 lh_status lh_local_group_create(lh_comm* comm, const lh_local_group_options* options,
                                 lh_local_group** out);
 
-/* Ends the group on every rank of the node: calls in progress return LH_ERR_ABORTED with
- * `reason` (may be NULL), as do all later ones. Thread-safe; for a trainer's own watchdog. */
+/* Ends the group on every rank of the node (for a trainer's own watchdog): the node leaves the
+ * run, as when a sibling dies, so lh_node_allreduce in progress or later on any of its ranks
+ * returns LH_ERR_NODE_EVICTED with `reason` (may be NULL) in its message, and each rank closes its
+ * communicator's session (the master evicts the node; the other nodes retry without it).
+ * Thread-safe. */
 lh_status lh_local_group_abort(lh_local_group* group, const char* reason);
 
-/* Frees the group; the siblings' calls on it fail from then on (LH_ERR_CLOSED). NULL is ignored.
- * Must not run during a call on the group. */
+/* Frees the group; the node then leaves the run as after lh_local_group_abort (the siblings'
+ * calls fail with LH_ERR_NODE_EVICTED). NULL is ignored. Must not run during a call on the
+ * group. */
 void lh_local_group_destroy(lh_local_group* group);
 
 /* The hierarchical all-reduce of a node of L ranks: reduced inside the node through shared
@@ -670,7 +684,9 @@ void lh_local_group_destroy(lh_local_group* group);
  * (admitting no new peer) and retries, up to max_attempts attempts. On failure `send` holds what
  * it held on entry and `recv` is unspecified: LH_ERR_PEER_LOST / LH_ERR_ABORTED after the last
  * attempt (call lh_comm_update_topology and retry), LH_ERR_NODE_EVICTED when this node is finished
- * (a sibling died: end every rank of the node and start the node again), or another error. An
+ * (a sibling died or its local group failed or was aborted: this rank has closed its session, so
+ * the master evicts the node; end every rank of the node and start the node again), or another
+ * error. Each retry starts from the node's sum and residual as they were. An
  * in-place call whose node is evicted during its final local step leaves the buffer unspecified.
  * Peers waiting to join are admitted at its start, on every rank of the node at once: a rank that
  * called lh_comm_update_topology alone would wait there for its siblings while they wait for it

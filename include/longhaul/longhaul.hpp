@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -591,6 +592,9 @@ struct LocalGroupOptions {
   std::string name;  // empty: derived from the master's address and the node's name
   size_t slot_bytes = size_t{4} << 20;
   uint32_t timeout_ms = 120000;
+  // Set: the local steps run in NCCL on this CUDA device (-1: the current one), and every buffer
+  // must be device memory (lh_local_group_options.memory = LH_MEMORY_CUDA). Unset: shared memory.
+  std::optional<int> cuda_device;
 };
 
 class LocalGroup {
@@ -601,6 +605,10 @@ class LocalGroup {
     o.name = detail::c_str_or_null(options.name);
     o.slot_bytes = options.slot_bytes;
     o.timeout_ms = options.timeout_ms;
+    if (options.cuda_device) {
+      o.memory = LH_MEMORY_CUDA;
+      o.device = *options.cuda_device;
+    }
     lh_local_group* raw = nullptr;
     detail::check(lh_local_group_create(comm.get(), &o, &raw), lh_last_error);
     handle_.reset(raw);

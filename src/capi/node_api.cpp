@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "capi/handles.hpp"
+#include "gpu/device_memory.hpp"
+#include "gpu/nccl_local_group.hpp"
 #include "gpu/staged_collectives.hpp"
 #include "node/node_group.hpp"
 #include "node/shm_local_group.hpp"
@@ -10,6 +12,7 @@
 struct lh_local_group {
   lh_comm* comm = nullptr;
   std::unique_ptr<longhaul::node::NodeGroup> impl;
+  bool on_device = false;  // NCCL: the buffers are device memory and are not staged
 };
 
 namespace {
@@ -20,8 +23,8 @@ lh::Result<lh::node::ShmLocalGroupOptions> local_options(const lh_comm* comm,
                                                          const lh_local_group_options& o) {
   const auto& c = comm->impl->session().options();
   lh::node::ShmLocalGroupOptions s;
-  s.name =
-      o.name ? std::string(o.name) : lh::node::default_local_group_name(c.master_address, c.node);
+  s.name = o.name ? std::string(o.name)
+                  : lh::node::default_local_group_name(c.master_address, c.node, c.rails);
   s.rank = c.rail;
   s.size = c.rails;
   s.slot_bytes = o.slot_bytes;
@@ -39,6 +42,8 @@ extern "C" void lh_local_group_options_init(lh_local_group_options* o) {
   o->name = nullptr;
   o->slot_bytes = d.slot_bytes;
   o->timeout_ms = static_cast<uint32_t>(d.timeout.count());
+  o->memory = LH_MEMORY_AUTO;
+  o->device = -1;
 }
 
 extern "C" lh_status lh_local_group_create(lh_comm* comm, const lh_local_group_options* options,
@@ -80,6 +85,14 @@ extern "C" lh_status lh_node_allreduce(lh_local_group* group, const void* send, 
   const auto memory = lh::capi::memory_of(options);
   if (auto s = lh::gpu::residual_on_host(spec->residual, memory); !s)
     return lh::capi::finish(comm, s);
+  if (group->on_device) {  // NCCL works on the device buffers themselves
+    for (const void* p : {spec->input, static_cast<const void*>(spec->output)})
+      if (lh::gpu::memory_of(p, memory) != lh::gpu::Memory::kCuda)
+        return lh::capi::finish(
+            comm, lh::invalid_argument("this local group runs in NCCL (LH_MEMORY_CUDA): "
+                                       "send and recv must be device memory"));
+    return lh::capi::finish(comm, group->impl->allreduce(*spec, max_attempts));
+  }
   // Device buffers run through pinned host slots, landed once every node has succeeded.
   std::vector<lh::gpu::BatchBuffers> buffers{{spec->input, spec->output, spec->count}};
   auto landings = lh::gpu::stage_device_buffers(buffers, spec->dtype, memory);

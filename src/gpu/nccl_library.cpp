@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -18,12 +19,16 @@ namespace {
 constexpr const char* kSymbols[] = {"ncclGetVersion", "ncclGetUniqueId",   "ncclCommInitRankConfig",
                                     "ncclCommAbort",  "ncclCommDestroy",   "ncclCommGetAsyncError",
                                     "ncclAllReduce",  "ncclReduceScatter", "ncclAllGather",
-                                    "ncclGroupStart", "ncclGroupEnd",      "ncclGetErrorString"};
+                                    "ncclGroupStart", "ncclGroupEnd",      "ncclGetErrorString",
+                                    "ncclReduce",     "ncclBroadcast"};
 
 struct Loaded {
   void* handle = nullptr;
   NcclInfo info;
 };
+
+// The loaded library's handle, once load_once has succeeded.
+std::atomic<void*> g_handle{nullptr};
 
 // dlopen with RTLD_NOLOAD first: a copy the process already has (PyTorch's) is reused.
 Result<Loaded> open_library() {
@@ -61,6 +66,7 @@ Result<NcclInfo> load_once() {
   const auto get_version = reinterpret_cast<GetVersion>(dlsym(l->handle, "ncclGetVersion"));
   if (int rc = get_version(&l->info.version); rc != 0)
     return Status(LH_ERR_INTERNAL, fmt::format("ncclGetVersion failed with {}", rc));
+  g_handle.store(l->handle);
   return l->info;  // the handle stays open for the process's life
 }
 
@@ -69,6 +75,11 @@ Result<NcclInfo> load_once() {
 Result<NcclInfo> load_nccl() {
   static const Result<NcclInfo> loaded = load_once();
   return loaded;
+}
+
+void* nccl_symbol(const char* name) {
+  if (!load_nccl()) return nullptr;
+  return dlsym(g_handle.load(), name);
 }
 
 }  // namespace longhaul::gpu

@@ -26,4 +26,7 @@ struct NcclInfo {
 // answer is kept.
 Result<NcclInfo> load_nccl();
 
+// One of those entry points (load_nccl first; null when it failed or for a name not among them).
+void* nccl_symbol(const char* name);
+
 }  // namespace longhaul::gpu

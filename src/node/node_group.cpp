@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <vector>
@@ -21,9 +23,9 @@ bool retryable(const Status& s) {
 
 }  // namespace
 
-NodeGroup::NodeGroup(peer::Communicator& comm, std::unique_ptr<LocalGroup> local)
+NodeGroup::NodeGroup(peer::Communicator& comm, std::unique_ptr<collective::LocalGroup> local)
     : comm_(comm), local_(std::move(local)) {
-  LocalGroup* group = local_.get();
+  collective::LocalGroup* group = local_.get();
   listener_id_ = comm_.add_failure_listener([group](const Status& why) { group->abort(why); });
   if (Status failed = comm_.session().failure(); !failed) group->abort(failed);
 }
@@ -42,6 +44,22 @@ Status NodeGroup::allreduce(const collective::AllReduceSpec& spec, uint32_t max_
   const auto* out = static_cast<const std::byte*>(spec.output);
   if (in != out && in < out + spec.count * es && out < in + spec.count * es)
     return invalid_argument("send and recv overlap without being the same buffer");
+  const Status s = reduce_over_node_and_rails(spec, max_attempts);
+  if (s.is_ok()) return s;
+  // A node whose local group failed (a sibling died, silent or gone, an abort) cannot take part
+  // any more, and the others must not count on it: it leaves the run, so the master evicts it
+  // as a whole (its other rails too) and the other nodes retry without it.
+  if (Status local = local_->failure(); !local) {
+    comm_.session().close();
+    return node_evicted(
+        fmt::format("this node left the run: its local group failed: {}", local.to_string()));
+  }
+  return s;
+}
+
+Status NodeGroup::reduce_over_node_and_rails(const collective::AllReduceSpec& spec,
+                                             uint32_t max_attempts) {
+  const size_t es = quant::element_size(spec.dtype);
   const collective::Range mine =
       collective::Partition(spec.count, local_->size(), spec.count).chunk(local_->rank());
   if (Status s = admit_pending_peers(); !s) return s;
@@ -82,6 +100,15 @@ Status NodeGroup::admit_pending_peers() {
 }
 
 Status NodeGroup::run_attempts(const collective::AllReduceSpec& rail, uint32_t max_attempts) {
+  // A rail whose attempt was decided OK holds its global sum (and an updated residual) even when
+  // another rail failed: every retry starts again from the node's sum and the residual as they
+  // were, or a rail would be reduced twice.
+  auto* chunk = static_cast<std::byte*>(rail.output);
+  const size_t bytes = rail.count * quant::element_size(rail.dtype);
+  const std::vector<std::byte> node_sum(chunk, chunk + bytes);
+  const std::vector<float> residual =
+      rail.residual ? std::vector<float>(rail.residual, rail.residual + rail.count)
+                    : std::vector<float>();
   for (uint32_t attempt = 1;; ++attempt) {
     // A rank whose chunk is empty (fewer elements than ranks) has nothing to send on its rail;
     // neither has its rail's rank on any other node, whose buffers have the same count.
@@ -91,6 +118,8 @@ Status NodeGroup::run_attempts(const collective::AllReduceSpec& rail, uint32_t m
     Status all = local_->agree(mine);
     if (all.is_ok() || !retryable(all)) return all;
     if (Status finished = local_->failure(); !finished) return finished;  // no retry helps
+    std::copy(node_sum.begin(), node_sum.end(), chunk);
+    std::copy(residual.begin(), residual.end(), rail.residual);
     if (attempt == max_attempts)
       return all.with_context(fmt::format("node all-reduce failed on all {} attempts", attempt));
     // Every rank of every node still in the run failed this attempt and re-forms its rail here.
@@ -101,8 +130,11 @@ Status NodeGroup::run_attempts(const collective::AllReduceSpec& rail, uint32_t m
   }
 }
 
-std::string default_local_group_name(const std::string& master_address, const std::string& node) {
-  const std::string key = master_address + '\n' + node;
+std::string default_local_group_name(const std::string& master_address, const std::string& node,
+                                     uint32_t rails) {
+  // A node of one rank meets nobody: its name is its own (ranks without a node name share one).
+  const std::string key = master_address + '\n' + node +
+                          (rails == 1 ? fmt::format("\npid {}", getpid()) : std::string());
   std::string readable;
   for (char c : node.substr(0, 48))
     readable += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "collective/allreduce_spec.hpp"
-#include "node/local_group.hpp"
+#include "collective/local_group.hpp"
 #include "peer/communicator.hpp"
 
 namespace longhaul::node {
@@ -33,12 +33,12 @@ class NodeGroup {
   // `comm`: from now on, when the communicator fails for good (the master evicted the node
   // because a sibling died, or removed this rank), the local group is aborted, so no sibling
   // waits in it. `comm` must outlive the NodeGroup.
-  NodeGroup(peer::Communicator& comm, std::unique_ptr<LocalGroup> local);
+  NodeGroup(peer::Communicator& comm, std::unique_ptr<collective::LocalGroup> local);
   ~NodeGroup();
   NodeGroup(const NodeGroup&) = delete;
   NodeGroup& operator=(const NodeGroup&) = delete;
 
-  LocalGroup& local() { return *local_; }
+  collective::LocalGroup& local() { return *local_; }
 
   // The hierarchical all-reduce above of spec.count elements (spec: an all-reduce's, host
   // memory, no reduce-scatter output; a residual holds spec.count floats, of which this rank
@@ -49,24 +49,30 @@ class NodeGroup {
   // together. A failed attempt anywhere fails it on every rank of every node; each rank then
   // calls update_topology without admitting joiners and retries, up to max_attempts attempts.
   // Returns OK exactly when it returns OK on every rank of every node, with the result in
-  // spec.output, bit-identical everywhere. On failure the input is intact (unless in place and
-  // the node itself failed in its final local step: its node is then evicted) and the output
-  // unspecified: LH_ERR_PEER_LOST / LH_ERR_ABORTED after the last attempt (call update_topology
-  // and retry), LH_ERR_NODE_EVICTED when the node is finished (a sibling died), or another error.
+  // spec.output, bit-identical everywhere. Each retry starts from the node's sum and the residual
+  // as they were. On failure the input is intact (unless in place and the node itself failed in
+  // its final local step) and the output unspecified: LH_ERR_PEER_LOST / LH_ERR_ABORTED after
+  // the last attempt (call update_topology and retry), LH_ERR_NODE_EVICTED when the node is
+  // finished, or another error. A node whose local group failed (a sibling dead, silent or gone,
+  // an abort) closes its session, so the master evicts it whole and the other nodes retry
+  // without it rather than count on a node that can no longer take part.
   Status allreduce(const collective::AllReduceSpec& spec, uint32_t max_attempts);
 
  private:
+  // Steps 0 to 4 above.
+  Status reduce_over_node_and_rails(const collective::AllReduceSpec& spec, uint32_t max_attempts);
   // Step 0 above.
   Status admit_pending_peers();
   Status run_attempts(const collective::AllReduceSpec& rail_spec, uint32_t max_attempts);
   peer::Communicator& comm_;
-  std::unique_ptr<LocalGroup> local_;
+  std::unique_ptr<collective::LocalGroup> local_;
   uint64_t listener_id_ = 0;
 };
 
 // The shared-memory name of a node's local group when the caller gives none: the same for every
 // rank of one node of one run (from the master's address and the node's name), different for
-// two runs on one machine.
-std::string default_local_group_name(const std::string& master_address, const std::string& node);
+// two runs on one machine; a node of one rank gets a name of its own.
+std::string default_local_group_name(const std::string& master_address, const std::string& node,
+                                     uint32_t rails);
 
 }  // namespace longhaul::node

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -47,13 +48,24 @@ SharedBarrier::SharedBarrier(SharedBarrierWords* words, uint32_t parties,
       siblings_alive_(std::move(siblings_alive)) {}
 
 Status SharedBarrier::aborted() const {
-  const auto code = static_cast<lh_status>(words_->abort_code.load(std::memory_order_acquire));
-  if (code == LH_OK) return Status::ok();
+  if ((words_->state.load(std::memory_order_acquire) & kAbortedBit) == 0) return Status::ok();
+  // The first aborter publishes its reason before it sets the bit; a later one may set the bit
+  // first, and the reason follows within a few instructions.
+  auto code = static_cast<lh_status>(words_->abort_code.load(std::memory_order_acquire));
+  for (int i = 0; code == LH_OK && i < 1000; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(10));
+    code = static_cast<lh_status>(words_->abort_code.load(std::memory_order_acquire));
+  }
+  if (code == LH_OK) return aborted_error("local group aborted");
   return Status(code, std::string(words_->abort_reason,
                                   strnlen(words_->abort_reason, sizeof words_->abort_reason)));
 }
 
 void SharedBarrier::abort(const Status& why) {
+  (void)abort_and_wake(why);
+}
+
+uint32_t SharedBarrier::abort_and_wake(const Status& why) {
   const Status s = why.is_ok() ? aborted_error("local group aborted") : why;
   if (words_->abort_claimed.exchange(1, std::memory_order_acq_rel) == 0) {
     const std::string& m = s.message();
@@ -62,7 +74,9 @@ void SharedBarrier::abort(const Status& why) {
     words_->abort_reason[n] = '\0';
     words_->abort_code.store(static_cast<int32_t>(s.code()), std::memory_order_release);
   }
+  const uint32_t before = words_->state.fetch_or(kAbortedBit, std::memory_order_acq_rel);
   wake_all();
+  return before;
 }
 
 void SharedBarrier::wake_all() {
@@ -70,39 +84,40 @@ void SharedBarrier::wake_all() {
   futex_wake_all(&words_->wakes);
 }
 
-Status SharedBarrier::arrive_and_wait(const char* step) {
-  if (Status s = aborted(); !s) return s;
-  // Read before arriving: the last arrival bumps it, and must not be missed.
-  const uint32_t seen = words_->generation.load(std::memory_order_acquire);
+Status SharedBarrier::arrive_and_wait(const char* step, Deadline deadline) {
+  uint32_t seen = words_->state.load(std::memory_order_acquire);  // before arriving
+  if (seen & kAbortedBit) return aborted();
   if (words_->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
     words_->arrived.store(0, std::memory_order_relaxed);
-    words_->generation.fetch_add(1, std::memory_order_acq_rel);
+    // Commits only while nobody has aborted: an abort that came first fails it for everyone.
+    const bool passed = words_->state.compare_exchange_strong(seen, (seen + 1) & ~kAbortedBit,
+                                                              std::memory_order_acq_rel);
     wake_all();
-    return Status::ok();
+    return passed ? Status::ok() : aborted();
   }
-  return wait_for_generation_past(seen, step);
+  return wait_past(seen, step, deadline);
 }
 
-Status SharedBarrier::wait_for_generation_past(uint32_t seen, const char* step) {
-  const auto deadline = Clock::now() + timeout_;
-  const auto passed = [&] { return words_->generation.load(std::memory_order_acquire) != seen; };
+Status SharedBarrier::wait_past(uint32_t seen, const char* step, Deadline deadline) {
+  const auto until =
+      deadline == Deadline::kNone ? Clock::time_point::max() : Clock::now() + timeout_;
+  const auto decided = [&](uint32_t state) {
+    return (state & ~kAbortedBit) != seen ? Status::ok() : aborted();
+  };
   for (;;) {
     // Read before looking: a wake after the looks changes it, so the futex does not sleep.
     const uint32_t wakes = words_->wakes.load(std::memory_order_acquire);
-    // Every failure is looked at before the generation: a sibling that passed this barrier may
-    // abort (closing its group) or exit right after, and the barrier is still passed.
-    Status problem = aborted();
-    if (problem.is_ok()) problem = siblings_alive_();
+    const uint32_t state = words_->state.load(std::memory_order_acquire);
+    if ((state & ~kAbortedBit) != seen || (state & kAbortedBit)) return decided(state);
+    Status problem = siblings_alive_();
     const auto now = Clock::now();
-    if (problem.is_ok() && now >= deadline)
+    if (problem.is_ok() && now >= until)
       problem = timeout_error(fmt::format(
           "local group: a sibling rank did not reach '{}' within {} ms", step, timeout_.count()));
-    if (passed()) return Status::ok();
-    if (!problem.is_ok()) {
-      abort(problem);  // a no-op when aborted already: the first status stays
-      return aborted();
-    }
-    futex_wait(&words_->wakes, wakes, std::min<Clock::duration>(kCheckInterval, deadline - now));
+    // The barrier may have been passed meanwhile (a sibling that passed it may have exited
+    // since): the word says which came first, the pass or this abort.
+    if (!problem.is_ok()) return decided(abort_and_wake(problem));
+    futex_wait(&words_->wakes, wakes, std::min<Clock::duration>(kCheckInterval, until - now));
   }
 }
 

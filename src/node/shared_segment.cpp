@@ -49,8 +49,11 @@ Result<SharedSegment> SharedSegment::create(const std::string& name, size_t byte
   shm_unlink(name.c_str());  // a stale segment of a group that never formed
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return system_error("shm_open (create)", name);
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    Status s = system_error("ftruncate", name);
+  // Reserve the pages now: on a full tmpfs a mapping of a merely truncated file dies with
+  // SIGBUS at the first write past the space left.
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+      (errno = posix_fallocate(fd, 0, static_cast<off_t>(bytes))) != 0) {
+    Status s = system_error("reserving " + std::to_string(bytes) + " bytes", name);
     close(fd);
     shm_unlink(name.c_str());
     return s;

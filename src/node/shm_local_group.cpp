@@ -25,6 +25,16 @@ bool process_gone(int pid) {
   return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
+// Ranks that disagree on the group's shape: the segment is aborted, so the ranks already in it
+// fail at once instead of waiting out their timeout, and this rank gets the reason.
+Status refuse_shape(SharedSegment& segment, std::string why) {
+  auto& h = *reinterpret_cast<ShmHeader*>(segment.data());
+  const Status refused = invalid_argument(std::move(why));
+  SharedBarrier(&h.barrier, h.size, std::chrono::milliseconds(1), [] { return Status::ok(); })
+      .abort(refused);
+  return refused;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ShmLocalGroup>> ShmLocalGroup::create(const ShmLocalGroupOptions& o) {
@@ -81,10 +91,11 @@ Result<SharedSegment> ShmLocalGroup::open_segment(const ShmLocalGroupOptions& o)
       if (h.ready.load(std::memory_order_acquire) == kSegmentReady &&
           !process_gone(static_cast<int>(h.creator_pid))) {
         if (h.size != o.size || h.slot_bytes != round_up(o.slot_bytes, kPage))
-          return invalid_argument(fmt::format(
-              "local group '{}': rank 0 formed it with {} ranks and {}-byte slots, rank {} asks "
-              "for {} ranks and {}-byte slots",
-              o.name, h.size, h.slot_bytes, o.rank, o.size, round_up(o.slot_bytes, kPage)));
+          return refuse_shape(**opened, fmt::format("local group '{}': rank 0 formed it with {} "
+                                                    "ranks and {}-byte slots, rank {} asks "
+                                                    "for {} ranks and {}-byte slots",
+                                                    o.name, h.size, h.slot_bytes, o.rank, o.size,
+                                                    round_up(o.slot_bytes, kPage)));
         return std::move(**opened);
       }
       // Being initialised, or stale (its creator is dead): look again.
@@ -105,6 +116,7 @@ Status ShmLocalGroup::join() {
     return invalid_argument(fmt::format("local group '{}': rank {} joined twice (pids {} and {})",
                                         options_.name, options_.rank, none, me));
   if (Status s = barrier_->arrive_and_wait("forming the group"); !s) {
+    if (options_.rank == 0) (void)segment_.unlink();  // a retry must not find this one
     if (s.code() != LH_ERR_TIMEOUT) return s;
     std::string missing;
     for (uint32_t r = 0; r < options_.size; ++r)
@@ -113,6 +125,9 @@ Status ShmLocalGroup::join() {
     return s.with_context(
         fmt::format("local group '{}' never formed (rank(s) {} missing)", options_.name, missing));
   }
+  // Watch every sibling from now on (a pid reused after a death would fool a later look). A
+  // sibling may already have gone on, and even exited: that is for a later wait to judge.
+  (void)siblings_alive();
   // Every rank has the segment mapped: the name is no longer needed, and would outlive a crash.
   if (options_.rank == 0) return segment_.unlink();
   return Status::ok();
@@ -141,6 +156,11 @@ Status ShmLocalGroup::siblings_alive() {
 
 void ShmLocalGroup::abort(const Status& why) {
   barrier_->abort(why);
+}
+
+Status ShmLocalGroup::abort_with(const Status& why) {
+  abort(why);
+  return why;
 }
 
 }  // namespace longhaul::node

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "node/local_group.hpp"
+#include "collective/local_group.hpp"
 #include "node/shared_barrier.hpp"
 #include "node/shared_segment.hpp"
 
@@ -32,11 +32,13 @@ struct ShmLocalGroupOptions {
   // Shared memory per rank for one round: the pieces a step moves at once. At least 64 bytes
   // per rank of the group.
   size_t slot_bytes = size_t{4} << 20;
-  // How long a rank waits for its siblings at any one step, forming included.
+  // How long a rank waits for its siblings within a data step, and for them all to come when
+  // forming. agree() waits without a limit (a sibling may be in its rail's all-reduce): a dead
+  // sibling still ends it, seen by pidfd (every rank of a node must share one PID namespace).
   std::chrono::milliseconds timeout{120000};
 };
 
-class ShmLocalGroup final : public LocalGroup {
+class ShmLocalGroup final : public collective::LocalGroup {
  public:
   static constexpr uint32_t kMaxLocalRanks = 64;
 
@@ -61,6 +63,8 @@ class ShmLocalGroup final : public LocalGroup {
   static Result<SharedSegment> create_segment(const ShmLocalGroupOptions& options);
   static Result<SharedSegment> open_segment(const ShmLocalGroupOptions& options);
   Status join();
+  // Aborts the group with `why` and returns it.
+  Status abort_with(const Status& why);
   Status siblings_alive();
   ShmHeader& header() const;
   std::byte* slot(uint32_t rank) const;

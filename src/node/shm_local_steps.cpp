@@ -58,13 +58,15 @@ std::byte* ShmLocalGroup::piece_slot(uint32_t rank, uint32_t owner) const {
 
 Status ShmLocalGroup::reduce_scatter(const void* input, void* shard, size_t count,
                                      quant::DType dtype, quant::ReduceOp op) {
-  if (Status s = quant::check_supported(dtype, op); !s) return s;
-  if (count > 0 && (!input || !shard)) return invalid_argument("local reduce-scatter: NULL buffer");
+  // A failure of this rank's own (its arguments) must not leave the siblings waiting for it.
+  if (Status s = quant::check_supported(dtype, op); !s) return abort_with(s);
   const size_t es = quant::element_size(dtype);
   const auto chunks = chunks_of(count, options_.size);
+  const collective::Range mine = chunks.chunk(options_.rank);
+  if ((count > 0 && !input) || (mine.count > 0 && !shard))
+    return abort_with(invalid_argument("local reduce-scatter: NULL buffer"));
   const size_t per_round = piece_bytes() / es;
   const auto* in = static_cast<const std::byte*>(input);
-  const collective::Range mine = chunks.chunk(options_.rank);
   for (size_t round = 0; round < rounds_for(chunks.chunk(0).count, per_round); ++round) {
     for (uint32_t owner = 0; owner < options_.size; ++owner) {
       const auto chunk = chunks.chunk(owner);
@@ -77,10 +79,8 @@ Status ShmLocalGroup::reduce_scatter(const void* input, void* shard, size_t coun
     const Piece p = piece_of(mine, round, per_round);
     if (p.n) {
       if (Status s = reduce_piece(static_cast<std::byte*>(shard) + p.first * es, p.n, dtype, op);
-          !s) {
-        abort(s);  // a sibling would wait for this rank's next round
-        return s;
-      }
+          !s)
+        return abort_with(s);
     }
     if (Status s = barrier_->arrive_and_wait("local reduce-scatter: contributions read"); !s)
       return s;
@@ -108,9 +108,10 @@ Status ShmLocalGroup::reduce_piece(void* dst, size_t n, quant::DType dtype,
 
 Status ShmLocalGroup::all_gather(const void* shard, void* output, size_t count,
                                  quant::DType dtype) {
-  if (count > 0 && (!shard || !output)) return invalid_argument("local all-gather: NULL buffer");
   const size_t es = quant::element_size(dtype);
   const auto chunks = chunks_of(count, options_.size);
+  if ((count > 0 && !output) || (chunks.chunk(options_.rank).count > 0 && !shard))
+    return abort_with(invalid_argument("local all-gather: NULL buffer"));
   const size_t per_round = header().slot_bytes / es;
   const auto* mine = static_cast<const std::byte*>(shard);
   auto* out = static_cast<std::byte*>(output);
@@ -136,7 +137,11 @@ Status ShmLocalGroup::agree(const Status& mine) {
   const size_t n = std::min(mine.message().size(), sizeof own.message - 1);
   std::memcpy(own.message, mine.message().data(), n);
   own.message[n] = '\0';
-  if (Status s = barrier_->arrive_and_wait("agreeing on the outcome"); !s) return s;
+  // No deadline: a sibling may still be in its rail's all-reduce, which has bounds of its own.
+  if (Status s =
+          barrier_->arrive_and_wait("agreeing on the outcome", SharedBarrier::Deadline::kNone);
+      !s)
+    return s;
   Status all;
   for (uint32_t r = 0; r < options_.size && all.is_ok(); ++r) {
     const SharedOutcome& o = header().outcomes[r];
@@ -144,7 +149,8 @@ Status ShmLocalGroup::agree(const Status& mine) {
       all = Status(static_cast<lh_status>(o.code), fmt::format("local rank {}: {}", r, o.message));
   }
   // Nobody may write the next outcome before everyone has read this one.
-  if (Status s = barrier_->arrive_and_wait("outcome read"); !s) return s;
+  if (Status s = barrier_->arrive_and_wait("outcome read", SharedBarrier::Deadline::kNone); !s)
+    return s;
   return all;
 }
 

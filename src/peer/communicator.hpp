@@ -92,7 +92,7 @@ class Communicator {
   // Calls `listener` once, with the session's failure, when the communicator fails for good (the
   // master removed this peer, LH_ERR_NODE_EVICTED among other reasons, or was lost for good), on
   // a library thread, after the collectives in flight were failed; never for a local close. The
-  // node-local groups hang here (node/node_allreduce.hpp): a dead sibling's rank must not leave
+  // node-local groups hang here (node/node_group.hpp): a dead sibling's rank must not leave
   // the others waiting. Returns an id for remove_failure_listener. Must not block.
   using FailureListener = std::function<void(const Status& why)>;
   uint64_t add_failure_listener(FailureListener listener);

@@ -149,6 +149,11 @@ TEST(NodeLocalGroups, TwoNodesOfFourRanksReduceExactlyAndAlike) {
   two_nodes_reduce(4);
 }
 
+// Three elements over four ranks: rank 3's chunk is empty, and it sends nothing on its rail.
+TEST(NodeLocalGroups, FewerElementsThanRanks) {
+  two_nodes_reduce(4, {"--count", "3"});
+}
+
 TEST(NodeLocalGroups, ARankKilledMidRunEvictsItsNodeAtOnceAndTheOtherNodesRetry) {
   constexpr int kNodes = 3, kRanks = 2;
   NodeRun run;

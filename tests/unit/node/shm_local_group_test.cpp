@@ -308,9 +308,13 @@ TEST(ShmLocalGroup, AStaleSegmentOfADeadCreatorIsNotJoined) {
 TEST(ShmLocalGroup, RanksThatDisagreeOnTheShapeAreRefused) {
   const std::string name = unique_name();
   Ranks procs;
-  procs.start(0, [&](uint32_t) {
-    auto group = ShmLocalGroup::create(options(name, 0, 2, 4096, 2s));
-    return !group && group.status().code() == LH_ERR_TIMEOUT ? 0 : 1;
+  procs.start(0, [&](uint32_t) {  // fails at once, with the other rank's reason, not a timeout
+    const auto started = std::chrono::steady_clock::now();
+    auto group = ShmLocalGroup::create(options(name, 0, 2, 4096, 20s));
+    if (group || group.status().code() != LH_ERR_INVALID_ARGUMENT)
+      return fail(group ? "formed" : group.status().to_string());
+    if (std::chrono::steady_clock::now() - started > 5s) return fail("waited for its timeout");
+    return shm_open(name.c_str(), O_RDONLY, 0) < 0 ? 0 : fail("the name outlived the failure");
   });
   procs.start(1, [&](uint32_t) {
     auto group = ShmLocalGroup::create(options(name, 1, 3));

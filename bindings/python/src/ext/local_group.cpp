@@ -3,6 +3,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <utility>
+
 #include "bindings.hpp"
 #include "errors.hpp"
 #include "tensors.hpp"
@@ -29,38 +31,60 @@ LocalGroup::~LocalGroup() {
 }
 
 void LocalGroup::destroy() {
-  if (!group_) return;
-  lh_local_group* g = group_;
-  group_ = nullptr;
-  comm_->detach(this);
-  lh_local_group_destroy(g);
+  lh_local_group* g = nullptr;
+  {
+    nb::gil_scoped_release unlocked;
+    std::unique_lock exclusive(mu_);
+    g = std::exchange(group_, nullptr);
+    lh_local_group_destroy(g);
+  }
+  if (g) comm_->detach(this);
 }
 
-lh_local_group* LocalGroup::handle() const {
-  if (!group_) raise_status(LH_ERR_CLOSED, "the local group was closed (or its communicator was)");
-  return group_;
+namespace {
+
+[[noreturn]] void raise_closed() {
+  raise_status(LH_ERR_CLOSED, "the local group was closed (or its communicator was)");
 }
+
+}  // namespace
 
 nb::object LocalGroup::allreduce(nb::handle tensor, const std::string& op, nb::handle quant,
                                  std::optional<uint32_t> block, uint32_t max_attempts) {
-  lh_local_group* g = handle();
   const lh_reduce_op rop = parse_op(op);
   lh_allreduce_options o;
   lh_allreduce_options_init(&o);
   o.codec = parse_codec(quant);
   set_if(o.block, block);
   TensorView v = import_tensor(tensor, /*writable=*/true, "tensor");
-  lh_status s;
+  lh_status s = LH_OK;
+  std::string error;
+  bool closed = false;
   {
     nb::gil_scoped_release unlocked;
-    s = lh_node_allreduce(g, v.data, v.data, v.count, v.dtype, rop, &o, max_attempts);
+    std::shared_lock call(mu_);
+    closed = group_ == nullptr;
+    if (!closed) {
+      s = lh_node_allreduce(group_, v.data, v.data, v.count, v.dtype, rop, &o, max_attempts);
+      if (s != LH_OK) error = lh_last_error();  // this thread's, before another call replaces it
+    }
   }
-  if (s != LH_OK) raise_status(s, lh_comm_last_error(comm_->handle()));
+  if (closed) raise_closed();
+  if (s != LH_OK) raise_status(s, error.c_str());
   return nb::borrow(tensor);
 }
 
 void LocalGroup::abort(const std::string& reason) {
-  check(lh_local_group_abort(handle(), reason.c_str()));
+  lh_status s = LH_OK;
+  bool closed = false;
+  {
+    nb::gil_scoped_release unlocked;
+    std::shared_lock call(mu_);
+    closed = group_ == nullptr;
+    if (!closed) s = lh_local_group_abort(group_, reason.c_str());
+  }
+  if (closed) raise_closed();
+  check(s);
 }
 
 void bind_local_group(nb::module_& m) {
@@ -72,22 +96,30 @@ void bind_local_group(nb::module_& m) {
       .def(
           "__init__",
           [](LocalGroup* self, nb::object comm, std::optional<std::string> name,
-             std::optional<size_t> slot_bytes, std::optional<uint32_t> timeout_ms) {
+             std::optional<size_t> slot_bytes, std::optional<uint32_t> timeout_ms,
+             std::optional<int> cuda_device) {
             lh_local_group_options o;
             lh_local_group_options_init(&o);
             if (name) o.name = name->c_str();
             set_if(o.slot_bytes, slot_bytes);
             set_if(o.timeout_ms, timeout_ms);
+            if (cuda_device) {
+              o.memory = LH_MEMORY_CUDA;
+              o.device = *cuda_device;
+            }
             new (self) LocalGroup(std::move(comm), o);
           },
           "comm"_a, nb::kw_only(), "name"_a = nb::none(), "slot_bytes"_a = nb::none(),
-          "timeout_ms"_a = nb::none(),
+          "timeout_ms"_a = nb::none(), "cuda_device"_a = nb::none(),
           nb::sig("def __init__(self, comm: Communicator, *, name: str | None = None, "
-                  "slot_bytes: int | None = None, timeout_ms: int | None = None) -> None"),
+                  "slot_bytes: int | None = None, timeout_ms: int | None = None, "
+                  "cuda_device: int | None = None) -> None"),
           "Forms the group: blocks until every rank of the node (comm's node_rails) has "
           "come, LonghaulError(LH_ERR_TIMEOUT) after timeout_ms naming the missing ones. From "
           "then on the master's eviction of the node, or a sibling's death, ends it on every "
-          "rank. name: the shared-memory name (default: from the master's address and the node).")
+          "rank. name: the shared-memory name (default: from the master's address and the node). "
+          "cuda_device: run the local steps in NCCL on that device (-1: the current one); "
+          "tensors must then be CUDA tensors. None: shared memory.")
       .def("allreduce", &LocalGroup::allreduce, "tensor"_a, "op"_a = "sum", nb::kw_only(),
            "quant"_a = nb::none(), "block"_a = nb::none(), "max_attempts"_a = 3,
            nb::sig("def allreduce(self, tensor: object, op: str = 'sum', *, quant: str | None = "

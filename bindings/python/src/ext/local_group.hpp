@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <shared_mutex>
 #include <string>
 
 #include <nanobind/nanobind.h>
@@ -28,11 +29,13 @@ class LocalGroup final : public Attachment {
   void destroy() override;
 
  private:
-  lh_local_group* handle() const;
-
   nanobind::object comm_obj_;
   Communicator* comm_ = nullptr;
-  lh_local_group* group_ = nullptr;
+  // Calls on the group (allreduce, abort) hold it shared, without the GIL; destroy() holds it
+  // exclusively, so destroy() from another thread, or Communicator.close(), waits for a call in
+  // progress instead of freeing the group under it, while abort() can still interrupt one.
+  std::shared_mutex mu_;
+  lh_local_group* group_ = nullptr;  // guarded by mu_
 };
 
 }  // namespace longhaul::py

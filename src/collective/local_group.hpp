@@ -1,8 +1,12 @@
 // The ranks of one node (the processes of one machine that train one replica together, one per
 // GPU or local process) as a group that reduces among itself without the network: the
-// intra-node half of the hierarchical all-reduce (node_allreduce.hpp). Two implementations share
-// this interface: shared memory between processes (shm_local_group.hpp, CPU memory; what CPU CI
-// tests) and NCCL (device memory, the GPU layer).
+// intra-node half of the hierarchical all-reduce (node/node_group.hpp). Two implementations share
+// this interface: shared memory between processes (node/shm_local_group.hpp: host buffers; what
+// CPU CI tests) and NCCL (gpu/nccl_local_group.hpp: device buffers).
+//
+// Memory: `input` and `output` live where the implementation works (host memory for shared
+// memory, the rank's device for NCCL); a `shard` is always host memory, since it is what the
+// rank sends over the network.
 //
 // Contract, common to every call:
 // - Every rank of the group makes the same calls in the same order with the same counts, dtypes
@@ -22,7 +26,7 @@
 #include "common/status.hpp"
 #include "quant/dtype.hpp"
 
-namespace longhaul::node {
+namespace longhaul::collective {
 
 class LocalGroup {
  public:
@@ -52,4 +56,4 @@ class LocalGroup {
   virtual Status failure() const = 0;
 };
 
-}  // namespace longhaul::node
+}  // namespace longhaul::collective
