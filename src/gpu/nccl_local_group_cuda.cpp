@@ -2,7 +2,7 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <array>
+#include <iterator>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -59,30 +59,16 @@ Result<const NcclApi*> nccl_api() {
   return &*api;
 }
 
+// NCCL's type for each quant::DType, by the enumeration's value (f32, f64, f16, bf16, i8, u8,
+// i32, u32, i64, u64: the ABI's lh_dtype order).
+constexpr ncclDataType_t kNcclTypes[] = {ncclFloat32, ncclFloat64, ncclFloat16, ncclBfloat16,
+                                         ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,
+                                         ncclInt64,   ncclUint64};
+
 Result<ncclDataType_t> nccl_type(quant::DType t) {
-  switch (t) {
-    case quant::DType::kF32:
-      return ncclFloat32;
-    case quant::DType::kF64:
-      return ncclFloat64;
-    case quant::DType::kF16:
-      return ncclFloat16;
-    case quant::DType::kBF16:
-      return ncclBfloat16;
-    case quant::DType::kI8:
-      return ncclInt8;
-    case quant::DType::kU8:
-      return ncclUint8;
-    case quant::DType::kI32:
-      return ncclInt32;
-    case quant::DType::kU32:
-      return ncclUint32;
-    case quant::DType::kI64:
-      return ncclInt64;
-    case quant::DType::kU64:
-      return ncclUint64;
-  }
-  return invalid_argument("NCCL local group: unknown dtype");
+  const auto i = static_cast<size_t>(t);
+  if (i >= std::size(kNcclTypes)) return invalid_argument("NCCL local group: unknown dtype");
+  return kNcclTypes[i];
 }
 
 // Averages are summed inside the node and divided once by the caller (local_group.hpp).
