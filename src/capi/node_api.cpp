@@ -53,12 +53,22 @@ extern "C" lh_status lh_local_group_create(lh_comm* comm, const lh_local_group_o
   lh_local_group_options o;
   lh_local_group_options_init(&o);
   if (options) o = *options;
+  if (o.memory < LH_MEMORY_AUTO || o.memory > LH_MEMORY_CUDA)
+    return lh::capi::finish(comm, lh::invalid_argument(fmt::format("unknown memory kind {}",
+                                                                   static_cast<int>(o.memory))));
   auto shm = local_options(comm, o);
   if (!shm) return lh::capi::finish(comm, shm.status());
-  auto group = lh::node::ShmLocalGroup::create(*shm);
-  if (!group) return lh::capi::finish(comm, group.status());
-  *out = new lh_local_group{comm,
-                            std::make_unique<lh::node::NodeGroup>(*comm->impl, std::move(*group))};
+  auto shared = lh::node::ShmLocalGroup::create(*shm);
+  if (!shared) return lh::capi::finish(comm, shared.status());
+  std::unique_ptr<lh::collective::LocalGroup> group = std::move(*shared);
+  const bool on_device = o.memory == LH_MEMORY_CUDA;
+  if (on_device) {  // the shared-memory group bootstraps NCCL and carries its agreements
+    auto nccl = lh::gpu::make_nccl_local_group(std::move(group), o.device, shm->timeout);
+    if (!nccl) return lh::capi::finish(comm, nccl.status());
+    group = std::move(*nccl);
+  }
+  *out = new lh_local_group{
+      comm, std::make_unique<lh::node::NodeGroup>(*comm->impl, std::move(group)), on_device};
   return LH_OK;
 }
 

@@ -13,8 +13,10 @@
 //   and ops; one call at a time per rank (a group is not thread-safe, except abort()).
 // - Chunks: a buffer of `count` elements is cut as collective::Partition(count, size()) cuts it,
 //   chunk r (rank r's shard) holding count/size() elements, the first count%size() one more.
-// - Results are bit-identical on every rank and every run: rank r reduces its chunk over the
-//   ranks in rank order (0, 1, ..., size()-1), with the kernels of quant/reduce.hpp.
+// - Results are bit-identical on every rank: each chunk is reduced once, by or for its owner, and
+//   every rank gathers those same bytes. The shared-memory group reduces in rank order (0, 1,
+//   ..., size()-1) with the kernels of quant/reduce.hpp, so its results are also the same from
+//   run to run; NCCL reduces in its own order.
 // - A failed call leaves its output unspecified and never touches its input. After abort(), or
 //   after a sibling died or stayed silent past the group's timeout, every call on every rank
 //   fails: the group is finished (its node is evicted as a whole; docs/protocol.md, "Nodes").

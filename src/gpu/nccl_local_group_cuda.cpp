@@ -2,8 +2,8 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cstring>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -105,8 +105,9 @@ class NcclLocalGroup final : public collective::LocalGroup {
   Status form() {
     DeviceScope scope(device_);
     if (!scope.status()) return scope.status();
-    Status mine = cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                             "cudaStreamCreateWithFlags");
+    // A blocking stream: ordered after work on the legacy default stream, as the GPU layer's
+    // copies are; work on the caller's other streams must be synchronised first (longhaul.h).
+    Status mine = cuda_check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     ncclUniqueId id{};
     if (mine && rank() == 0) mine = nccl_check(api_->get_unique_id(&id), "ncclGetUniqueId");
     // Rank 0's id reaches every rank through the bootstrap group (an all-gather of id-sized
@@ -122,6 +123,7 @@ class NcclLocalGroup final : public collective::LocalGroup {
                                              static_cast<int>(rank()), &config),
                       "ncclCommInitRankConfig");
     if (mine) mine = wait("forming the NCCL communicator", /*stream_too=*/false);
+    (void)or_finish(mine);  // the siblings must not stay in their init waiting for this rank
     return bootstrap_->agree(mine);
   }
 
@@ -131,29 +133,58 @@ class NcclLocalGroup final : public collective::LocalGroup {
   Status reduce_scatter(const void* input, void* shard, size_t count, quant::DType dtype,
                         quant::ReduceOp op) override {
     if (Status f = failure(); !f) return f;
+    return or_finish(reduce_on_device(input, shard, count, dtype, op));
+  }
+
+  Status all_gather(const void* shard, void* output, size_t count, quant::DType dtype) override {
+    if (Status f = failure(); !f) return f;
+    return or_finish(gather_on_device(shard, output, count, dtype));
+  }
+
+  Status agree(const Status& mine) override { return bootstrap_->agree(mine); }
+  void abort(const Status& why) override { bootstrap_->abort(why); }
+  Status failure() const override { return bootstrap_->failure(); }
+
+ private:
+  // A failure of this rank's alone (out of device memory, a refused call) must not leave the
+  // siblings inside NCCL waiting for it: the communicator and the group end.
+  Status or_finish(Status s) {
+    if (!s) finish(s);
+    return s;
+  }
+
+  // The chunks reduced to their owners in device memory; this rank's, through the pinned
+  // staging buffer, into `shard`. The copy is queued only once the NCCL group has been enqueued
+  // (a non-blocking communicator may still be launching it when ncclGroupEnd returns), and goes
+  // to pinned memory, so it never blocks this thread while the kernels wait for a sibling.
+  Status reduce_on_device(const void* input, void* shard, size_t count, quant::DType dtype,
+                          quant::ReduceOp op) {
     auto type = nccl_type(dtype);
     if (!type) return type.status();
     const size_t es = quant::element_size(dtype);
     const collective::Partition chunks(count, size(), std::max<size_t>(count, 1));
-    const auto mine = chunks.chunk(rank());
+    const size_t bytes = chunks.chunk(rank()).count * es;
     DeviceScope scope(device_);
     if (!scope.status()) return scope.status();
-    if (Status s = reserve_scratch(mine.count * es); !s) return s;
+    if (Status s = reserve(bytes); !s) return s;
     const auto* in = static_cast<const std::byte*>(input);
     Status s = enqueue_per_chunk(chunks, "ncclReduce", [&](collective::Range c, int root) {
       return api_->reduce(in + c.begin * es, scratch_, c.count, *type, nccl_op(op), root, comm_,
                           stream_);
     });
-    if (s && mine.count)
+    if (s) s = wait("enqueuing the NCCL reduce-scatter", /*stream_too=*/false);
+    if (s && bytes)
       s = cuda_check(
-          cudaMemcpyAsync(shard, scratch_, mine.count * es, cudaMemcpyDeviceToHost, stream_),
+          cudaMemcpyAsync(staging_.data(), scratch_, bytes, cudaMemcpyDeviceToHost, stream_),
           "cudaMemcpyAsync (chunk to host)");
     if (s) s = wait("NCCL reduce-scatter", /*stream_too=*/true);
+    if (s && bytes) std::memcpy(shard, staging_.data(), bytes);
     return s;
   }
 
-  Status all_gather(const void* shard, void* output, size_t count, quant::DType dtype) override {
-    if (Status f = failure(); !f) return f;
+  // `shard` into its place in `output` (through the pinned staging buffer), then every chunk
+  // broadcast from its owner, in place.
+  Status gather_on_device(const void* shard, void* output, size_t count, quant::DType dtype) {
     auto type = nccl_type(dtype);
     if (!type) return type.status();
     const size_t es = quant::element_size(dtype);
@@ -161,12 +192,15 @@ class NcclLocalGroup final : public collective::LocalGroup {
     const auto mine = chunks.chunk(rank());
     DeviceScope scope(device_);
     if (!scope.status()) return scope.status();
+    if (Status s = reserve(mine.count * es); !s) return s;
     auto* out = static_cast<std::byte*>(output);
     Status s;
-    if (mine.count)
-      s = cuda_check(cudaMemcpyAsync(out + mine.begin * es, shard, mine.count * es,
+    if (mine.count) {
+      std::memcpy(staging_.data(), shard, mine.count * es);
+      s = cuda_check(cudaMemcpyAsync(out + mine.begin * es, staging_.data(), mine.count * es,
                                      cudaMemcpyHostToDevice, stream_),
                      "cudaMemcpyAsync (chunk to device)");
+    }
     if (s)
       s = enqueue_per_chunk(chunks, "ncclBroadcast", [&](collective::Range c, int root) {
         return api_->broadcast(out + c.begin * es, out + c.begin * es, c.count, *type, root, comm_,
@@ -176,24 +210,27 @@ class NcclLocalGroup final : public collective::LocalGroup {
     return s;
   }
 
-  Status agree(const Status& mine) override { return bootstrap_->agree(mine); }
-  void abort(const Status& why) override { bootstrap_->abort(why); }
-  Status failure() const override { return bootstrap_->failure(); }
-
- private:
   Status nccl_check(ncclResult_t r, const char* what) const {
     if (r == ncclSuccess || r == ncclInProgress) return Status::ok();
     return internal_error(fmt::format("{}: {}", what, api_->error_string(r)));
   }
 
-  Status reserve_scratch(size_t bytes) {
-    if (bytes <= scratch_bytes_) return Status::ok();
-    if (scratch_) (void)cudaFree(scratch_);
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
-    if (Status s = cuda_check(cudaMalloc(&scratch_, bytes), "cudaMalloc (chunk scratch)"); !s)
-      return s;
-    scratch_bytes_ = bytes;
+  // The device scratch and the pinned staging buffer, each at least `bytes` (kept between calls:
+  // every call drains the stream before it returns).
+  Status reserve(size_t bytes) {
+    if (bytes > scratch_bytes_) {
+      if (scratch_) (void)cudaFree(scratch_);
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+      if (Status s = cuda_check(cudaMalloc(&scratch_, bytes), "cudaMalloc (chunk scratch)"); !s)
+        return s;
+      scratch_bytes_ = bytes;
+    }
+    if (bytes > staging_.size()) {
+      auto pinned = PinnedBuffer::allocate(bytes);
+      if (!pinned) return pinned.status();
+      staging_ = std::move(*pinned);
+    }
     return Status::ok();
   }
 
@@ -250,6 +287,7 @@ class NcclLocalGroup final : public collective::LocalGroup {
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  PinnedBuffer staging_;
 };
 
 }  // namespace

@@ -46,3 +46,23 @@ def test_a_local_group_needs_its_siblings_and_says_which_never_came():
                 raise AssertionError("a group of one rank out of two formed")
         finally:
             comm.close(None)
+
+
+def test_an_nccl_group_without_a_gpu_says_why():
+    """cuda_device= asks for NCCL local steps: a machine without a usable device (or NCCL) refuses
+    with Unsupported, naming the reason, instead of falling back silently."""
+    import torch
+    if torch.cuda.is_available():
+        import pytest
+        pytest.skip("this machine has a CUDA device: test_cuda.py covers it")
+    with lh.Master() as m:
+        comm = lh.Communicator(m.address)
+        try:
+            try:
+                lh.LocalGroup(comm, cuda_device=0)
+            except lh.Unsupported as e:
+                assert e.status == "LH_ERR_UNSUPPORTED" and ("CUDA" in str(e) or "NCCL" in str(e)), str(e)
+            else:
+                raise AssertionError("an NCCL local group formed without a GPU")
+        finally:
+            comm.close(None)

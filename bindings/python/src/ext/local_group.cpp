@@ -34,6 +34,12 @@ void LocalGroup::destroy() {
   lh_local_group* g = nullptr;
   {
     nb::gil_scoped_release unlocked;
+    {
+      // A call in progress may wait on a sibling (agreements have no deadline): end the group
+      // first, so that call returns and the exclusive lock below is not a deadlock.
+      std::shared_lock call(mu_);
+      if (group_) (void)lh_local_group_abort(group_, "the group was closed");
+    }
     std::unique_lock exclusive(mu_);
     g = std::exchange(group_, nullptr);
     lh_local_group_destroy(g);
