@@ -21,13 +21,6 @@ void set_str(const char*& field, const std::optional<std::string>& v) {
   if (v) field = v->c_str();
 }
 
-lh_schedule parse_schedule(const std::string& s) {
-  if (s == "auto") return LH_SCHEDULE_AUTO;
-  if (s == "ring") return LH_SCHEDULE_RING;
-  if (s == "direct") return LH_SCHEDULE_DIRECT;
-  throw nb::value_error(("schedule must be 'auto', 'ring' or 'direct', not '" + s + "'").c_str());
-}
-
 lh_allreduce_options allreduce_options(nb::handle quant, std::optional<uint32_t> block,
                                        const std::string& schedule) {
   lh_allreduce_options o;
@@ -328,6 +321,7 @@ void bind_comm(nb::module_& m) {
   define_construction(comm);
   define_properties(comm);
   define_collectives(comm);
+  define_gathering(comm);
   bind_results(m);
 }
 

@@ -7,6 +7,8 @@
 
 namespace longhaul::py {
 
+class Communicator;
+
 // Sets an options field from a keyword argument the caller passed; None keeps the C default.
 template <typename T>
 void set_if(T& field, const std::optional<T>& v) {
@@ -16,6 +18,8 @@ void set_if(T& field, const std::optional<T>& v) {
 void bind_comm(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);
 void bind_local_group(nanobind::module_& m);
+// Communicator.reduce_scatter, .allgather, .broadcast, .barrier (bind_gather.cpp).
+void define_gathering(nanobind::class_<Communicator>& comm);
 
 namespace doc {
 extern const char* const communicator;

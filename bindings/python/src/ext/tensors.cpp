@@ -118,6 +118,14 @@ lh_reduce_op parse_op(std::string_view op) {
       ("op must be 'sum', 'avg', 'min', 'max' or 'prod', not '" + std::string(op) + "'").c_str());
 }
 
+lh_schedule parse_schedule(std::string_view s) {
+  if (s == "auto") return LH_SCHEDULE_AUTO;
+  if (s == "ring") return LH_SCHEDULE_RING;
+  if (s == "direct") return LH_SCHEDULE_DIRECT;
+  throw nb::value_error(
+      ("schedule must be 'auto', 'ring' or 'direct', not '" + std::string(s) + "'").c_str());
+}
+
 lh_codec parse_codec(nb::handle quant) {
   if (quant.is_none()) return LH_CODEC_NONE;
   if (!nb::isinstance<nb::str>(quant)) throw nb::type_error("quant must be a str or None");

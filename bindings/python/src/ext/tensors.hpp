@@ -40,6 +40,9 @@ lh_reduce_op parse_op(std::string_view op);
 // Parses a wire codec: None or "none", "fp16", "bf16", "u8", "u4", "e3m0" (ValueError otherwise).
 lh_codec parse_codec(nanobind::handle quant);
 
+// Parses "auto", "ring", "direct" (ValueError otherwise).
+lh_schedule parse_schedule(std::string_view schedule);
+
 // The name of a dtype as Python users know it ("float32", "bfloat16", ...).
 const char* dtype_name(lh_dtype dtype);
 
