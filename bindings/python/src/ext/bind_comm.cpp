@@ -21,22 +21,12 @@ void set_str(const char*& field, const std::optional<std::string>& v) {
   if (v) field = v->c_str();
 }
 
-lh_allreduce_options allreduce_options(nb::handle quant, std::optional<uint32_t> block,
-                                       const std::string& schedule) {
-  lh_allreduce_options o;
-  lh_allreduce_options_init(&o);
-  o.codec = parse_codec(quant);
-  set_if(o.block, block);
-  o.schedule = parse_schedule(schedule);
-  return o;
-}
-
 // comm.allreduce(tensor, op, quant=, out=, ...): starts it and returns a Work.
 Work* allreduce(Communicator& comm, nb::handle tensor, const std::string& op, nb::handle quant,
                 nb::handle out, std::optional<uint32_t> block, const std::string& schedule,
                 nb::handle residual, bool restore_input) {
   const lh_reduce_op rop = parse_op(op);
-  lh_allreduce_options o = allreduce_options(quant, block, schedule);
+  lh_allreduce_options o = collective_options(quant, block, schedule);
   o.restore_input = restore_input ? 1 : 0;
   const bool in_place = out.is_none();
   TensorView send = import_tensor(tensor, /*writable=*/in_place, "tensor");
@@ -62,7 +52,7 @@ Work* allreduce(Communicator& comm, nb::handle tensor, const std::string& op, nb
 void allreduce_batch(Communicator& comm, nb::handle tensors, const std::string& op,
                      nb::handle quant, std::optional<uint32_t> block, uint32_t max_attempts) {
   const lh_reduce_op rop = parse_op(op);
-  const lh_allreduce_options o = allreduce_options(quant, block, "auto");
+  const lh_allreduce_options o = collective_options(quant, block, "auto");
   std::vector<TensorView> views;
   for (nb::handle t : tensors)
     views.push_back(import_tensor(t, true, "tensors[" + std::to_string(views.size()) + "]"));

@@ -16,16 +16,6 @@ using namespace nb::literals;
 namespace longhaul::py {
 namespace {
 
-lh_allreduce_options gather_options(nb::handle quant, std::optional<uint32_t> block,
-                                    const std::string& schedule) {
-  lh_allreduce_options o;
-  lh_allreduce_options_init(&o);
-  o.codec = parse_codec(quant);
-  set_if(o.block, block);
-  o.schedule = parse_schedule(schedule);
-  return o;
-}
-
 // The started operation as a Work holding its tensors, or the library's error.
 Work* started(lh_comm* c, lh_status s, lh_op* handle, nb::handle result,
               std::vector<nb::object> keep) {
@@ -52,7 +42,7 @@ void check_parts(const Communicator& comm, size_t whole, size_t part, const char
 Work* reduce_scatter(Communicator& comm, nb::handle tensor, nb::handle out, const std::string& op,
                      nb::handle quant, std::optional<uint32_t> block, const std::string& schedule) {
   const lh_reduce_op rop = parse_op(op);
-  const lh_allreduce_options o = gather_options(quant, block, schedule);
+  const lh_allreduce_options o = collective_options(quant, block, schedule);
   TensorView send = import_tensor(tensor, /*writable=*/false, "tensor");
   TensorView recv = import_tensor(out, /*writable=*/true, "out");
   check_same_dtype(send, recv);
@@ -66,7 +56,7 @@ Work* reduce_scatter(Communicator& comm, nb::handle tensor, nb::handle out, cons
 
 Work* allgather(Communicator& comm, nb::handle tensor, nb::handle out, nb::handle quant,
                 std::optional<uint32_t> block, const std::string& schedule) {
-  const lh_allreduce_options o = gather_options(quant, block, schedule);
+  const lh_allreduce_options o = collective_options(quant, block, schedule);
   TensorView send = import_tensor(tensor, /*writable=*/false, "tensor");
   TensorView recv = import_tensor(out, /*writable=*/true, "out");
   check_same_dtype(send, recv);
@@ -80,7 +70,7 @@ Work* allgather(Communicator& comm, nb::handle tensor, nb::handle out, nb::handl
 
 Work* broadcast(Communicator& comm, nb::handle tensor, uint32_t root, nb::handle quant,
                 std::optional<uint32_t> block, const std::string& schedule) {
-  const lh_allreduce_options o = gather_options(quant, block, schedule);
+  const lh_allreduce_options o = collective_options(quant, block, schedule);
   TensorView buffer = import_tensor(tensor, /*writable=*/true, "tensor");
   lh_comm* c = comm.handle();
   lh_op* handle = nullptr;
@@ -90,7 +80,7 @@ Work* broadcast(Communicator& comm, nb::handle tensor, uint32_t root, nb::handle
 }
 
 Work* barrier(Communicator& comm, const std::string& schedule) {
-  const lh_allreduce_options o = gather_options(nb::none(), std::nullopt, schedule);
+  const lh_allreduce_options o = collective_options(nb::none(), std::nullopt, schedule);
   lh_comm* c = comm.handle();
   lh_op* handle = nullptr;
   const lh_status s = lh_barrier_async(c, &o, &handle);

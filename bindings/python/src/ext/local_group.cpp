@@ -58,10 +58,7 @@ namespace {
 nb::object LocalGroup::allreduce(nb::handle tensor, const std::string& op, nb::handle quant,
                                  std::optional<uint32_t> block, uint32_t max_attempts) {
   const lh_reduce_op rop = parse_op(op);
-  lh_allreduce_options o;
-  lh_allreduce_options_init(&o);
-  o.codec = parse_codec(quant);
-  set_if(o.block, block);
+  const lh_allreduce_options o = collective_options(quant, block, "auto");
   TensorView v = import_tensor(tensor, /*writable=*/true, "tensor");
   lh_status s = LH_OK;
   std::string error;

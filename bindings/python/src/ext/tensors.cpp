@@ -126,6 +126,16 @@ lh_schedule parse_schedule(std::string_view s) {
       ("schedule must be 'auto', 'ring' or 'direct', not '" + std::string(s) + "'").c_str());
 }
 
+lh_allreduce_options collective_options(nb::handle quant, std::optional<uint32_t> block,
+                                        std::string_view schedule) {
+  lh_allreduce_options o;
+  lh_allreduce_options_init(&o);
+  o.codec = parse_codec(quant);
+  if (block) o.block = *block;
+  o.schedule = parse_schedule(schedule);
+  return o;
+}
+
 lh_codec parse_codec(nb::handle quant) {
   if (quant.is_none()) return LH_CODEC_NONE;
   if (!nb::isinstance<nb::str>(quant)) throw nb::type_error("quant must be a str or None");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 #include <nanobind/nanobind.h>
@@ -42,6 +43,11 @@ lh_codec parse_codec(nanobind::handle quant);
 
 // Parses "auto", "ring", "direct" (ValueError otherwise).
 lh_schedule parse_schedule(std::string_view schedule);
+
+// A collective's options from its keyword arguments: the codec (parse_codec), the block (None:
+// the library's default) and the schedule (parse_schedule); the rest the library's defaults.
+lh_allreduce_options collective_options(nanobind::handle quant, std::optional<uint32_t> block,
+                                        std::string_view schedule);
 
 // The name of a dtype as Python users know it ("float32", "bfloat16", ...).
 const char* dtype_name(lh_dtype dtype);
