@@ -15,14 +15,6 @@
 
 namespace longhaul::node {
 
-namespace {
-
-bool retryable(const Status& s) {
-  return s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED;
-}
-
-}  // namespace
-
 NodeGroup::NodeGroup(peer::Communicator& comm, std::unique_ptr<collective::LocalGroup> local)
     : comm_(comm), local_(std::move(local)) {
   collective::LocalGroup* group = local_.get();
@@ -116,7 +108,7 @@ Status NodeGroup::run_attempts(const collective::AllReduceSpec& rail, uint32_t m
                       ? Status::ok()
                       : comm_.allreduce_batch({{rail.input, rail.output, rail.count}}, rail, 1);
     Status all = local_->agree(mine);
-    if (all.is_ok() || !retryable(all)) return all;
+    if (all.is_ok() || !peer::retryable(all)) return all;
     if (Status finished = local_->failure(); !finished) return finished;  // no retry helps
     std::copy(node_sum.begin(), node_sum.end(), chunk);
     std::copy(residual.begin(), residual.end(), rail.residual);

@@ -116,13 +116,9 @@ Result<std::shared_ptr<collective::GatherOp>> Communicator::gather(
   return engine_->gather(ring_view(), spec);
 }
 
-namespace {
-
 bool retryable(const Status& s) {
   return s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED;
 }
-
-}  // namespace
 
 Status Communicator::allreduce_batch(const std::vector<BatchItem>& items,
                                      collective::AllReduceSpec spec, uint32_t max_attempts) {

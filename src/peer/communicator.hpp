@@ -35,6 +35,10 @@ struct TrafficTotals {
   uint64_t state_received = 0;
 };
 
+// A collective's failure that the group mends by re-forming its ring (update_topology) and
+// trying again: a peer or link lost, or the operation aborted.
+bool retryable(const Status& s);
+
 class Communicator {
  public:
   // The session runs on runtime.io(). `runtime` must outlive the communicator.
