@@ -97,8 +97,8 @@ def test_a_whole_node_killed_and_restarted_rejoins_and_catches_up(cluster):
     assert all(p.poll() is None for p in a.procs), a.stderr(0)
 
     again = cluster("node1", 1, outer_steps=4)
-    for r, p in enumerate(again.procs):
-        assert p.wait(timeout=180) == 0, again.stderr(r)
+    codes = [p.wait(timeout=180) for p in again.procs]
+    assert codes == [0, 0], "\n".join(f"rank {r}: exit {c}\n{again.stderr(r)}" for r, c in enumerate(codes))
     for rail in range(2):
         theirs = {rec["engine_hash"] for rec in again.records(rail)}
         ours = {rec["engine_hash"] for rec in a.records(rail)}
