@@ -1,8 +1,9 @@
 // longhaul-gpu-bench: the GPU layer's own figures for bench/run gpu, each beside its reference
 // measured in the same run, one JSON line per subcommand.
 //
-//   staging  the staging of an all-reduce of a --bytes CUDA tensor (gpu::stage_device_buffers,
-//            then the landing of the result) beside plain cudaMemcpy to and from pinned memory;
+//   staging  the staging pipeline of an all-reduce of a --bytes CUDA tensor (every segment's copy
+//            in, then every segment's copy back and the landing) beside plain cudaMemcpy to and
+//            from pinned memory;
 //   encode   the u8 and E3M0 kernels on --bytes of f32 beside a device-to-device cudaMemcpy of
 //            the same bytes, and whether their bytes equal the CPU encoder's;
 //   hash     shared state over a --bytes CUDA tensor: its block hashes taken on the device beside
@@ -15,11 +16,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collective/allreduce_spec.hpp"
+#include "collective/partition.hpp"
 #include "gpu/codec_device.hpp"
 #include "gpu/hash_device.hpp"
 #include "gpu/staged_collectives.hpp"
@@ -64,6 +68,16 @@ double median_s(int repeats, const std::function<void()>& step) {
   return t[t.size() / 2];
 }
 
+// Median of `repeats` runs of `timed`, each returning the seconds of the part it times, after
+// one untimed run.
+double median_of(int repeats, const std::function<double()>& timed) {
+  (void)timed();
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) t.push_back(timed());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 double gbps(std::size_t bytes, double seconds) {
   return static_cast<double>(bytes) / seconds / 1e9;
 }
@@ -83,20 +97,44 @@ nlohmann::ordered_json staging(std::size_t bytes, int repeats) {
   });
   cudaFreeHost(pinned);
 
-  // The all-reduce's own path: a pooled pinned slot, the copy in, and (once the collective has
-  // succeeded) the landing of the result.
+  // The all-reduce's own path, driven as an operation drives it: a pooled pinned slot, every
+  // segment's copy in started at once and each one awaited, then every segment of the result
+  // reported final and the landing awaited (in place, restore waived: segment by segment).
   collective::AllReduceSpec spec;
+  const std::size_t count = bytes / sizeof(float);
+  const collective::Partition part(count, 1, spec.segment_bytes / sizeof(float));
+  const std::size_t order[] = {0};
   const auto stage = [&] {
     spec = {};
     spec.input = device;
     spec.output = device;
-    spec.count = bytes / sizeof(float);
+    spec.count = count;
+    spec.restore_input = false;
     auto staged = gpu::stage_device_buffers(spec, gpu::Memory::kAuto);
-    if (!staged || !*staged)
+    if (!staged || !*staged || !spec.segment_staging)
       die("stage_device_buffers", staged ? "not staged" : staged.status().message());
+    spec.segment_staging->begin(part, order, {});  // no operation counts the copies here
+    std::promise<void> all_in;
+    std::atomic<std::size_t> left{part.segments()};
+    for (std::size_t seg = 0; seg < part.segments(); ++seg)
+      spec.segment_staging->when_input_ready(0, seg, [&](Status s) {
+        check(s, "copy in");
+        if (--left == 0) all_in.set_value();
+      });
+    all_in.get_future().wait();
+  };
+  const auto land = [&] {
+    for (std::size_t seg = 0; seg < part.segments(); ++seg)
+      spec.segment_staging->result_final(0, seg);
+    check(spec.land_output(), "land_output");
   };
   const double staging_down = median_s(repeats, stage);
-  const double staging_up = median_s(repeats, [&] { check(spec.land_output(), "land_output"); });
+  const double staging_up = median_of(repeats, [&] {
+    stage();
+    const auto t0 = std::chrono::steady_clock::now();
+    land();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
   spec = {};
   cudaFree(device);
 

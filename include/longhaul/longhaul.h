@@ -417,14 +417,19 @@ typedef enum lh_schedule {
  * query per buffer per call; every pointer is host memory in a build without the GPU layer or on a
  * machine without a CUDA device). LH_MEMORY_CUDA declares them device memory: a collective then
  * copies its input across PCIe into a pinned host slot (from a pool kept between calls), runs
- * there, and copies the result back to the output once it has succeeded, so the caller's buffers
- * are untouched on failure; the bytes on the wire and the result are those of a host collective,
- * bit for bit. The caller must have finished writing the input before the call (its stream
- * synchronised, or its work on the legacy default stream, which the copies are ordered after).
- * Device memory is taken by every collective (lh_allreduce, lh_reduce_scatter, lh_allgather,
- * lh_broadcast, their _async forms, lh_allreduce_batch: an item's device result is copied back
- * once the whole batch has succeeded), by lh_state_add_tensor and by the sync engine's ranges; a
- * machine without a usable CUDA device refuses it with LH_ERR_UNSUPPORTED ("no CUDA device:
+ * there, and copies the result back to the output; the bytes on the wire and the result are those
+ * of a host collective, bit for bit. An all-reduce or a reduce-scatter copies its input segment by
+ * segment while the first segments are already on the wire. An in-place all-reduce (restore_input
+ * set, the default) copies the result back once it has succeeded, so a failure leaves the
+ * caller's buffer untouched; out of place, or with restore_input == 0, each segment of the result
+ * is copied back as soon as it is final, overlapped with the network, and after a failure `recv`
+ * holds unspecified values (as with host memory). The caller must have finished writing the input
+ * before the call (its stream synchronised, or its work on the legacy default stream, which the
+ * copies are ordered after). Device memory is taken by every collective (lh_allreduce,
+ * lh_reduce_scatter, lh_allgather, lh_broadcast, their _async forms, lh_allreduce_batch: an item's
+ * device result is copied back once the whole batch has succeeded), by lh_state_add_tensor and by
+ * the sync engine's ranges; a machine without a usable CUDA device refuses it with
+ * LH_ERR_UNSUPPORTED ("no CUDA device:
  * ..."). The error-feedback residual must be host memory. docs/gpu.md has the details and
  * figures. */
 typedef enum lh_memory { LH_MEMORY_AUTO = 0, LH_MEMORY_HOST = 1, LH_MEMORY_CUDA = 2 } lh_memory;

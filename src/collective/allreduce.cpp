@@ -35,6 +35,7 @@ AllReduceOp::AllReduceOp(runtime::WorkerPool& workers, BufferPool& buffers, Ring
 
 Status AllReduceOp::prepare() {
   if (trivial()) {
+    if (spec_.segment_staging) LH_RETURN_IF_ERROR(spec_.segment_staging->load_all());
     if (spec_.input != result())
       std::memcpy(result(), spec_.input, spec_.count * plan_.element_size());
     return Status::ok();
@@ -65,14 +66,37 @@ void AllReduceOp::start() {
     return finish_now();
   }
   (void)run_here([this] {
+    if (spec_.segment_staging)
+      spec_.segment_staging->begin(plan_.partition(), plan_.input_order(),
+                                   [weak = weak_from_this()]() -> Arrival {
+                                     // Alive: it starts the copies.
+                                     auto self = std::static_pointer_cast<AllReduceOp>(weak.lock());
+                                     return self ? self->hold() : [](Status) {};
+                                   });
     start_schedule();
     return Status::ok();
   });
 }
 
 void AllReduceOp::adopt(size_t chunk, size_t seg, size_t lane) {
-  if (format_->lands_in_output()) return;
-  run_task([this, chunk, seg, lane] { format_->adopt(chunk, seg, lane); });
+  if (format_->lands_in_output()) return result_final(chunk, seg);
+  run_task([this, chunk, seg, lane] {
+    format_->adopt(chunk, seg, lane);
+    result_final(chunk, seg);
+  });
+}
+
+void AllReduceOp::run_with_input(size_t chunk, size_t seg, std::function<void()> task) {
+  if (!spec_.segment_staging) return run_task(std::move(task));
+  run_after(
+      [this, chunk, seg](Arrival arrived) {
+        spec_.segment_staging->when_input_ready(chunk, seg, std::move(arrived));
+      },
+      std::move(task));
+}
+
+void AllReduceOp::result_final(size_t chunk, size_t seg) {
+  if (spec_.segment_staging) spec_.segment_staging->result_final(chunk, seg);
 }
 
 void AllReduceOp::release() {

@@ -54,6 +54,11 @@ class AllReduceOp : public Operation {
   // Makes an owner's final bytes that landed at `lane` this member's output: at once when they
   // landed in it, else decoded on the worker pool.
   void adopt(size_t chunk, size_t seg, size_t lane);
+  // Runs `task`, which reads this member's input of segment `seg` of `chunk`, on the worker pool
+  // once that input is in the operation's buffer (at once unless it is staged in).
+  void run_with_input(size_t chunk, size_t seg, std::function<void()> task);
+  // The segment's output values are final: a staged result may be moved on from here.
+  void result_final(size_t chunk, size_t seg);
 
   const AllReduceSpec spec_;
   const StepPlan plan_;

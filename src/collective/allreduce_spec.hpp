@@ -4,9 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "collective/schedule.hpp"
+#include "collective/segment_staging.hpp"
 #include "quant/codec.hpp"
 #include "quant/dtype.hpp"
 #include "transport/source_sink.hpp"
@@ -39,6 +41,10 @@ struct AllReduceSpec {
   // Where the bytes of each transfer come from and go (null: host memory, ready at once). Must
   // outlive the operation.
   const transport::Staging* staging = nullptr;
+  // Where the input arrives from and the result goes, segment by segment, overlapped with the
+  // network (segment_staging.hpp): `input` and `output` are then the buffer the copies fill and
+  // empty. Null: the input is all there, and the result stays where the operation leaves it.
+  std::shared_ptr<SegmentStaging> segment_staging;
   // A reduce-scatter instead of an all-reduce when set: no all-gather phase, and this member's
   // reduced chunk (chunk_counts[rank] elements; the chunk of ring position r goes to the member
   // at ring position r) is copied here once the operation has succeeded, never before; `output`

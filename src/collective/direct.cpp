@@ -14,7 +14,8 @@ void DirectAllReduce::start_schedule() {
     for (size_t seg = 0; seg < plan_.segments(); ++seg) post_receives(plan_.peer_at(i), seg);
   for (size_t i = 0; i < plan_.steps(); ++i)
     for (size_t seg = 0; seg < plan_.segments(); ++seg)
-      run_task([this, peer = plan_.peer_at(i), seg] { scatter(peer, seg); });
+      run_with_input(plan_.peer_at(i), seg,
+                     [this, peer = plan_.peer_at(i), seg] { scatter(peer, seg); });
 }
 
 // Reduce-scatter: this member's values of segment `seg` of chunk p go straight to p, its owner.
@@ -35,6 +36,7 @@ void DirectAllReduce::recv_reduce_send_all(size_t seg) {
   const auto final_bytes = format_->finish(chunk, seg);
   for (size_t i = 0; i < plan_.steps(); ++i)
     send(plan_.peer_at(i), tag(Phase::kAllGather, 0, seg), final_bytes);
+  result_final(chunk, seg);
 }
 
 void DirectAllReduce::post_receives(size_t peer, size_t seg) {
@@ -47,7 +49,7 @@ void DirectAllReduce::post_receives(size_t peer, size_t seg) {
   // combining to the pool.
   recv(peer, tag(Phase::kReduceScatter, 0, seg), reduce_in(lane, plan_.rank(), seg), [this, seg] {
     if (contributions_[seg].fetch_add(1, std::memory_order_acq_rel) + 1 == plan_.steps())
-      run_task([this, seg] { recv_reduce_send_all(seg); });
+      run_with_input(plan_.rank(), seg, [this, seg] { recv_reduce_send_all(seg); });
   });
 }
 

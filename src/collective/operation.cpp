@@ -97,10 +97,51 @@ void Operation::run_task(std::function<void()> task) {
       run = self->failure_.is_ok();
     }
     if (run) task();
-    MutexLock lock(self->mu_);
-    --self->tasks_;
-    self->maybe_finish();
+    self->task_done();
   });
+}
+
+void Operation::run_after(const std::function<void(Arrival)>& arrive, std::function<void()> task) {
+  {
+    MutexLock lock(mu_);
+    if (!failure_.is_ok()) return;
+    ++tasks_;
+  }
+  // The arrival may come on a thread that must not block or call back into the copy's runtime
+  // (a CUDA host function): everything, the task included, goes to the worker pool.
+  arrive([self = shared_from_this(), task = std::move(task)](Status s) mutable {
+    self->workers_.post([self, s = std::move(s), task = std::move(task)] {
+      bool run = false;
+      {
+        MutexLock lock(self->mu_);
+        run = self->failure_.is_ok();
+      }
+      if (!s)
+        self->fail(s);
+      else if (run)
+        task();
+      self->task_done();
+    });
+  });
+}
+
+Operation::Arrival Operation::hold() {
+  {
+    MutexLock lock(mu_);
+    ++tasks_;
+  }
+  return [self = shared_from_this()](Status s) {
+    self->workers_.post([self, s = std::move(s)] {
+      if (!s) self->fail(s);
+      self->task_done();
+    });
+  };
+}
+
+void Operation::task_done() {
+  MutexLock lock(mu_);
+  --tasks_;
+  maybe_finish();
 }
 
 Status Operation::run_here(const std::function<Status()>& step) {

@@ -80,6 +80,17 @@ class Operation : public std::enable_shared_from_this<Operation> {
   void recv(size_t peer, const Tag& tag, std::span<std::byte> bytes, std::function<void()> then);
   // Runs `task` on the worker pool unless the operation has failed by then.
   void run_task(std::function<void()> task);
+  // Calls `arrive` with a callback that something outside the operation (a copy) calls exactly
+  // once, on any thread, without blocking it: OK runs `task` on the worker pool, an error fails
+  // the operation there. The wait counts as a task, so the operation cannot end while a callback
+  // is still due.
+  using Arrival = std::function<void(Status)>;
+  void run_after(const std::function<void(Arrival)>& arrive, std::function<void()> task);
+  // Counts work outside the operation that touches its buffers (a staging copy) as a task, even
+  // after a failure: the operation cannot end until the returned callback has run, exactly once,
+  // on any thread, with the work's outcome (an error fails the operation). The callback never
+  // blocks its thread (the rest is posted to the pool).
+  Arrival hold();
   // Runs `step` on this thread as a task, unless the operation has failed (then returns that
   // failure): an abort meanwhile cannot end the operation, and release its scratch, while `step`
   // takes the scratch or posts transfers into it. Returns what `step` returns; an error fails the
@@ -108,6 +119,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   void send_done(const Status& s, size_t bytes);
   void recv_done(const Status& s, size_t bytes, const std::function<void()>& then);
   void maybe_finish() REQUIRES(mu_);
+  // A task (or a held wait) has ended: the operation may complete now.
+  void task_done() EXCLUDES(mu_);
 
   runtime::WorkerPool& workers_;
   const transport::Staging& staging_;

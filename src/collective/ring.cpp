@@ -20,7 +20,8 @@ void RingAllReduce::start_schedule() {
       for (size_t step = 0; step < plan_.steps(); ++step) post_gather_receive(step, seg);
     post_reduce_receive(0, seg);
   }
-  for (size_t seg = 0; seg < plan_.segments(); ++seg) run_task([this, seg] { send_own(seg); });
+  for (size_t seg = 0; seg < plan_.segments(); ++seg)
+    run_with_input(plan_.ring_send_chunk(0), seg, [this, seg] { send_own(seg); });
 }
 
 // Step 0: push this member's own values of chunk r to the right.
@@ -39,7 +40,7 @@ void RingAllReduce::recv_reduce_send(size_t step, size_t seg) {
   send(view_.right(), tag(Phase::kReduceScatter, step + 1, seg),
        format_->partial(chunk, seg, step + 1));
   // This task no longer reads its slot: the next step may run once its data is in.
-  if (pass_gate(seg)) run_task([this, step, seg] { run_reduce_step(step + 1, seg); });
+  if (pass_gate(seg)) schedule_reduce_step(step + 1, seg);
 }
 
 // The last reduce-scatter step: chunk r+1 is complete here with this member's values. Finish it
@@ -52,6 +53,7 @@ void RingAllReduce::recv_reduce_copy_send(size_t seg) {
   format_->reduce(chunk, seg, incoming, /*finish=*/true);
   if (!plan_.gathers()) return format_->keep(chunk, seg);
   send(view_.right(), tag(Phase::kAllGather, 0, seg), format_->finish(chunk, seg));
+  result_final(chunk, seg);
 }
 
 // All-gather step t: the owner's final bytes of chunk r-t arrive. Pass them on unchanged (every
@@ -68,7 +70,7 @@ void RingAllReduce::post_reduce_receive(size_t step, size_t seg) {
   const size_t chunk = plan_.ring_reduce_chunk(step);
   recv(view_.left(), tag(Phase::kReduceScatter, step, seg), reduce_in(step % 2, chunk, seg),
        [this, step, seg] {
-         if (pass_gate(seg)) run_task([this, step, seg] { run_reduce_step(step, seg); });
+         if (pass_gate(seg)) schedule_reduce_step(step, seg);
        });
 }
 
@@ -76,6 +78,12 @@ void RingAllReduce::post_gather_receive(size_t step, size_t seg) {
   const size_t chunk = plan_.ring_gather_chunk(step);
   recv(view_.left(), tag(Phase::kAllGather, step, seg), format_->landing(chunk, seg, step),
        [this, step, seg] { recv_copy_send(step, seg); });
+}
+
+// A reduce step reads this member's input of the chunk it reduces.
+void RingAllReduce::schedule_reduce_step(size_t step, size_t seg) {
+  run_with_input(plan_.ring_reduce_chunk(step), seg,
+                 [this, step, seg] { run_reduce_step(step, seg); });
 }
 
 void RingAllReduce::run_reduce_step(size_t step, size_t seg) {

@@ -31,6 +31,7 @@ class RingAllReduce final : public AllReduceOp {
 
   void post_reduce_receive(size_t step, size_t seg);
   void post_gather_receive(size_t step, size_t seg);
+  void schedule_reduce_step(size_t step, size_t seg);
   void run_reduce_step(size_t step, size_t seg);
   // Counts one arrival at segment `seg`'s gate; true for the second arrival of a step (its data
   // is in and the previous step's task has finished), which may then run.

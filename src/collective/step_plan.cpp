@@ -70,4 +70,17 @@ std::span<std::byte> StepPlan::slot(std::byte* arena, Slot role, size_t lane, si
   return {arena + index * slot_bytes_, wire_bytes(chunk, seg)};
 }
 
+std::vector<size_t> StepPlan::input_order() const {
+  std::vector<size_t> order;
+  order.reserve(n_);
+  if (ring_) {
+    order.push_back(ring_send_chunk(0));
+    for (size_t step = 0; step < steps(); ++step) order.push_back(ring_reduce_chunk(step));
+  } else {
+    for (size_t i = 0; i < steps(); ++i) order.push_back(peer_at(i));
+    order.push_back(rank_);
+  }
+  return order;
+}
+
 }  // namespace longhaul::collective

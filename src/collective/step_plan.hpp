@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "collective/allreduce_spec.hpp"
 #include "collective/partition.hpp"
@@ -60,6 +61,10 @@ class StepPlan {
   size_t ring_reduce_chunk(size_t step) const { return (rank_ + 2 * n_ - step - 1) % n_; }
   size_t ring_gather_chunk(size_t step) const { return (rank_ + n_ - step) % n_; }
   bool ring_last_reduce_step(size_t step) const { return step + 2 >= n_; }
+  // Every chunk, in the order the schedule first reads this member's input of it: ring, the chunk
+  // sent at step 0 and then each reduce-scatter step's; direct, the other members' chunks (all
+  // sent at once) and then its own.
+  std::vector<size_t> input_order() const;
 
   // Direct: the other members numbered 0..N-2 in ring order after this one.
   size_t peer_index(size_t peer) const { return (peer + n_ - rank_ - 1) % n_; }

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <memory>
 
+#include "gpu/copy_engine.hpp"
 #include "gpu/pinned_pool.hpp"
+#include "gpu/staging_pipeline.hpp"
 #include "quant/dtype.hpp"
 
 namespace longhaul::gpu {
@@ -43,29 +45,50 @@ Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declar
   LH_RETURN_IF_ERROR(residual_on_host(spec.residual, declared));
   const Memory input = memory_of(spec.input, declared);
   // In place (the usual case) asks the runtime once: this runs on every all-reduce.
-  const Memory output = spec.output == spec.input ? input
-                        : spec.reduce_scatter()   ? memory_of(spec.scatter_output, declared)
-                                                  : memory_of(spec.output, declared);
+  const bool in_place = spec.output == spec.input;
+  const Memory output = in_place                ? input
+                        : spec.reduce_scatter() ? memory_of(spec.scatter_output, declared)
+                                                : memory_of(spec.output, declared);
   if (input != Memory::kCuda && output != Memory::kCuda) return false;
   LH_RETURN_IF_ERROR(cuda_available());
 
   const std::size_t element = quant::element_size(spec.dtype);
   auto slot = acquire_pinned(spec.count * element);
   if (!slot) return slot.status();
-  LH_RETURN_IF_ERROR(copy_in((*slot)->data(), spec.input, spec.count * element, input));
-  spec.input = (*slot)->data();
+  PipelineBuffers buffers{.slot = (*slot)->data(),
+                          .bytes = spec.count * element,
+                          .element_size = element,
+                          .slot_owner = *slot};
+  if (input == Memory::kCuda)
+    buffers.source = spec.input;
+  else
+    std::memcpy(buffers.slot, spec.input, buffers.bytes);
+  std::function<Status()> land_whole;
+  if (spec.reduce_scatter()) {
+    // Only this member's part is written: into a slot of its own. Its `output` stays unset (set,
+    // it would make the operation in place, which a reduce-scatter is not).
+    auto part = acquire_pinned(scatter_count * element);
+    if (!part) return part.status();
+    land_whole = landing(*part, spec.scatter_output, scatter_count * element, output);
+    spec.scatter_output = (*part)->data();
+  } else if (output == Memory::kCuda && (!in_place || !spec.restore_input)) {
+    // The caller accepts unspecified output after a failure: write it as segments finish.
+    buffers.destination = spec.output;
+  } else {
+    land_whole = landing(*slot, spec.output, buffers.bytes, output);
+  }
+  spec.input = buffers.slot;
+  if (!spec.reduce_scatter()) spec.output = buffers.slot;
   spec.restore_input = false;  // the caller's input is never written
-  if (!spec.reduce_scatter()) {
-    spec.land_output = landing(*slot, spec.output, spec.count * element, output);
-    spec.output = (*slot)->data();
+  if (buffers.source == nullptr && buffers.destination == nullptr) {
+    spec.land_output = std::move(land_whole);  // nothing to overlap
     return true;
   }
-  // A reduce-scatter writes only this member's part: into a slot of its own. Its `output` stays
-  // unset (set, it would make the operation in place, which a reduce-scatter is not).
-  auto part = acquire_pinned(scatter_count * element);
-  if (!part) return part.status();
-  spec.land_output = landing(*part, spec.scatter_output, scatter_count * element, output);
-  spec.scatter_output = (*part)->data();
+  auto engine = cuda_copy_engine(buffers.source ? buffers.source : buffers.destination);
+  if (!engine) return engine.status();
+  auto pipeline = StagingPipeline::create(*std::move(engine), buffers, std::move(land_whole));
+  spec.land_output = [pipeline] { return pipeline->land(); };
+  spec.segment_staging = std::move(pipeline);
   return true;
 }
 

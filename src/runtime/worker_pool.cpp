@@ -38,6 +38,9 @@ WorkerPool::WorkerPool(unsigned threads)
     : threads_(machine_threads(threads)), pool_(machine_threads(threads)) {}
 
 WorkerPool::~WorkerPool() {
+  // A post from a thread outside the pool (a copy's completion) may still be signalling the
+  // pool's condition variable after the task it posted ran: wait for it to return.
+  while (posting_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
   pool_.join();
 }
 

@@ -8,6 +8,7 @@
 // here must be gone, or have waited for its own tasks, before the pool is destroyed.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <utility>
@@ -25,10 +26,14 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Runs `task` on one of the workers, later.
+  // Runs `task` on one of the workers, later. Any thread may post until the destructor starts;
+  // a post still returning then (the task it posted may already have run, and let its caller go
+  // on to destroy the pool) is waited for.
   template <class Task>
   void post(Task&& task) {
+    posting_.fetch_add(1, std::memory_order_acq_rel);
     asio::post(pool_, std::forward<Task>(task));
+    posting_.fetch_sub(1, std::memory_order_acq_rel);
   }
 
   // Runs body(i) for every i in [0, n), spread over the workers and the calling thread, and
@@ -42,6 +47,7 @@ class WorkerPool {
 
  private:
   const size_t threads_;
+  std::atomic<size_t> posting_{0};  // post() calls not yet returned
   asio::thread_pool pool_;
 };
 

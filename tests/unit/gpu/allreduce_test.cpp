@@ -95,6 +95,29 @@ TEST_F(GpuAllReduce, InPlaceBf16OnTheDeviceAverages) {
   EXPECT_TRUE(same_bytes(got, y));
 }
 
+// In place with the restore waived, the staging pipeline writes the result back segment by
+// segment while the operation runs (out of place: the test above); the bytes are the same.
+TEST_F(GpuAllReduce, InPlaceWithoutRestoreWritesSegmentsBackAsTheyFinish) {
+  const std::size_t n = (16u << 20) + 5;  // 64 MiB: many segments in flight
+  const std::vector<float> x = normals(n, 3), y = normals(n, 4);
+  for (lh_codec codec : {LH_CODEC_NONE, LH_CODEC_U8}) {
+    longhaul::AllReduceOptions o;
+    o.codec = codec;
+    const std::vector<float> want = host_result(x, y, o);
+    o.restore_input = false;
+    DeviceBuffer buffer(n * sizeof(float));
+    buffer.upload(x);
+    std::vector<float> cpu_side = y;
+    both(
+        [&] {
+          gpu().allreduce(std::span<float>(buffer.as<float>(), n), longhaul::ReduceOp::kSum, o);
+        },
+        [&] { cpu().allreduce(std::span(cpu_side), longhaul::ReduceOp::kSum, o); });
+    EXPECT_TRUE(same_bytes(buffer.download<float>(), want)) << "codec " << codec;
+    EXPECT_TRUE(same_bytes(cpu_side, want)) << "codec " << codec;
+  }
+}
+
 TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndADeviceResidualAreRefused) {
   std::vector<float> host(16, 1.0f);
   longhaul::AllReduceOptions o;

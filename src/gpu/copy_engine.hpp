@@ -1,0 +1,50 @@
+// What moves bytes between the caller's memory and the pinned slots an operation runs on, without
+// blocking the thread that asks: the staging pipeline (staging_pipeline.hpp) starts every copy of
+// an operation at once and hears of each one's arrival from the engine.
+//
+// Two engines: the CUDA one (copies on the device's copy stream, each arrival reported by a host
+// function the stream runs after the copy, so nothing polls), and the host one, which copies
+// host memory on the worker pool: the same pipeline, run and tested where there is no GPU.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "common/status.hpp"
+#include "runtime/worker_pool.hpp"
+
+namespace longhaul::gpu {
+
+class CopyEngine {
+ public:
+  using Done = std::function<void(Status)>;
+  virtual ~CopyEngine() = default;
+  // Starts copying `bytes` from `from` to `to`; neither may be touched by anyone else until
+  // `done` has run. `done` runs exactly once, on another thread (the engine's), or on this one
+  // when the copy could not start: OK once the bytes have arrived, otherwise why not. It must not
+  // call back into the engine.
+  virtual void copy(void* to, const void* from, std::size_t bytes, Done done) = 0;
+  // Blocks until every copy started so far has arrived; the first failure a copy's `done` could
+  // not report (the CUDA engine: an asynchronous copy error, seen only when its stream is
+  // synchronised).
+  virtual Status settle() = 0;
+};
+
+// Copies between host buffers as worker tasks (memcpy). `workers` must outlive the engine and
+// every copy it started.
+class HostCopyEngine final : public CopyEngine {
+ public:
+  explicit HostCopyEngine(runtime::WorkerPool& workers) : workers_(workers) {}
+  void copy(void* to, const void* from, std::size_t bytes, Done done) override;
+  Status settle() override { return Status::ok(); }
+
+ private:
+  runtime::WorkerPool& workers_;
+};
+
+// The engine for copies between the device that owns `device_pointer` and host memory, on that
+// device's copy stream. LH_ERR_UNSUPPORTED "no CUDA device: ..." where CUDA cannot be used.
+Result<std::shared_ptr<CopyEngine>> cuda_copy_engine(const void* device_pointer);
+
+}  // namespace longhaul::gpu

@@ -1,0 +1,265 @@
+// The GPU layer's staging pipeline (gpu/staging_pipeline.hpp) without a device: the same
+// pipeline a device tensor goes through, with the caller's "device" buffers in host memory, its
+// copies made by the host engine (gpu::HostCopyEngine) or by one whose copies finish late, in an
+// order of their own, on threads of their own.
+//
+// - Every schedule gives the bits a plain host all-reduce gives, though no input segment is in the
+//   slot when the schedule starts (the slot starts as NaN): each read waits for its own copy.
+// - A result written segment by segment (out of place) is written while the operation runs.
+// - A member dying while copies are pending fails everyone without a hang, and leaves a caller's
+//   in-place buffer as it was; a copy failing fails the operation with the copy's error.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+
+#include <asio/steady_timer.hpp>
+
+#include "collective/engine.hpp"
+#include "gpu/copy_engine.hpp"
+#include "gpu/staging_pipeline.hpp"
+#include "group_fixture.hpp"
+
+namespace longhaul::collective {
+namespace {
+
+using gpu::CopyEngine;
+using gpu::PipelineBuffers;
+using gpu::StagingPipeline;
+using quant::Codec;
+using testing::InProcessGroup;
+using testing::LinkThreads;
+using testing::Members;
+
+// The threads late copies arrive on. They outlive every engine: the last reference to an engine
+// may be dropped on one of them (a finished operation let go of there), and a thread cannot join
+// itself.
+LinkThreads& copy_threads() {
+  static auto* threads = new LinkThreads(2);
+  return *threads;
+}
+
+// Host copies that arrive after 0-499 µs each, on copy_threads(), so later copies often arrive
+// first. Copy number `failing` (counted from 1; 0: none) reports an error instead.
+class LateCopies final : public CopyEngine {
+ public:
+  explicit LateCopies(size_t failing = 0) : failing_(failing) {}
+  void copy(void* to, const void* from, std::size_t bytes, Done done) override {
+    const size_t n = ++copies_;
+    const auto delay = std::chrono::microseconds((n * 7919) % 500);
+    auto timer = std::make_shared<asio::steady_timer>(copy_threads().executor(), delay);
+    timer->async_wait(
+        [timer, to, from, bytes, fail = n == failing_, done = std::move(done)](std::error_code) {
+          if (fail) return done(Status(LH_ERR_INTERNAL, "copy failed on purpose"));
+          std::memcpy(to, from, bytes);
+          done(Status::ok());
+        });
+  }
+  Status settle() override { return Status::ok(); }
+
+ private:
+  const size_t failing_;
+  std::atomic<size_t> copies_{0};
+};
+
+struct Case {
+  Schedule schedule;
+  size_t members;
+  Codec codec;
+};
+
+// One member's buffers: the caller's input (and output, when in place), and the slot.
+struct Staged {
+  std::vector<float> caller;
+  std::vector<float> result;  // out of place: the caller's output
+  std::vector<float> slot;
+  std::shared_ptr<StagingPipeline> pipeline;
+};
+
+AllReduceSpec staged_spec(const Case& c, Staged& m, std::shared_ptr<CopyEngine> engine,
+                          bool out_of_place) {
+  m.slot.assign(m.caller.size(), std::numeric_limits<float>::quiet_NaN());
+  PipelineBuffers buffers{.source = m.caller.data(),
+                          .slot = reinterpret_cast<std::byte*>(m.slot.data()),
+                          .bytes = m.slot.size() * sizeof(float),
+                          .element_size = sizeof(float),
+                          .destination = nullptr,
+                          .slot_owner = nullptr};
+  std::function<Status()> land_whole;
+  if (out_of_place) {
+    m.result.assign(m.caller.size(), -1.0f);
+    buffers.destination = m.result.data();
+  } else {
+    land_whole = [&m] {
+      std::memcpy(m.caller.data(), m.slot.data(), m.slot.size() * sizeof(float));
+      return Status::ok();
+    };
+  }
+  m.pipeline = StagingPipeline::create(std::move(engine), buffers, std::move(land_whole));
+  AllReduceSpec spec;
+  spec.input = spec.output = m.slot.data();
+  spec.count = m.slot.size();
+  spec.schedule = c.schedule;
+  spec.codec = c.codec;
+  spec.segment_bytes = 1024;
+  spec.restore_input = false;
+  spec.segment_staging = m.pipeline;
+  spec.land_output = [p = m.pipeline] { return p->land(); };
+  return spec;
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(-10.0f, 10.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = value(rng);
+  return v;
+}
+
+std::vector<std::vector<float>> host_allreduce(const Case& c,
+                                               std::vector<std::vector<float>> data) {
+  InProcessGroup group(c.members);
+  Members members(c.members);
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  for (size_t r = 0; r < c.members; ++r) {
+    AllReduceSpec spec;
+    spec.input = spec.output = data[r].data();
+    spec.count = data[r].size();
+    spec.schedule = c.schedule;
+    spec.codec = c.codec;
+    spec.segment_bytes = 1024;
+    auto op = members.engines[r]->allreduce(group.view(r), spec);
+    EXPECT_TRUE(op.is_ok()) << op.status().to_string();
+    if (op) ops.push_back(*op);
+  }
+  for (auto& op : ops) EXPECT_TRUE(op->wait().is_ok());
+  return data;
+}
+
+class StagingPipelineRuns : public ::testing::TestWithParam<Case> {};
+
+TEST_P(StagingPipelineRuns, GiveTheBitsOfAHostAllReduce) {
+  const Case c = GetParam();
+  std::vector<std::vector<float>> data;
+  for (size_t r = 0; r < c.members; ++r) data.push_back(random_values(5003, uint32_t(r + 1)));
+  const auto expected = host_allreduce(c, data);
+
+  runtime::WorkerPool copy_workers(2);
+  for (auto [late, out_of_place] : {std::pair{true, false}, {true, true}, {false, false}}) {
+    std::vector<Staged> staged(c.members);
+    std::shared_ptr<CopyEngine> engine;
+    if (late)
+      engine = std::make_shared<LateCopies>();
+    else
+      engine = std::make_shared<gpu::HostCopyEngine>(copy_workers);
+    InProcessGroup group(c.members);
+    Members members(c.members);
+    std::vector<std::shared_ptr<AllReduceOp>> ops;
+    for (size_t r = 0; r < c.members; ++r) {
+      staged[r].caller = data[r];
+      auto op = members.engines[r]->allreduce(group.view(r),
+                                              staged_spec(c, staged[r], engine, out_of_place));
+      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+      ops.push_back(*op);
+    }
+    for (auto& op : ops) ASSERT_TRUE(op->wait().is_ok());
+    for (size_t r = 0; r < c.members; ++r) {
+      const std::vector<float>& got = out_of_place ? staged[r].result : staged[r].caller;
+      EXPECT_EQ(std::memcmp(got.data(), expected[r].data(), got.size() * sizeof(float)), 0)
+          << "member " << r << (out_of_place ? " out of place" : " in place")
+          << (late ? ", late copies" : ", the host engine");
+      const auto counts = staged[r].pipeline->counts();
+      EXPECT_GT(counts.input, c.members) << "one copy per segment, not one per buffer";
+      if (out_of_place) {
+        EXPECT_EQ(data[r], staged[r].caller) << "the input of an out-of-place operation is kept";
+        EXPECT_EQ(counts.output_at_land, 0u) << "every result segment went while it ran";
+        EXPECT_EQ(counts.output_overlapped, counts.input);
+      }
+    }
+  }
+}
+
+std::vector<Case> every_case() {
+  std::vector<Case> cases;
+  for (Schedule s : {Schedule::kRing, Schedule::kDirect})
+    for (size_t n : {2, 3, 4})
+      for (Codec codec : {Codec::kNone, Codec::kU8}) cases.push_back({s, n, codec});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, StagingPipelineRuns, ::testing::ValuesIn(every_case()),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return std::string(schedule_name(p.param.schedule)) + "_n" +
+                                  std::to_string(p.param.members) + "_" +
+                                  std::string(quant::codec_name(p.param.codec));
+                         });
+
+TEST(StagingPipeline, AGroupOfOneLoadsAndLandsTheWholeBuffer) {
+  const Case c{Schedule::kRing, 1, Codec::kNone};
+  Staged m;
+  m.caller = random_values(777, 9);
+  InProcessGroup group(1);
+  Members members(1);
+  AllReduceSpec spec = staged_spec(c, m, std::make_shared<LateCopies>(), /*out_of_place=*/true);
+  spec.op = quant::ReduceOp::kAvg;
+  auto op = members.engines[0]->allreduce(group.view(0), spec);
+  ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+  ASSERT_TRUE((*op)->wait().is_ok());
+  EXPECT_EQ(m.result, m.caller);
+}
+
+TEST(StagingPipeline, AMemberDyingWhileCopiesArePendingFailsEveryoneAndKeepsTheCallersBuffer) {
+  for (Schedule schedule : {Schedule::kRing, Schedule::kDirect}) {
+    const Case c{schedule, 3, Codec::kNone};
+    std::vector<Staged> staged(c.members);
+    auto engine = std::make_shared<LateCopies>();
+    InProcessGroup group(c.members);
+    Members members(c.members);
+    std::vector<std::shared_ptr<AllReduceOp>> ops;
+    for (size_t r = 0; r < c.members; ++r) {
+      staged[r].caller.assign(1 << 18, 2.0f);
+      auto op =
+          members.engines[r]->allreduce(group.view(r), staged_spec(c, staged[r], engine, false));
+      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+      ops.push_back(*op);
+    }
+    group.kill(1);
+    for (size_t r = 0; r < c.members; ++r) {
+      const Status s = ops[r]->wait();
+      EXPECT_TRUE(s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED) << s.to_string();
+      EXPECT_EQ(staged[r].caller, std::vector<float>(1 << 18, 2.0f))
+          << schedule_name(schedule) << " member " << r;
+    }
+  }
+}
+
+TEST(StagingPipeline, ACopyFailingFailsTheOperationWithItsError) {
+  const Case c{Schedule::kRing, 2, Codec::kNone};
+  std::vector<Staged> staged(c.members);
+  InProcessGroup group(c.members);
+  Members members(c.members);
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  for (size_t r = 0; r < c.members; ++r) {
+    staged[r].caller.assign(1 << 16, 1.0f);
+    // Member 0's fifth copy fails.
+    auto engine = std::make_shared<LateCopies>(r == 0 ? 5 : 0);
+    auto op =
+        members.engines[r]->allreduce(group.view(r), staged_spec(c, staged[r], engine, false));
+    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+    ops.push_back(*op);
+  }
+  const Status s = ops[0]->wait();
+  EXPECT_EQ(s.code(), LH_ERR_INTERNAL) << s.to_string();
+  EXPECT_NE(s.to_string().find("copy failed on purpose"), std::string::npos) << s.to_string();
+  EXPECT_FALSE(ops[1]->wait().is_ok());
+  for (size_t r = 0; r < c.members; ++r)
+    EXPECT_EQ(staged[r].caller, std::vector<float>(1 << 16, 1.0f)) << "member " << r;
+}
+
+}  // namespace
+}  // namespace longhaul::collective
