@@ -23,8 +23,7 @@ lh::Result<lh::collective::AllReduceSpec> lh::capi::allreduce_spec(
   if (o.schedule < LH_SCHEDULE_AUTO || o.schedule > LH_SCHEDULE_DIRECT)
     return lh::invalid_argument(fmt::format("unknown schedule {}", static_cast<int>(o.schedule)));
   if (o.segment_bytes == 0) return lh::invalid_argument("segment_bytes must be positive");
-  if (o.memory < LH_MEMORY_AUTO || o.memory > LH_MEMORY_CUDA)
-    return lh::invalid_argument(fmt::format("unknown memory kind {}", static_cast<int>(o.memory)));
+  LH_RETURN_IF_ERROR(lh::capi::check_memory_kind(o.memory));
   lh::collective::AllReduceSpec s;
   s.input = send;
   s.output = recv;
@@ -38,6 +37,12 @@ lh::Result<lh::collective::AllReduceSpec> lh::capi::allreduce_spec(
   s.segment_bytes = o.segment_bytes;
   s.restore_input = o.restore_input != 0;
   return s;
+}
+
+lh::Status lh::capi::check_memory_kind(lh_memory memory) {
+  if (memory < LH_MEMORY_AUTO || memory > LH_MEMORY_CUDA)
+    return lh::invalid_argument(fmt::format("unknown memory kind {}", static_cast<int>(memory)));
+  return Status::ok();
 }
 
 lh::gpu::Memory lh::capi::memory_kind(lh_memory memory) {

@@ -82,6 +82,8 @@ Result<collective::AllReduceSpec> allreduce_spec(const void* send, void* recv, s
                                                  lh_dtype dtype, lh_reduce_op op,
                                                  const lh_allreduce_options* options);
 
+// LH_ERR_INVALID_ARGUMENT for a value that is no lh_memory.
+Status check_memory_kind(lh_memory memory);
 // An lh_memory (already validated) as the GPU layer's.
 gpu::Memory memory_kind(lh_memory memory);
 // options->memory as the GPU layer's (kAuto for NULL options).

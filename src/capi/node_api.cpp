@@ -19,8 +19,8 @@ namespace {
 
 namespace lh = longhaul;
 
-lh::Result<lh::node::ShmLocalGroupOptions> local_options(const lh_comm* comm,
-                                                         const lh_local_group_options& o) {
+// The session's options already refuse rails > 1 without a node name (node_identity.cpp).
+lh::node::ShmLocalGroupOptions local_options(const lh_comm* comm, const lh_local_group_options& o) {
   const auto& c = comm->impl->session().options();
   lh::node::ShmLocalGroupOptions s;
   s.name = o.name ? std::string(o.name)
@@ -29,8 +29,6 @@ lh::Result<lh::node::ShmLocalGroupOptions> local_options(const lh_comm* comm,
   s.size = c.rails;
   s.slot_bytes = o.slot_bytes;
   s.timeout = std::chrono::milliseconds(o.timeout_ms);
-  if (c.node.empty() && c.rails > 1)
-    return lh::invalid_argument("a local group needs the communicator's node name");
   return s;
 }
 
@@ -53,17 +51,14 @@ extern "C" lh_status lh_local_group_create(lh_comm* comm, const lh_local_group_o
   lh_local_group_options o;
   lh_local_group_options_init(&o);
   if (options) o = *options;
-  if (o.memory < LH_MEMORY_AUTO || o.memory > LH_MEMORY_CUDA)
-    return lh::capi::finish(comm, lh::invalid_argument(fmt::format("unknown memory kind {}",
-                                                                   static_cast<int>(o.memory))));
-  auto shm = local_options(comm, o);
-  if (!shm) return lh::capi::finish(comm, shm.status());
-  auto shared = lh::node::ShmLocalGroup::create(*shm);
+  if (lh::Status s = lh::capi::check_memory_kind(o.memory); !s) return lh::capi::finish(comm, s);
+  const lh::node::ShmLocalGroupOptions shm = local_options(comm, o);
+  auto shared = lh::node::ShmLocalGroup::create(shm);
   if (!shared) return lh::capi::finish(comm, shared.status());
   std::unique_ptr<lh::collective::LocalGroup> group = std::move(*shared);
   const bool on_device = o.memory == LH_MEMORY_CUDA;
   if (on_device) {  // the shared-memory group bootstraps NCCL and carries its agreements
-    auto nccl = lh::gpu::make_nccl_local_group(std::move(group), o.device, shm->timeout);
+    auto nccl = lh::gpu::make_nccl_local_group(std::move(group), o.device, shm.timeout);
     if (!nccl) return lh::capi::finish(comm, nccl.status());
     group = std::move(*nccl);
   }

@@ -30,8 +30,7 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
     return lh::invalid_argument(fmt::format("unknown loss policy {}", static_cast<int>(o.on_loss)));
   if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_E3M0)
     return lh::invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
-  if (o.memory < LH_MEMORY_AUTO || o.memory > LH_MEMORY_CUDA)
-    return lh::invalid_argument(fmt::format("unknown memory kind {}", static_cast<int>(o.memory)));
+  LH_RETURN_IF_ERROR(lh::capi::check_memory_kind(o.memory));
   const lh::gpu::Memory declared = lh::capi::memory_kind(o.memory);
   lh::sync::EngineOptions e;
   for (size_t i = 0; i < o.range_count; ++i) {

@@ -55,14 +55,14 @@ Status NodeGroup::reduce_over_node_and_rails(const collective::AllReduceSpec& sp
   const collective::Range mine =
       collective::Partition(spec.count, local_->size(), spec.count).chunk(local_->rank());
   if (Status s = admit_pending_peers(); !s) return s;
-  std::vector<std::byte> chunk(mine.count * es);
+  chunk_.resize(mine.count * es);
+  std::byte* chunk = chunk_.data();
   // Averages are summed everywhere and divided once at the end, by every contribution.
   const auto sum_op = spec.op == quant::ReduceOp::kAvg ? quant::ReduceOp::kSum : spec.op;
-  if (Status s = local_->reduce_scatter(spec.input, chunk.data(), spec.count, spec.dtype, sum_op);
-      !s)
+  if (Status s = local_->reduce_scatter(spec.input, chunk, spec.count, spec.dtype, sum_op); !s)
     return s;
   collective::AllReduceSpec rail = spec;
-  rail.input = rail.output = chunk.data();
+  rail.input = rail.output = chunk;
   rail.count = mine.count;
   rail.op = sum_op;
   rail.residual = spec.residual ? spec.residual + mine.begin : nullptr;
@@ -71,12 +71,12 @@ Status NodeGroup::reduce_over_node_and_rails(const collective::AllReduceSpec& sp
   if (Status s = run_attempts(rail, max_attempts); !s) return s;
   if (spec.op == quant::ReduceOp::kAvg && mine.count > 0) {
     const size_t contributions = comm_.ring_view().size * local_->size();
-    if (Status s = quant::finalize_avg(chunk.data(), mine.count, spec.dtype, contributions); !s) {
+    if (Status s = quant::finalize_avg(chunk, mine.count, spec.dtype, contributions); !s) {
       local_->abort(s);
       return s;
     }
   }
-  return local_->all_gather(chunk.data(), spec.output, spec.count, spec.dtype);
+  return local_->all_gather(chunk, spec.output, spec.count, spec.dtype);
 }
 
 Status NodeGroup::admit_pending_peers() {
@@ -97,10 +97,11 @@ Status NodeGroup::run_attempts(const collective::AllReduceSpec& rail, uint32_t m
   // were, or a rail would be reduced twice.
   auto* chunk = static_cast<std::byte*>(rail.output);
   const size_t bytes = rail.count * quant::element_size(rail.dtype);
-  const std::vector<std::byte> node_sum(chunk, chunk + bytes);
-  const std::vector<float> residual =
-      rail.residual ? std::vector<float>(rail.residual, rail.residual + rail.count)
-                    : std::vector<float>();
+  node_sum_.assign(chunk, chunk + bytes);
+  if (rail.residual)
+    residual_before_.assign(rail.residual, rail.residual + rail.count);
+  else
+    residual_before_.clear();
   for (uint32_t attempt = 1;; ++attempt) {
     // A rank whose chunk is empty (fewer elements than ranks) has nothing to send on its rail;
     // neither has its rail's rank on any other node, whose buffers have the same count.
@@ -110,8 +111,8 @@ Status NodeGroup::run_attempts(const collective::AllReduceSpec& rail, uint32_t m
     Status all = local_->agree(mine);
     if (all.is_ok() || !peer::retryable(all)) return all;
     if (Status finished = local_->failure(); !finished) return finished;  // no retry helps
-    std::copy(node_sum.begin(), node_sum.end(), chunk);
-    std::copy(residual.begin(), residual.end(), rail.residual);
+    std::copy(node_sum_.begin(), node_sum_.end(), chunk);
+    std::copy(residual_before_.begin(), residual_before_.end(), rail.residual);
     if (attempt == max_attempts)
       return all.with_context(fmt::format("node all-reduce failed on all {} attempts", attempt));
     // Every rank of every node still in the run failed this attempt and re-forms its rail here.

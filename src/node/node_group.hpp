@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collective/allreduce_spec.hpp"
 #include "collective/local_group.hpp"
@@ -55,7 +56,7 @@ class NodeGroup {
   // the last attempt (call update_topology and retry), LH_ERR_NODE_EVICTED when the node is
   // finished, or another error. A node whose local group failed (a sibling dead, silent or gone,
   // an abort) closes its session, so the master evicts it whole and the other nodes retry
-  // without it rather than count on a node that can no longer take part.
+  // without it rather than count on a node that can no longer take part. One call at a time.
   Status allreduce(const collective::AllReduceSpec& spec, uint32_t max_attempts);
 
  private:
@@ -67,6 +68,11 @@ class NodeGroup {
   peer::Communicator& comm_;
   std::unique_ptr<collective::LocalGroup> local_;
   uint64_t listener_id_ = 0;
+  // Kept from call to call (a trainer calls with the same sizes every step): this rank's chunk,
+  // and the node's sum and the residual as they were before the rail's first attempt.
+  std::vector<std::byte> chunk_;
+  std::vector<std::byte> node_sum_;
+  std::vector<float> residual_before_;
 };
 
 // The shared-memory name of a node's local group when the caller gives none: the same for every
