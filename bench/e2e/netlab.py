@@ -33,6 +33,8 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 
 PREFIX = "lhb"
 # Reachability probe (no ping on every machine): a TCP connect to a closed port of the target is
@@ -172,6 +174,25 @@ class NetLab:
     def __exit__(self, *exc):
         self.down()
         return False
+
+
+def start_master(build, lab=None, timeout=15):
+    """longhaul-master from `build` on host 0 of `lab` (on loopback without one), logging warnings
+    only. Returns (process, "HOST:PORT") once it listens; the caller ends the process."""
+    host = lab.addr(0) if lab else "127.0.0.1"
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = os.path.join(tmp, "port")
+        master = subprocess.Popen((lab.exec_prefix(0) if lab else []) + [
+            os.path.join(build, "tools/longhaul-master/longhaul-master"), "--listen", f"{host}:0",
+            "--port-file", port_file, "--log-level", "warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while not (os.path.exists(port_file) and open(port_file).read().strip()):
+            if master.poll() is not None or time.monotonic() > deadline:
+                master.kill()
+                master.wait()
+                raise RuntimeError("longhaul-master did not start" + (" in the lab" if lab else ""))
+            time.sleep(0.02)
+        return master, f"{host}:{int(open(port_file).read())}"
 
 
 def install_signal_handlers():
