@@ -120,6 +120,9 @@ s = u.find_spec('nvidia.nccl'); print(os.path.join(list(s.submodule_search_locat
     "$PACK/tests/unit/gpu/gpu_codec_test" "$small"
   step memcheck_hash 120 "${sanitizer:-compute-sanitizer}" --tool memcheck --error-exitcode 9 \
     "$PACK/tests/unit/gpu/gpu_hash_test" --gtest_filter='GpuHash.TheLastBlock*:GpuHash.Unaligned*'
+  # The staging pipeline's copies and host functions (copy_engine_cuda.cpp) under memcheck.
+  step memcheck_staging 120 "${sanitizer:-compute-sanitizer}" --tool memcheck --error-exitcode 9 \
+    "$PACK/tests/unit/gpu/gpu_allreduce_test" --gtest_filter='GpuAllReduce.InPlaceWithoutRestore*'
   step python_extension 240 build_python_extension /tmp/lh-python
   PYTHONPATH=/tmp/lh-python/build/py:tests/python/longhaul step python_cuda 120 \
     python3 -m pytest -q -p no:cacheprovider tests/python/longhaul/test_cuda.py \

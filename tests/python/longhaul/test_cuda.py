@@ -56,6 +56,42 @@ def test_a_batch_of_cuda_and_cpu_tensors_reduces_like_a_cpu_batch(pair):
     assert all(torch.equal(t, w) for t, w in zip(theirs, want))
 
 
+def test_reduce_scatter_allgather_and_broadcast_of_cuda_tensors(pair):
+    """Ring member 0's buffers on the device, member 1's on the host: the results of a CPU pair."""
+    comms = sorted(pair, key=lambda c: c.rank)
+    sends = [torch.arange(100_002, dtype=torch.float32) * (i + 1) for i in range(2)]
+    outs = [torch.full((50_001,), -1.0, device="cuda"), torch.full((50_001,), -1.0)]
+    run_threads(*[lambda c=c, s=s, o=o: c.reduce_scatter(s, o).wait(timeout=30)
+                  for c, s, o in zip(comms, [sends[0].cuda(), sends[1]], outs)])
+    total = torch.arange(100_002, dtype=torch.float32) * 3
+    assert outs[0].is_cuda and torch.equal(outs[0].cpu(), total[:50_001]) and torch.equal(outs[1], total[50_001:])
+
+    parts = [torch.full((3,), 1, dtype=torch.int32, device="cuda"), torch.full((3,), 2, dtype=torch.int32)]
+    gathered = [torch.zeros(6, dtype=torch.int32, device="cuda"), torch.zeros(6, dtype=torch.int32)]
+    run_threads(*[lambda c=c, s=s, o=o: c.allgather(s, o).wait(timeout=30) for c, s, o in zip(comms, parts, gathered)])
+    want = torch.tensor([1, 1, 1, 2, 2, 2], dtype=torch.int32)
+    assert torch.equal(gathered[0].cpu(), want) and torch.equal(gathered[1], want)
+
+    bufs = [torch.full((1000,), 7.0, dtype=torch.bfloat16, device="cuda"), torch.zeros(1000, dtype=torch.bfloat16)]
+    run_threads(*[lambda c=c, b=b: c.broadcast(b, 0).wait(timeout=30) for c, b in zip(comms, bufs)])
+    assert torch.equal(bufs[1], torch.full((1000,), 7.0, dtype=torch.bfloat16))
+    assert torch.equal(bufs[0].cpu(), bufs[1])
+
+
+def test_an_out_of_place_cuda_allreduce_lands_segment_by_segment_like_a_cpu_one(pair):
+    """Out of place, the staging pipeline writes each finished segment while the rest travels
+    (docs/gpu.md): many 1 MiB segments here, the same bytes as a CPU pair's."""
+    g = torch.Generator().manual_seed(5)
+    x = [torch.randn(4 << 20, generator=g) for _ in range(2)]
+    want = x[0] + x[1]
+    on_gpu, out = x[0].cuda(), torch.empty(4 << 20, device="cuda")
+    theirs = x[1].clone()
+    run_threads(lambda: pair[0].allreduce(on_gpu, out=out).wait(timeout=60),
+                lambda: pair[1].allreduce(theirs).wait(timeout=60))
+    assert torch.equal(out.cpu(), want) and torch.equal(theirs, want)
+    assert torch.equal(on_gpu.cpu(), x[0]), "the input is only read"
+
+
 def _diloco_run(devices, fragments):
     """Two peers of DiLoCo over a Linear and a bf16 Linear, peer i's parameters on devices[i].
     The inner step is exact in IEEE arithmetic (SGD of lr 0.5 towards a dyadic target), so a CUDA
