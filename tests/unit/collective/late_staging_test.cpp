@@ -13,6 +13,7 @@
 
 #include "collective/engine.hpp"
 #include "group_fixture.hpp"
+#include "test_values.hpp"
 
 namespace longhaul::collective {
 namespace {
@@ -66,11 +67,7 @@ class LateStaging final : public transport::Staging {
   mutable std::atomic<size_t> delays_{0};
 };
 
-struct Case {
-  Schedule schedule;
-  size_t members;
-  Codec codec;
-};
+using Case = testing::ScheduleCase;
 
 class LateStagingRuns : public ::testing::TestWithParam<Case> {};
 
@@ -114,20 +111,8 @@ TEST_P(LateStagingRuns, GiveTheSameBitsAsHostMemory) {
   }
 }
 
-std::vector<Case> every_case() {
-  std::vector<Case> cases;
-  for (Schedule s : {Schedule::kRing, Schedule::kDirect})
-    for (size_t n : {2, 3, 4})
-      for (Codec codec : {Codec::kNone, Codec::kU8}) cases.push_back({s, n, codec});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Schedules, LateStagingRuns, ::testing::ValuesIn(every_case()),
-                         [](const ::testing::TestParamInfo<Case>& p) {
-                           return std::string(schedule_name(p.param.schedule)) + "_n" +
-                                  std::to_string(p.param.members) + "_" +
-                                  std::string(quant::codec_name(p.param.codec));
-                         });
+INSTANTIATE_TEST_SUITE_P(Schedules, LateStagingRuns, ::testing::ValuesIn(testing::schedule_cases()),
+                         testing::schedule_case_name);
 
 TEST(LateStaging, AMemberDyingWhileBytesAreNotReadyFailsEveryoneAndRestoresInputs) {
   for (Schedule schedule : {Schedule::kRing, Schedule::kDirect}) {

@@ -24,6 +24,7 @@
 #include "gpu/copy_engine.hpp"
 #include "gpu/staging_pipeline.hpp"
 #include "group_fixture.hpp"
+#include "test_values.hpp"
 
 namespace longhaul::collective {
 namespace {
@@ -67,11 +68,7 @@ class LateCopies final : public CopyEngine {
   std::atomic<size_t> copies_{0};
 };
 
-struct Case {
-  Schedule schedule;
-  size_t members;
-  Codec codec;
-};
+using Case = testing::ScheduleCase;
 
 // One member's buffers: the caller's input (and output, when in place), and the slot.
 struct Staged {
@@ -184,20 +181,9 @@ TEST_P(StagingPipelineRuns, GiveTheBitsOfAHostAllReduce) {
   }
 }
 
-std::vector<Case> every_case() {
-  std::vector<Case> cases;
-  for (Schedule s : {Schedule::kRing, Schedule::kDirect})
-    for (size_t n : {2, 3, 4})
-      for (Codec codec : {Codec::kNone, Codec::kU8}) cases.push_back({s, n, codec});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Schedules, StagingPipelineRuns, ::testing::ValuesIn(every_case()),
-                         [](const ::testing::TestParamInfo<Case>& p) {
-                           return std::string(schedule_name(p.param.schedule)) + "_n" +
-                                  std::to_string(p.param.members) + "_" +
-                                  std::string(quant::codec_name(p.param.codec));
-                         });
+INSTANTIATE_TEST_SUITE_P(Schedules, StagingPipelineRuns,
+                         ::testing::ValuesIn(testing::schedule_cases()),
+                         testing::schedule_case_name);
 
 TEST(StagingPipeline, AGroupOfOneLoadsAndLandsTheWholeBuffer) {
   const Case c{Schedule::kRing, 1, Codec::kNone};

@@ -73,4 +73,18 @@ EndOnExit::~EndOnExit() {
   for (auto& op : ops) (void)op->wait();
 }
 
+std::vector<ScheduleCase> schedule_cases() {
+  std::vector<ScheduleCase> cases;
+  for (Schedule s : {Schedule::kRing, Schedule::kDirect})
+    for (size_t n : {2, 3, 4})
+      for (quant::Codec codec : {quant::Codec::kNone, quant::Codec::kU8})
+        cases.push_back({s, n, codec});
+  return cases;
+}
+
+std::string schedule_case_name(const ::testing::TestParamInfo<ScheduleCase>& p) {
+  return std::string(schedule_name(p.param.schedule)) + "_n" + std::to_string(p.param.members) +
+         "_" + std::string(quant::codec_name(p.param.codec));
+}
+
 }  // namespace longhaul::collective::testing

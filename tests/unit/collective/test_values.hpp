@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "collective/operation.hpp"
 #include "collective/partition.hpp"
@@ -27,6 +30,17 @@ Partition chunks_of(const std::vector<size_t>& counts, size_t segment_elems);
 // them: decode(encode(segment)) for each segment of `part`'s chunk `chunk`.
 std::vector<float> codec_round_trip(const float* values, const Partition& part, size_t chunk,
                                     quant::Codec codec, size_t block);
+
+// A schedule, a group size and a codec: what the schedule-wide tests run over.
+struct ScheduleCase {
+  Schedule schedule;
+  size_t members;
+  quant::Codec codec;
+};
+// Ring and direct, N = 2, 3 and 4, plain and u8.
+std::vector<ScheduleCase> schedule_cases();
+// "ring_n3_u8" and so on.
+std::string schedule_case_name(const ::testing::TestParamInfo<ScheduleCase>& p);
 
 // Ends the operations still running when a test leaves (also through a failed ASSERT), before the
 // buffers they write into go. Declare it after the buffers.
