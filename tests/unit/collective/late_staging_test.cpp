@@ -71,27 +71,6 @@ using Case = testing::ScheduleCase;
 
 class LateStagingRuns : public ::testing::TestWithParam<Case> {};
 
-std::vector<std::vector<float>> run(const Case& c, std::vector<std::vector<float>> data,
-                                    const transport::Staging* staging) {
-  InProcessGroup group(c.members);
-  Members members(c.members);
-  std::vector<std::shared_ptr<AllReduceOp>> ops;
-  for (size_t r = 0; r < c.members; ++r) {
-    AllReduceSpec spec;
-    spec.input = spec.output = data[r].data();
-    spec.count = data[r].size();
-    spec.schedule = c.schedule;
-    spec.codec = c.codec;
-    spec.segment_bytes = 1024;
-    spec.staging = staging;
-    auto op = members.engines[r]->allreduce(group.view(r), spec);
-    EXPECT_TRUE(op.is_ok()) << op.status().to_string();
-    if (op) ops.push_back(*op);
-  }
-  for (auto& op : ops) EXPECT_TRUE(op->wait().is_ok());
-  return data;
-}
-
 TEST_P(LateStagingRuns, GiveTheSameBitsAsHostMemory) {
   const Case c = GetParam();
   std::mt19937 rng(static_cast<uint32_t>(c.members));
@@ -100,8 +79,8 @@ TEST_P(LateStagingRuns, GiveTheSameBitsAsHostMemory) {
   for (auto& d : data)
     for (float& x : d) x = value(rng);
   LateStaging late;
-  const auto host = run(c, data, nullptr);
-  const auto delayed = run(c, data, &late);
+  const auto host = testing::allreduce_in_place(c, data);
+  const auto delayed = testing::allreduce_in_place(c, data, &late);
   EXPECT_GT(late.delays(), 0u);
   for (size_t r = 0; r < c.members; ++r) {
     EXPECT_EQ(std::memcmp(delayed[r].data(), host[r].data(), host[r].size() * 4), 0)

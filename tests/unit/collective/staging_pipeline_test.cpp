@@ -118,33 +118,13 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   return v;
 }
 
-std::vector<std::vector<float>> host_allreduce(const Case& c,
-                                               std::vector<std::vector<float>> data) {
-  InProcessGroup group(c.members);
-  Members members(c.members);
-  std::vector<std::shared_ptr<AllReduceOp>> ops;
-  for (size_t r = 0; r < c.members; ++r) {
-    AllReduceSpec spec;
-    spec.input = spec.output = data[r].data();
-    spec.count = data[r].size();
-    spec.schedule = c.schedule;
-    spec.codec = c.codec;
-    spec.segment_bytes = 1024;
-    auto op = members.engines[r]->allreduce(group.view(r), spec);
-    EXPECT_TRUE(op.is_ok()) << op.status().to_string();
-    if (op) ops.push_back(*op);
-  }
-  for (auto& op : ops) EXPECT_TRUE(op->wait().is_ok());
-  return data;
-}
-
 class StagingPipelineRuns : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StagingPipelineRuns, GiveTheBitsOfAHostAllReduce) {
   const Case c = GetParam();
   std::vector<std::vector<float>> data;
   for (size_t r = 0; r < c.members; ++r) data.push_back(random_values(5003, uint32_t(r + 1)));
-  const auto expected = host_allreduce(c, data);
+  const auto expected = testing::allreduce_in_place(c, data);
 
   runtime::WorkerPool copy_workers(2);
   for (auto [late, out_of_place] : {std::pair{true, false}, {true, true}, {false, false}}) {

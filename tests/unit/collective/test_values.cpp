@@ -3,6 +3,8 @@
 #include <cstring>
 #include <random>
 
+#include "collective/engine.hpp"
+#include "group_fixture.hpp"
 #include "quant/half.hpp"
 
 namespace longhaul::collective::testing {
@@ -85,6 +87,28 @@ std::vector<ScheduleCase> schedule_cases() {
 std::string schedule_case_name(const ::testing::TestParamInfo<ScheduleCase>& p) {
   return std::string(schedule_name(p.param.schedule)) + "_n" + std::to_string(p.param.members) +
          "_" + std::string(quant::codec_name(p.param.codec));
+}
+
+std::vector<std::vector<float>> allreduce_in_place(const ScheduleCase& c,
+                                                   std::vector<std::vector<float>> data,
+                                                   const transport::Staging* staging) {
+  InProcessGroup group(c.members);
+  Members members(c.members);
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  for (size_t r = 0; r < c.members; ++r) {
+    AllReduceSpec spec;
+    spec.input = spec.output = data[r].data();
+    spec.count = data[r].size();
+    spec.schedule = c.schedule;
+    spec.codec = c.codec;
+    spec.segment_bytes = 1024;
+    spec.staging = staging;
+    auto op = members.engines[r]->allreduce(group.view(r), spec);
+    EXPECT_TRUE(op.is_ok()) << op.status().to_string();
+    if (op) ops.push_back(*op);
+  }
+  for (auto& op : ops) EXPECT_TRUE(op->wait().is_ok());
+  return data;
 }
 
 }  // namespace longhaul::collective::testing

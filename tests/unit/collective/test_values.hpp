@@ -13,6 +13,7 @@
 #include "collective/partition.hpp"
 #include "quant/codec.hpp"
 #include "quant/dtype.hpp"
+#include "transport/source_sink.hpp"
 
 namespace longhaul::collective::testing {
 
@@ -41,6 +42,11 @@ struct ScheduleCase {
 std::vector<ScheduleCase> schedule_cases();
 // "ring_n3_u8" and so on.
 std::string schedule_case_name(const ::testing::TestParamInfo<ScheduleCase>& p);
+// An in-place f32 sum of every member's `data` in a fresh in-process group of c.members, with
+// 1 KiB segments and `staging` (null: host memory); the members' results.
+std::vector<std::vector<float>> allreduce_in_place(const ScheduleCase& c,
+                                                   std::vector<std::vector<float>> data,
+                                                   const transport::Staging* staging = nullptr);
 
 // Ends the operations still running when a test leaves (also through a failed ASSERT), before the
 // buffers they write into go. Declare it after the buffers.
