@@ -3,7 +3,8 @@
 //
 //   staging  the staging pipeline of an all-reduce of a --bytes CUDA tensor (every segment's copy
 //            in, then every segment's copy back and the landing) beside plain cudaMemcpy to and
-//            from pinned memory;
+//            from pinned memory; and the copy in of segments that travel u8 and are only sent,
+//            encoded on the device first, beside the plain copy in;
 //   encode   the u8 and E3M0 kernels on --bytes of f32 beside a device-to-device cudaMemcpy of
 //            the same bytes, and whether their bytes equal the CPU encoder's;
 //   hash     shared state over a --bytes CUDA tensor: its block hashes taken on the device beside
@@ -104,7 +105,10 @@ nlohmann::ordered_json staging(std::size_t bytes, int repeats) {
   const std::size_t count = bytes / sizeof(float);
   const collective::Partition part(count, 1, spec.segment_bytes / sizeof(float));
   const std::size_t order[] = {0};
-  const auto stage = [&] {
+  // `encoded`: the segments travel u8 and this member only sends them (a direct schedule's
+  // contribution to another owner), so the engine encodes them on the device and copies the
+  // encoding.
+  const auto stage_as = [&](bool encoded) {
     spec = {};
     spec.input = device;
     spec.output = device;
@@ -113,7 +117,13 @@ nlohmann::ordered_json staging(std::size_t bytes, int repeats) {
     auto staged = gpu::stage_device_buffers(spec, gpu::Memory::kAuto);
     if (!staged || !*staged || !spec.segment_staging)
       die("stage_device_buffers", staged ? "not staged" : staged.status().message());
-    spec.segment_staging->begin(part, order, {});  // no operation counts the copies here
+    const collective::InputPlan input{.part = part,
+                                      .chunk_order = order,
+                                      .send_only_chunks = encoded
+                                                              ? std::span<const std::size_t>(order)
+                                                              : std::span<const std::size_t>(),
+                                      .codec = encoded ? quant::Codec::kU8 : quant::Codec::kNone};
+    spec.segment_staging->begin(input, {});  // no operation counts the copies here
     std::promise<void> all_in;
     std::atomic<std::size_t> left{part.segments()};
     for (std::size_t seg = 0; seg < part.segments(); ++seg)
@@ -123,9 +133,10 @@ nlohmann::ordered_json staging(std::size_t bytes, int repeats) {
       });
     all_in.get_future().wait();
   };
+  const auto stage = [&] { stage_as(false); };
   const auto land = [&] {
     for (std::size_t seg = 0; seg < part.segments(); ++seg)
-      spec.segment_staging->result_final(0, seg);
+      spec.segment_staging->result_final(0, seg, {});
     check(spec.land_output(), "land_output");
   };
   const double staging_down = median_s(repeats, stage);
@@ -135,6 +146,8 @@ nlohmann::ordered_json staging(std::size_t bytes, int repeats) {
     land();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
+  const double encoded_down = median_s(repeats, [&] { stage_as(true); });
+  const std::size_t encoded_bytes = *quant::encoded_size(count, quant::Codec::kU8);
   spec = {};
   cudaFree(device);
 
@@ -148,7 +161,10 @@ nlohmann::ordered_json staging(std::size_t bytes, int repeats) {
           {"staging_to_device_gbps", gbps(bytes, staging_up)},
           {"memcpy_to_host_gbps", gbps(bytes, memcpy_down)},
           {"memcpy_to_device_gbps", gbps(bytes, memcpy_up)},
-          {"staging_vs_pinned_memcpy", ratio}};
+          {"staging_vs_pinned_memcpy", ratio},
+          {"staging_u8_encoded_to_host_s", encoded_down},
+          {"staging_u8_encoded_bytes", encoded_bytes},
+          {"staging_u8_encoded_vs_plain_to_host", staging_down / encoded_down}};
 }
 
 nlohmann::ordered_json encode(std::size_t bytes, int repeats) {

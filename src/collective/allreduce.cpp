@@ -66,23 +66,35 @@ void AllReduceOp::start() {
     return finish_now();
   }
   (void)run_here([this] {
-    if (spec_.segment_staging)
-      spec_.segment_staging->begin(plan_.partition(), plan_.input_order(),
-                                   [weak = weak_from_this()]() -> Arrival {
-                                     // Alive: it starts the copies.
-                                     auto self = std::static_pointer_cast<AllReduceOp>(weak.lock());
-                                     return self ? self->hold() : [](Status) {};
-                                   });
+    if (spec_.segment_staging) begin_staging();
     start_schedule();
     return Status::ok();
   });
 }
 
+void AllReduceOp::begin_staging() {
+  const std::vector<size_t> order = plan_.input_order();
+  // Error feedback encodes value + residual, and the residual is the host's: encoded here then.
+  const bool encode_ahead = spec_.codec != quant::Codec::kNone && spec_.residual == nullptr;
+  const std::vector<size_t> send_only =
+      encode_ahead ? plan_.send_only_chunks() : std::vector<size_t>{};
+  const InputPlan input{.part = plan_.partition(),
+                        .chunk_order = order,
+                        .send_only_chunks = send_only,
+                        .codec = spec_.codec,
+                        .block = spec_.block};
+  spec_.segment_staging->begin(input, [weak = weak_from_this()]() -> Arrival {
+    // Alive: it starts the copies.
+    auto self = std::static_pointer_cast<AllReduceOp>(weak.lock());
+    return self ? self->hold() : [](Status) {};
+  });
+}
+
 void AllReduceOp::adopt(size_t chunk, size_t seg, size_t lane) {
-  if (format_->lands_in_output()) return result_final(chunk, seg);
+  if (format_->lands_in_output()) return result_final(chunk, seg, {});
   run_task([this, chunk, seg, lane] {
     format_->adopt(chunk, seg, lane);
-    result_final(chunk, seg);
+    result_final(chunk, seg, format_->landing(chunk, seg, lane));
   });
 }
 
@@ -95,8 +107,10 @@ void AllReduceOp::run_with_input(size_t chunk, size_t seg, std::function<void()>
       std::move(task));
 }
 
-void AllReduceOp::result_final(size_t chunk, size_t seg) {
-  if (spec_.segment_staging) spec_.segment_staging->result_final(chunk, seg);
+void AllReduceOp::result_final(size_t chunk, size_t seg, std::span<const std::byte> wire_bytes) {
+  if (!spec_.segment_staging) return;
+  if (format_->lands_in_output()) wire_bytes = {};  // the values themselves travelled
+  spec_.segment_staging->result_final(chunk, seg, wire_bytes);
 }
 
 void AllReduceOp::release() {

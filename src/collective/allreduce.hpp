@@ -58,13 +58,16 @@ class AllReduceOp : public Operation {
   // once that input is in the operation's buffer (at once unless it is staged in).
   void run_with_input(size_t chunk, size_t seg, std::function<void()> task);
   // The segment's output values are final: a staged result may be moved on from here.
-  void result_final(size_t chunk, size_t seg);
+  // `wire_bytes`: the final bytes every member ends with (the output holds their value).
+  void result_final(size_t chunk, size_t seg, std::span<const std::byte> wire_bytes);
 
   const AllReduceSpec spec_;
   const StepPlan plan_;
 
  private:
   bool trivial() const { return plan_.members() == 1 || spec_.count == 0; }
+  // Starts the staging's input copies (send-only chunks encoded ahead where the codec allows).
+  void begin_staging();
   // Where the caller's result goes: the output, or a reduce-scatter's chunk.
   void* result() const { return spec_.reduce_scatter() ? spec_.scatter_output : spec_.output; }
   void restore() override { guard_.restore(); }

@@ -17,6 +17,7 @@ class EncodedFormat final : public WireFormat {
   using WireFormat::WireFormat;
 
   std::span<const std::byte> contribution(size_t chunk, size_t seg, size_t lane) override {
+    if (auto ahead = encoded_ahead(chunk, seg); !ahead.empty()) return ahead;
     guard_.touch_segment(chunk, seg);
     const auto out = slot(Slot::kOut, lane, chunk, seg);
     const Range range = plan_.segment(chunk, seg);
@@ -67,6 +68,18 @@ class EncodedFormat final : public WireFormat {
   void adopt(size_t chunk, size_t seg, size_t lane) override {
     guard_.touch_segment(chunk, seg);
     check(quant::decode(landing(chunk, seg, lane), work_f32(chunk, seg), spec_.codec, spec_.block));
+  }
+
+ private:
+  // The contribution the staging encoded where the input lives (segment_staging.hpp), if it did.
+  std::span<const std::byte> encoded_ahead(size_t chunk, size_t seg) {
+    if (!spec_.segment_staging) return {};
+    const auto bytes = spec_.segment_staging->encoded_input(chunk, seg);
+    if (!bytes.empty() && bytes.size() != plan_.wire_bytes(chunk, seg)) {
+      check(Status(LH_ERR_INTERNAL, "a staged contribution's encoding has the wrong size"));
+      return {};
+    }
+    return bytes;
   }
 };
 

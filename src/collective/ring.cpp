@@ -52,8 +52,9 @@ void RingAllReduce::recv_reduce_copy_send(size_t seg) {
   const std::byte* incoming[] = {reduce_in(step % 2, chunk, seg).data()};
   format_->reduce(chunk, seg, incoming, /*finish=*/true);
   if (!plan_.gathers()) return format_->keep(chunk, seg);
-  send(view_.right(), tag(Phase::kAllGather, 0, seg), format_->finish(chunk, seg));
-  result_final(chunk, seg);
+  const auto final_bytes = format_->finish(chunk, seg);
+  send(view_.right(), tag(Phase::kAllGather, 0, seg), final_bytes);
+  result_final(chunk, seg, final_bytes);
 }
 
 // All-gather step t: the owner's final bytes of chunk r-t arrive. Pass them on unchanged (every

@@ -12,6 +12,10 @@
 // the caller's, and it never blocks a thread to wait for one (a copy's completion may run where
 // blocking would stall every later copy: a CUDA stream's host function).
 //
+// Segments this member only sends, never reduces into (its contributions to the other owners'
+// chunks), may arrive already encoded when the operation travels quantized: the staging encodes
+// them where the input lives (a GPU kernel) and only the encoded bytes cross to the host.
+//
 // Threads: every call is thread-safe; callbacks run on whatever thread completed the copy, and
 // must not block.
 #pragma once
@@ -22,8 +26,24 @@
 
 #include "collective/partition.hpp"
 #include "common/status.hpp"
+#include "quant/codec.hpp"
 
 namespace longhaul::collective {
+
+// How the schedule will read the input, given when it starts.
+struct InputPlan {
+  const Partition& part;
+  // Every chunk, in the order the schedule first reads it, so copies start with what is needed
+  // first.
+  std::span<const size_t> chunk_order;
+  // Chunks this member only sends as its contribution, never reduces into, and the codec they
+  // travel in: the staging may deliver their segments encoded (SegmentStaging::encoded_input).
+  // Empty where the contribution cannot be encoded ahead (no codec, or error feedback, which
+  // needs the residual the host holds).
+  std::span<const size_t> send_only_chunks;
+  quant::Codec codec = quant::Codec::kNone;
+  size_t block = quant::kDefaultBlock;
+};
 
 class SegmentStaging {
  public:
@@ -35,20 +55,25 @@ class SegmentStaging {
   using CopyStarted = std::function<CopyEnded()>;
   virtual ~SegmentStaging() = default;
 
-  // The operation's buffer is cut by `part`; `chunk_order` lists every chunk in the order the
-  // schedule first reads it, so copies start with the segments needed first. Called once, when
-  // the schedule starts; the input's copies start here.
-  virtual void begin(const Partition& part, std::span<const size_t> chunk_order,
-                     CopyStarted copy_started) = 0;
+  // Called once, when the schedule starts; the input's copies start here, in `input`'s order.
+  virtual void begin(const InputPlan& input, CopyStarted copy_started) = 0;
   // Calls `ready` exactly once, at once or later on another thread: OK once segment `seg` of
   // chunk `chunk` of the input is in the operation's buffer, or why it never will be.
   virtual void when_input_ready(size_t chunk, size_t seg, Ready ready) = 0;
+  // Once when_input_ready has said segment `seg` of a send-only chunk is there: its encoding
+  // (quant::encode of its values with InputPlan's codec and block), which the operation sends as
+  // it is. Empty where the staging copied the values instead; the operation encodes them then.
+  // The bytes stay valid until the segment's result is written.
+  virtual std::span<const std::byte> encoded_input(size_t chunk, size_t seg) const = 0;
   // Blocks until the whole input is in the operation's buffer (an operation with nothing to
   // schedule: a group of one). The first copy's failure otherwise.
   virtual Status load_all() = 0;
   // Segment `seg` of chunk `chunk` of the result is final: nothing writes it again. It may be
-  // moved on from now.
-  virtual void result_final(size_t chunk, size_t seg) = 0;
+  // moved on from now. `encoded`: where the segment travelled quantized, the final bytes whose
+  // decoding (InputPlan's codec and block) the result is, valid until the operation completes;
+  // the staging may move those instead and decode them where the result goes. Empty: the
+  // values themselves travelled.
+  virtual void result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded) = 0;
 };
 
 }  // namespace longhaul::collective

@@ -83,4 +83,11 @@ std::vector<size_t> StepPlan::input_order() const {
   return order;
 }
 
+std::vector<size_t> StepPlan::send_only_chunks() const {
+  if (ring_) return {ring_send_chunk(0)};
+  std::vector<size_t> chunks;
+  for (size_t i = 0; i < steps(); ++i) chunks.push_back(peer_at(i));
+  return chunks;
+}
+
 }  // namespace longhaul::collective

@@ -65,6 +65,9 @@ class StepPlan {
   // sent at step 0 and then each reduce-scatter step's; direct, the other members' chunks (all
   // sent at once) and then its own.
   std::vector<size_t> input_order() const;
+  // The chunks this member only sends as its contribution and never reduces into: ring, the one
+  // sent at step 0; direct, every other member's.
+  std::vector<size_t> send_only_chunks() const;
 
   // Direct: the other members numbered 0..N-2 in ring order after this one.
   size_t peer_index(size_t peer) const { return (peer + n_ - rank_ - 1) % n_; }

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "common/status.hpp"
+#include "quant/codec.hpp"
 #include "runtime/worker_pool.hpp"
 
 namespace longhaul::gpu {
@@ -25,18 +26,35 @@ class CopyEngine {
   // when the copy could not start: OK once the bytes have arrived, otherwise why not. It must not
   // call back into the engine.
   virtual void copy(void* to, const void* from, std::size_t bytes, Done done) = 0;
+  // Whether encode_copy and decode_copy take `codec`.
+  virtual bool runs_codec(quant::Codec codec) const = 0;
+  // Encodes `count` floats at `from` (the caller's memory) with `codec` and `block` where they
+  // live, and copies the encoding (quant::encoded_size bytes, the bytes quant::encode gives) to
+  // `to`: only the encoded bytes cross. Otherwise as copy().
+  virtual void encode_copy(void* to, const float* from, std::size_t count, quant::Codec codec,
+                           std::size_t block, Done done) = 0;
+  // Copies an encoding (quant::encoded_size(count, codec, block) bytes at `from`, host memory)
+  // to where `to` lives and decodes it there into `count` floats: only the encoded bytes cross.
+  // The floats are quant::decode's. Otherwise as copy().
+  virtual void decode_copy(void* to, const std::byte* from, std::size_t count, quant::Codec codec,
+                           std::size_t block, Done done) = 0;
   // Blocks until every copy started so far has arrived; the first failure a copy's `done` could
   // not report (the CUDA engine: an asynchronous copy error, seen only when its stream is
   // synchronised).
   virtual Status settle() = 0;
 };
 
-// Copies between host buffers as worker tasks (memcpy). `workers` must outlive the engine and
-// every copy it started.
+// Copies between host buffers as worker tasks (memcpy; quant::encode for encode_copy). `workers`
+// must outlive the engine and every copy it started.
 class HostCopyEngine final : public CopyEngine {
  public:
   explicit HostCopyEngine(runtime::WorkerPool& workers) : workers_(workers) {}
   void copy(void* to, const void* from, std::size_t bytes, Done done) override;
+  bool runs_codec(quant::Codec codec) const override { return codec != quant::Codec::kNone; }
+  void encode_copy(void* to, const float* from, std::size_t count, quant::Codec codec,
+                   std::size_t block, Done done) override;
+  void decode_copy(void* to, const std::byte* from, std::size_t count, quant::Codec codec,
+                   std::size_t block, Done done) override;
   Status settle() override { return Status::ok(); }
 
  private:

@@ -1,11 +1,16 @@
 // copy_engine.hpp's CUDA engine: copies on the device's copy stream, each followed by a host
 // function that reports its arrival (cudaLaunchHostFunc), so completions reach the pipeline
-// without anyone polling or blocking a thread per copy.
+// without anyone polling or blocking a thread per copy. Encoded copies run the codec kernel on the
+// compute stream first.
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
+#include "common/mutex.hpp"
+#include "gpu/codec_kernels.hpp"
 #include "gpu/copy_engine.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_memory.hpp"
@@ -14,9 +19,47 @@ namespace longhaul::gpu {
 
 namespace {
 
+// Stream-ordered device scratch for the encodings, from a pool of the GPU layer's own that keeps
+// up to kScratchKept bytes between operations. The default pool keeps nothing (its release
+// threshold is 0): it would give its memory back at every synchronisation anywhere in the
+// process and map it again for the next operation's segments.
+constexpr std::uint64_t kScratchKept = std::uint64_t{256} << 20;
+
+class ScratchPools {
+ public:
+  Result<cudaMemPool_t> of(int device) {
+    MutexLock lock(mu_);
+    const auto index = static_cast<std::size_t>(device);
+    if (pools_.size() <= index) pools_.resize(index + 1, nullptr);
+    cudaMemPool_t& pool = pools_[index];
+    if (pool == nullptr) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device;
+      LH_RETURN_IF_ERROR(cuda_check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"));
+      std::uint64_t kept = kScratchKept;
+      LH_RETURN_IF_ERROR(
+          cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &kept),
+                     "cudaMemPoolSetAttribute"));
+    }
+    return pool;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<cudaMemPool_t> pools_ GUARDED_BY(mu_);  // by device
+};
+
+Result<cudaMemPool_t> scratch_pool(int device) {
+  static auto* pools = new ScratchPools;  // never destroyed: copies may run during exit
+  return pools->of(device);
+}
+
 class CudaCopyEngine final : public CopyEngine {
  public:
-  CudaCopyEngine(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  CudaCopyEngine(int device, cudaStream_t stream, cudaStream_t compute, cudaMemPool_t scratch)
+      : device_(device), stream_(stream), compute_(compute), scratch_(scratch) {}
 
   void copy(void* to, const void* from, std::size_t bytes, Done done) override {
     DeviceScope scope(device_);
@@ -25,15 +68,42 @@ class CudaCopyEngine final : public CopyEngine {
                               "staging copy");
         !s)
       return done(s);
-    // The host function runs on the runtime's callback thread once the copy has arrived; it
-    // must not call CUDA, and the pipeline's callbacks do not.
-    auto* arrival = new Done(std::move(done));
-    if (Status s = cuda_check(cudaLaunchHostFunc(stream_, &arrived, arrival), "cudaLaunchHostFunc");
-        !s) {
-      std::unique_ptr<Done> owned(arrival);
-      (void)cudaStreamSynchronize(stream_);  // the copy may still be reading `from`
-      (*owned)(s);
+    report_arrival(std::move(done));
+  }
+
+  // The blockwise codecs have kernels (codec_device.hpp); fp16 and bf16 are converted on the CPU.
+  bool runs_codec(quant::Codec codec) const override {
+    return codec == quant::Codec::kU8 || codec == quant::Codec::kU4 || codec == quant::Codec::kE3M0;
+  }
+
+  void encode_copy(void* to, const float* from, std::size_t count, quant::Codec codec,
+                   std::size_t block, Done done) override {
+    auto bytes = quant::encoded_size(count, codec, block);
+    if (!bytes) return done(bytes.status());
+    DeviceScope scope(device_);
+    if (!scope.status()) return done(scope.status());
+    if (Status s = enqueue_encode_copy(to, from, count, codec, block, *bytes); !s) {
+      // What was queued may still read `from` or write `to`.
+      (void)cudaStreamSynchronize(compute_);
+      (void)cudaStreamSynchronize(stream_);
+      return done(s);
     }
+    report_arrival(std::move(done));
+  }
+
+  // The kernel decodes on the copy stream, right after its bytes arrive: the arrival reported
+  // after it then means the values are there.
+  void decode_copy(void* to, const std::byte* from, std::size_t count, quant::Codec codec,
+                   std::size_t block, Done done) override {
+    auto bytes = quant::encoded_size(count, codec, block);
+    if (!bytes) return done(bytes.status());
+    DeviceScope scope(device_);
+    if (!scope.status()) return done(scope.status());
+    if (Status s = enqueue_decode_copy(to, from, count, codec, block, *bytes); !s) {
+      (void)cudaStreamSynchronize(stream_);  // what was queued may still read `from`
+      return done(s);
+    }
+    report_arrival(std::move(done));
   }
 
   Status settle() override {
@@ -43,13 +113,76 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
  private:
+  // The kernel encodes into device scratch on the compute stream (so it overlaps the copies of
+  // earlier segments); the copy stream waits for it, copies the encoding out, and frees the
+  // scratch in stream order.
+  Status enqueue_encode_copy(void* to, const float* from, std::size_t count, quant::Codec codec,
+                             std::size_t block, std::size_t bytes) {
+    void* encoded = nullptr;
+    LH_RETURN_IF_ERROR(cuda_check(cudaMallocFromPoolAsync(&encoded, bytes, scratch_, compute_),
+                                  "device scratch for an encoding"));
+    Status s = cuda_check(
+        launch_encode(codec, from, count, block, static_cast<std::byte*>(encoded), compute_),
+        "encoding a staged segment");
+    if (s) s = copy_stream_waits_for_compute();
+    if (s)
+      s = cuda_check(cudaMemcpyAsync(to, encoded, bytes, cudaMemcpyDeviceToHost, stream_),
+                     "staging copy of an encoding");
+    // After the copy, or after the kernel where the copy was never queued.
+    const Status freed = cuda_check(cudaFreeAsync(encoded, s ? stream_ : compute_),
+                                    "freeing the device scratch of an encoding");
+    return s ? freed : s;
+  }
+
+  Status enqueue_decode_copy(void* to, const std::byte* from, std::size_t count, quant::Codec codec,
+                             std::size_t block, std::size_t bytes) {
+    void* encoded = nullptr;
+    LH_RETURN_IF_ERROR(cuda_check(cudaMallocFromPoolAsync(&encoded, bytes, scratch_, stream_),
+                                  "device scratch for an encoding"));
+    Status s = cuda_check(cudaMemcpyAsync(encoded, from, bytes, cudaMemcpyHostToDevice, stream_),
+                          "staging copy of an encoding");
+    if (s)
+      s = cuda_check(launch_decode(codec, static_cast<const std::byte*>(encoded), count, block,
+                                   static_cast<float*>(to), stream_),
+                     "decoding a staged segment");
+    const Status freed =
+        cuda_check(cudaFreeAsync(encoded, stream_), "freeing the device scratch of an encoding");
+    return s ? freed : s;
+  }
+
+  Status copy_stream_waits_for_compute() {
+    cudaEvent_t encoded;
+    LH_RETURN_IF_ERROR(
+        cuda_check(cudaEventCreateWithFlags(&encoded, cudaEventDisableTiming), "cudaEventCreate"));
+    Status s = cuda_check(cudaEventRecord(encoded, compute_), "cudaEventRecord");
+    if (s) s = cuda_check(cudaStreamWaitEvent(stream_, encoded, 0), "cudaStreamWaitEvent");
+    // The runtime releases the event once the work waiting on it is done.
+    const Status destroyed = cuda_check(cudaEventDestroy(encoded), "cudaEventDestroy");
+    return s ? destroyed : s;
+  }
+
+  // Queues the host function that reports arrival once everything queued so far on the copy
+  // stream has run. It runs on the runtime's callback thread and must not call CUDA; the
+  // pipeline's callbacks do not.
+  void report_arrival(Done done) {
+    auto* arrival = new Done(std::move(done));
+    if (Status s = cuda_check(cudaLaunchHostFunc(stream_, &arrived, arrival), "cudaLaunchHostFunc");
+        !s) {
+      std::unique_ptr<Done> owned(arrival);
+      (void)cudaStreamSynchronize(stream_);  // the copy may still be reading its source
+      (*owned)(s);
+    }
+  }
+
   static void arrived(void* user) {
     std::unique_ptr<Done> done(static_cast<Done*>(user));
     (*done)(Status::ok());
   }
 
   const int device_;
-  const cudaStream_t stream_;
+  const cudaStream_t stream_;   // the copies
+  const cudaStream_t compute_;  // the encoding kernels
+  const cudaMemPool_t scratch_;
 };
 
 }  // namespace
@@ -60,7 +193,12 @@ Result<std::shared_ptr<CopyEngine>> cuda_copy_engine(const void* device_pointer)
   if (device < 0) return invalid_argument("staging: the buffer is not device memory");
   auto stream = stream_for(device, StreamRole::kCopy);
   if (!stream) return stream.status();
-  return std::shared_ptr<CopyEngine>(std::make_shared<CudaCopyEngine>(device, *stream));
+  auto compute = stream_for(device, StreamRole::kCompute);
+  if (!compute) return compute.status();
+  auto scratch = scratch_pool(device);
+  if (!scratch) return scratch.status();
+  return std::shared_ptr<CopyEngine>(
+      std::make_shared<CudaCopyEngine>(device, *stream, *compute, *scratch));
 }
 
 }  // namespace longhaul::gpu

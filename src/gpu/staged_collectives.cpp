@@ -71,9 +71,11 @@ Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declar
     if (!part) return part.status();
     land_whole = landing(*part, spec.scatter_output, scatter_count * element, output);
     spec.scatter_output = (*part)->data();
-  } else if (output == Memory::kCuda && (!in_place || !spec.restore_input)) {
-    // The caller accepts unspecified output after a failure: write it as segments finish.
+  } else if (output == Memory::kCuda) {
     buffers.destination = spec.output;
+    // Segments are written as they finish where the caller accepts unspecified output after a
+    // failure; in place with the restore, only after success, so a failure leaves it as it was.
+    buffers.destination_after_success = in_place && spec.restore_input;
   } else {
     land_whole = landing(*slot, spec.output, buffers.bytes, output);
   }

@@ -1,5 +1,6 @@
 #include "gpu/staging_pipeline.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace longhaul::gpu {
@@ -15,25 +16,37 @@ StagingPipeline::StagingPipeline(std::shared_ptr<CopyEngine> engine, PipelineBuf
                                  std::function<Status()> land_whole)
     : engine_(std::move(engine)), buffers_(buffers), land_whole_(std::move(land_whole)) {}
 
-void StagingPipeline::begin(const collective::Partition& part, std::span<const size_t> chunk_order,
-                            CopyStarted copy_started) {
-  std::vector<std::pair<size_t, collective::Range>> copies;  // (segment index, range) in order
+void StagingPipeline::begin(const collective::InputPlan& input, CopyStarted copy_started) {
+  std::vector<std::pair<size_t, Segment>> copies;  // (segment index, segment) in order
   {
     MutexLock lock(mu_);
     copy_started_ = copy_started;
-    segments_per_chunk_ = part.segments();
-    segments_.assign(part.members() * segments_per_chunk_, Segment{});
-    for (size_t chunk : chunk_order)
+    codec_ = input.codec;
+    block_ = input.block;
+    segments_per_chunk_ = input.part.segments();
+    segments_.assign(input.part.members() * segments_per_chunk_, Segment{});
+    for (size_t chunk : input.chunk_order) {
+      const bool send_only =
+          std::ranges::find(input.send_only_chunks, chunk) != input.send_only_chunks.end();
       for (size_t seg = 0; seg < segments_per_chunk_; ++seg) {
         const size_t index = chunk * segments_per_chunk_ + seg;
         Segment& s = segments_[index];
-        s.range = part.segment(chunk, seg);
+        s.range = input.part.segment(chunk, seg);
         s.arrived = buffers_.source == nullptr || s.range.count == 0;
-        if (!s.arrived) copies.emplace_back(index, s.range);
+        if (s.arrived) continue;
+        if (send_only) s.encoded_bytes = encoded_arrival(input, s.range.count);
+        copies.emplace_back(index, s);
       }
+    }
   }
-  for (const auto& [index, range] : copies)
-    start_input_copy(index, range, copy_started ? copy_started() : CopyEnded{});
+  for (const auto& [index, segment] : copies)
+    start_input_copy(index, segment, input, copy_started ? copy_started() : CopyEnded{});
+}
+
+size_t StagingPipeline::encoded_arrival(const collective::InputPlan& input, size_t count) const {
+  if (!engine_->runs_codec(input.codec)) return 0;
+  auto bytes = quant::encoded_size(count, input.codec, input.block);
+  return bytes && *bytes <= count * buffers_.element_size ? *bytes : 0;
 }
 
 void StagingPipeline::when_input_ready(size_t chunk, size_t seg, Ready ready) {
@@ -54,12 +67,21 @@ void StagingPipeline::when_input_ready(size_t chunk, size_t seg, Ready ready) {
   ready(how);
 }
 
+std::span<const std::byte> StagingPipeline::encoded_input(size_t chunk, size_t seg) const {
+  MutexLock lock(mu_);
+  const size_t index = chunk * segments_per_chunk_ + seg;
+  if (index >= segments_.size() || segments_[index].encoded_bytes == 0) return {};
+  const Segment& s = segments_[index];
+  return {slot_at(s.range), s.encoded_bytes};
+}
+
 Status StagingPipeline::load_all() {
   if (buffers_.source != nullptr && buffers_.bytes > 0) {
     {
       MutexLock lock(mu_);
       ++in_flight_;
       ++counts_.input;
+      counts_.input_bytes += buffers_.bytes;
     }
     engine_->copy(buffers_.slot, buffers_.source, buffers_.bytes,
                   [self = shared_from_this()](Status s) {
@@ -70,39 +92,56 @@ Status StagingPipeline::load_all() {
   return wait_all();
 }
 
-void StagingPipeline::result_final(size_t chunk, size_t seg) {
+void StagingPipeline::result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded) {
   if (buffers_.destination == nullptr) return;
-  collective::Range range;
+  OutputCopy out;
   CopyStarted started;
   {
     MutexLock lock(mu_);
     Segment& s = segments_[chunk * segments_per_chunk_ + seg];
     if (s.moved_out || s.range.count == 0) return;
+    // Moved encoded only where that is fewer bytes (a codec's headers outweigh a tiny tail).
+    if (engine_->runs_codec(codec_) && encoded.size() < s.range.count * buffers_.element_size)
+      s.final_encoded = encoded;
+    if (buffers_.destination_after_success) return;  // land() writes it
     s.moved_out = true;
-    range = s.range;
+    out = {s.range, s.final_encoded};
     ++counts_.output_overlapped;
     started = copy_started_;
   }
-  start_output_copy(range, started ? started() : CopyEnded{});
+  start_output_copy(out.range, out.encoded, started ? started() : CopyEnded{});
 }
 
 Status StagingPipeline::land() {
   LH_RETURN_IF_ERROR(wait_all());
   if (buffers_.destination == nullptr) return land_whole_ ? land_whole_() : Status::ok();
-  // Segments the schedule never reported final (a group of one reports none) go now.
-  std::vector<collective::Range> rest;
+  std::vector<OutputCopy> rest;
   {
     MutexLock lock(mu_);
-    if (segments_.empty()) rest.push_back({0, buffers_.bytes / buffers_.element_size});
-    for (Segment& s : segments_)
-      if (!s.moved_out && s.range.count > 0) {
-        s.moved_out = true;
-        rest.push_back(s.range);
-      }
+    rest = unwritten_segments();
     counts_.output_at_land += rest.size();
   }
-  for (const collective::Range& r : rest) start_output_copy(r, {});
+  for (const OutputCopy& c : rest) start_output_copy(c.range, c.encoded, {});
   return wait_all();
+}
+
+std::vector<StagingPipeline::OutputCopy> StagingPipeline::unwritten_segments() {
+  std::vector<OutputCopy> rest;
+  // A group of one: the schedule cut nothing.
+  if (segments_.empty()) rest.push_back({{0, buffers_.bytes / buffers_.element_size}, {}});
+  // segments_ is in buffer order: chunk by chunk, each chunk's segments in turn.
+  for (Segment& s : segments_) {
+    if (s.moved_out || s.range.count == 0) continue;
+    s.moved_out = true;
+    const bool joins_previous = !rest.empty() && rest.back().encoded.empty() &&
+                                s.final_encoded.empty() &&
+                                rest.back().range.begin + rest.back().range.count == s.range.begin;
+    if (joins_previous)
+      rest.back().range.count += s.range.count;
+    else
+      rest.push_back({s.range, s.final_encoded});
+  }
+  return rest;
 }
 
 StagingPipeline::Counts StagingPipeline::counts() const {
@@ -110,34 +149,54 @@ StagingPipeline::Counts StagingPipeline::counts() const {
   return counts_;
 }
 
-void StagingPipeline::start_input_copy(size_t index, const collective::Range& r, CopyEnded ended) {
+void StagingPipeline::start_input_copy(size_t index, const Segment& s,
+                                       const collective::InputPlan& input, CopyEnded ended) {
+  const size_t bytes =
+      s.encoded_bytes > 0 ? s.encoded_bytes : s.range.count * buffers_.element_size;
   {
     MutexLock lock(mu_);
     ++in_flight_;
     ++counts_.input;
+    counts_.input_bytes += bytes;
+    if (s.encoded_bytes > 0) ++counts_.input_encoded;
   }
-  const size_t offset = r.begin * buffers_.element_size;
-  engine_->copy(slot_at(r), static_cast<const std::byte*>(buffers_.source) + offset,
-                r.count * buffers_.element_size,
-                [self = shared_from_this(), index, ended = std::move(ended)](Status s) {
-                  self->input_arrived(index, s);
-                  if (ended) ended(s);
-                });
+  auto arrived = [self = shared_from_this(), index, ended = std::move(ended)](Status how) {
+    self->input_arrived(index, how);
+    if (ended) ended(how);
+  };
+  const std::byte* from =
+      static_cast<const std::byte*>(buffers_.source) + s.range.begin * buffers_.element_size;
+  if (s.encoded_bytes > 0)
+    engine_->encode_copy(slot_at(s.range), reinterpret_cast<const float*>(from), s.range.count,
+                         input.codec, input.block, std::move(arrived));
+  else
+    engine_->copy(slot_at(s.range), from, bytes, std::move(arrived));
 }
 
-void StagingPipeline::start_output_copy(const collective::Range& r, CopyEnded ended) {
+void StagingPipeline::start_output_copy(const collective::Range& r,
+                                        std::span<const std::byte> encoded, CopyEnded ended) {
+  quant::Codec codec;
+  size_t block;
   {
     MutexLock lock(mu_);
     ++in_flight_;
+    counts_.output_bytes += encoded.empty() ? r.count * buffers_.element_size : encoded.size();
+    if (!encoded.empty()) ++counts_.output_decoded;
+    codec = codec_;
+    block = block_;
   }
-  engine_->copy(destination_at(r), slot_at(r), r.count * buffers_.element_size,
-                [self = shared_from_this(), ended = std::move(ended)](Status s) {
-                  {
-                    MutexLock lock(self->mu_);
-                    self->copy_done(s);
-                  }
-                  if (ended) ended(s);
-                });
+  auto moved = [self = shared_from_this(), ended = std::move(ended)](Status how) {
+    {
+      MutexLock lock(self->mu_);
+      self->copy_done(how);
+    }
+    if (ended) ended(how);
+  };
+  if (encoded.empty())
+    engine_->copy(destination_at(r), slot_at(r), r.count * buffers_.element_size, std::move(moved));
+  else
+    engine_->decode_copy(destination_at(r), encoded.data(), r.count, codec, block,
+                         std::move(moved));
 }
 
 void StagingPipeline::input_arrived(size_t index, const Status& how) {

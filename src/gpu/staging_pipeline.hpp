@@ -2,7 +2,9 @@
 // the pinned host slot an all-reduce runs on (collective/segment_staging.hpp).
 //
 // When the schedule starts, every input segment's copy into the slot starts at once, in the order
-// the schedule reads the chunks; each segment's first reader waits for its own copy only. As the
+// the schedule reads the chunks; each segment's first reader waits for its own copy only. The
+// segments this member only sends (InputPlan::send_only_chunks) are encoded by the engine where
+// the input lives, so a quantized all-reduce moves only their encoded bytes across PCIe. As the
 // schedule finishes a segment of the result, its copy to the destination starts. So a large
 // tensor's PCIe copies run under its network transfers instead of before and after them.
 //
@@ -34,8 +36,11 @@ struct PipelineBuffers {
   std::byte* slot = nullptr;
   std::size_t bytes = 0;
   std::size_t element_size = 1;
-  // Written segment by segment as the result becomes final; null: land() writes the result.
+  // Where the result goes, segment by segment as it becomes final (or, with
+  // `destination_after_success`, only once the operation has succeeded, so a failure leaves it
+  // untouched). Null: land() calls land_whole.
   void* destination = nullptr;
+  bool destination_after_success = false;
   // Keeps `slot` alive as long as the pipeline.
   std::shared_ptr<const void> slot_owner;
 };
@@ -49,22 +54,30 @@ class StagingPipeline final : public collective::SegmentStaging,
                                                  PipelineBuffers buffers,
                                                  std::function<Status()> land_whole = {});
 
-  void begin(const collective::Partition& part, std::span<const size_t> chunk_order,
-             CopyStarted copy_started) override;
+  void begin(const collective::InputPlan& input, CopyStarted copy_started) override;
   void when_input_ready(size_t chunk, size_t seg, Ready ready) override;
+  std::span<const std::byte> encoded_input(size_t chunk, size_t seg) const override;
   Status load_all() override;
-  void result_final(size_t chunk, size_t seg) override;
+  void result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded) override;
 
   // Once the operation has succeeded: waits for every copy, writes the segments of the result
   // not written yet (or, without a destination, calls land_whole), and returns the first failure.
+  // Must run before the operation releases the final bytes result_final was given.
   Status land();
 
-  // Copies started: of the input, of result segments while the operation ran (overlapped with
+  // Copies started: of the input (`input_encoded` of them encoded where the input lives, and
+  // `input_bytes` copied in all), of result segments while the operation ran (overlapped with
   // it), and of the rest by land().
   struct Counts {
     size_t input = 0;
+    size_t input_encoded = 0;
+    size_t input_bytes = 0;
     size_t output_overlapped = 0;
     size_t output_at_land = 0;
+    // Of those, segments moved as their final encoded bytes and decoded where the result goes,
+    // and the bytes moved out in all.
+    size_t output_decoded = 0;
+    size_t output_bytes = 0;
   };
   Counts counts() const;
 
@@ -74,14 +87,32 @@ class StagingPipeline final : public collective::SegmentStaging,
 
   struct Segment {
     collective::Range range;
+    // Arrives encoded (this many bytes at the start of its place in the slot); 0: as values.
+    size_t encoded_bytes = 0;
     bool arrived = false;
     bool moved_out = false;
+    // The final bytes the result is the decoding of, where moving them is cheaper than the
+    // values; empty: the values move.
+    std::span<const std::byte> final_encoded;
     Status failure;
     std::vector<Ready> waiters;
   };
+  // The bytes a send-only segment of `count` elements arrives in: its encoding where that fits
+  // in the segment's own place in the slot (which the operation never reads as values before its
+  // result lands there), else 0 (it arrives as values).
+  size_t encoded_arrival(const collective::InputPlan& input, size_t count) const;
   // `ended` (may be empty) runs once the copy has ended, with its outcome.
-  void start_input_copy(size_t index, const collective::Range& r, CopyEnded ended);
-  void start_output_copy(const collective::Range& r, CopyEnded ended);
+  void start_input_copy(size_t index, const Segment& s, const collective::InputPlan& input,
+                        CopyEnded ended);
+  void start_output_copy(const collective::Range& r, std::span<const std::byte> encoded,
+                         CopyEnded ended);
+  // A part of the result to move: its values, or (`encoded` set) the final bytes they decode from.
+  struct OutputCopy {
+    collective::Range range;
+    std::span<const std::byte> encoded;
+  };
+  // What land() still has to write, runs of adjacent unencoded segments merged into one copy.
+  std::vector<OutputCopy> unwritten_segments() REQUIRES(mu_);
   void input_arrived(size_t index, const Status& how);
   // One copy fewer in flight; its failure kept. Wakes wait_all().
   void copy_done(const Status& how) REQUIRES(mu_);
@@ -98,6 +129,8 @@ class StagingPipeline final : public collective::SegmentStaging,
   CondVar idle_;
   CopyStarted copy_started_ GUARDED_BY(mu_);
   size_t segments_per_chunk_ GUARDED_BY(mu_) = 0;
+  quant::Codec codec_ GUARDED_BY(mu_) = quant::Codec::kNone;
+  size_t block_ GUARDED_BY(mu_) = 0;
   std::vector<Segment> segments_ GUARDED_BY(mu_);  // by chunk * segments_per_chunk + seg
   size_t in_flight_ GUARDED_BY(mu_) = 0;
   Status first_failure_ GUARDED_BY(mu_);

@@ -5,11 +5,14 @@
 //
 // - Every schedule gives the bits a plain host all-reduce gives, though no input segment is in the
 //   slot when the schedule starts (the slot starts as NaN): each read waits for its own copy.
+//   Quantized, the segments a member only sends arrive encoded by the engine, and only their
+//   encoded bytes are copied; with error feedback they arrive as values.
 // - A result written segment by segment (out of place) is written while the operation runs.
 // - A member dying while copies are pending fails everyone without a hang, and leaves a caller's
 //   in-place buffer as it was; a copy failing fails the operation with the copy's error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -21,6 +24,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "collective/engine.hpp"
+#include "collective/step_plan.hpp"
 #include "gpu/copy_engine.hpp"
 #include "gpu/staging_pipeline.hpp"
 #include "group_fixture.hpp"
@@ -51,21 +55,54 @@ class LateCopies final : public CopyEngine {
  public:
   explicit LateCopies(size_t failing = 0) : failing_(failing) {}
   void copy(void* to, const void* from, std::size_t bytes, Done done) override {
+    later(
+        [to, from, bytes] {
+          std::memcpy(to, from, bytes);
+          return Status::ok();
+        },
+        std::move(done));
+  }
+  // As the CUDA engine: the blockwise codecs only.
+  bool runs_codec(Codec codec) const override {
+    return codec == Codec::kU8 || codec == Codec::kU4 || codec == Codec::kE3M0;
+  }
+  void encode_copy(void* to, const float* from, std::size_t count, Codec codec, std::size_t block,
+                   Done done) override {
+    ++encoded_;
+    later(
+        [=] {
+          const size_t bytes = *quant::encoded_size(count, codec, block);
+          return quant::encode({from, count}, {static_cast<std::byte*>(to), bytes}, codec, block);
+        },
+        std::move(done));
+  }
+  void decode_copy(void* to, const std::byte* from, std::size_t count, Codec codec,
+                   std::size_t block, Done done) override {
+    later(
+        [=] {
+          const size_t bytes = *quant::encoded_size(count, codec, block);
+          return quant::decode({from, bytes}, {static_cast<float*>(to), count}, codec, block);
+        },
+        std::move(done));
+  }
+  Status settle() override { return Status::ok(); }
+  size_t encoded() const { return encoded_; }
+
+ private:
+  void later(std::function<Status()> work, Done done) {
     const size_t n = ++copies_;
     const auto delay = std::chrono::microseconds((n * 7919) % 500);
     auto timer = std::make_shared<asio::steady_timer>(copy_threads().executor(), delay);
-    timer->async_wait(
-        [timer, to, from, bytes, fail = n == failing_, done = std::move(done)](std::error_code) {
-          if (fail) return done(Status(LH_ERR_INTERNAL, "copy failed on purpose"));
-          std::memcpy(to, from, bytes);
-          done(Status::ok());
-        });
+    timer->async_wait([timer, fail = n == failing_, work = std::move(work),
+                       done = std::move(done)](std::error_code) {
+      if (fail) return done(Status(LH_ERR_INTERNAL, "copy failed on purpose"));
+      done(work());
+    });
   }
-  Status settle() override { return Status::ok(); }
 
- private:
   const size_t failing_;
   std::atomic<size_t> copies_{0};
+  std::atomic<size_t> encoded_{0};
 };
 
 using Case = testing::ScheduleCase;
@@ -87,17 +124,14 @@ AllReduceSpec staged_spec(const Case& c, Staged& m, std::shared_ptr<CopyEngine> 
                           .element_size = sizeof(float),
                           .destination = nullptr,
                           .slot_owner = nullptr};
-  std::function<Status()> land_whole;
   if (out_of_place) {
     m.result.assign(m.caller.size(), -1.0f);
     buffers.destination = m.result.data();
-  } else {
-    land_whole = [&m] {
-      std::memcpy(m.caller.data(), m.slot.data(), m.slot.size() * sizeof(float));
-      return Status::ok();
-    };
+  } else {  // as gpu::stage_device_buffers stages an in-place device buffer with the restore
+    buffers.destination = m.caller.data();
+    buffers.destination_after_success = true;
   }
-  m.pipeline = StagingPipeline::create(std::move(engine), buffers, std::move(land_whole));
+  m.pipeline = StagingPipeline::create(std::move(engine), buffers);
   AllReduceSpec spec;
   spec.input = spec.output = m.slot.data();
   spec.count = m.slot.size();
@@ -116,6 +150,51 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = value(rng);
   return v;
+}
+
+// The plan of member `rank`'s all-reduce of `count` floats in `c`, as staged_spec cuts it.
+StepPlan plan_of(const Case& c, size_t rank, size_t count) {
+  AllReduceSpec spec;
+  spec.count = count;
+  spec.codec = c.codec;
+  spec.segment_bytes = 1024;
+  return StepPlan(c.schedule, c.members, rank, spec);
+}
+
+// What member `rank` copies in: its send-only segments encoded (where the schedule travels
+// quantized), every other segment as values. (segments encoded, bytes copied)
+std::pair<size_t, size_t> expected_input(const Case& c, size_t rank, size_t count) {
+  const StepPlan plan = plan_of(c, rank, count);
+  const auto send_only = plan.send_only_chunks();
+  size_t encoded = 0;
+  size_t bytes = 0;
+  for (size_t chunk = 0; chunk < c.members; ++chunk)
+    for (size_t seg = 0; seg < plan.segments(); ++seg) {
+      if (plan.segment(chunk, seg).count == 0) continue;
+      const bool ahead = c.codec != Codec::kNone &&
+                         std::ranges::find(send_only, chunk) != send_only.end() &&
+                         plan.wire_bytes(chunk, seg) <= plan.bytes(chunk, seg);
+      encoded += ahead ? 1 : 0;
+      bytes += ahead ? plan.wire_bytes(chunk, seg) : plan.bytes(chunk, seg);
+    }
+  return {encoded, bytes};
+}
+
+// What member `rank` moves out: quantized, every segment of the result as its final encoded bytes
+// (decoded where the result goes), else its values. (segments decoded, bytes moved)
+std::pair<size_t, size_t> expected_output(const Case& c, size_t rank, size_t count) {
+  const StepPlan plan = plan_of(c, rank, count);
+  size_t decoded = 0;
+  size_t bytes = 0;
+  for (size_t chunk = 0; chunk < c.members; ++chunk)
+    for (size_t seg = 0; seg < plan.segments(); ++seg) {
+      if (plan.segment(chunk, seg).count == 0) continue;
+      const bool encoded =
+          c.codec != Codec::kNone && plan.wire_bytes(chunk, seg) < plan.bytes(chunk, seg);
+      decoded += encoded ? 1 : 0;
+      bytes += encoded ? plan.wire_bytes(chunk, seg) : plan.bytes(chunk, seg);
+    }
+  return {decoded, bytes};
 }
 
 class StagingPipelineRuns : public ::testing::TestWithParam<Case> {};
@@ -152,6 +231,17 @@ TEST_P(StagingPipelineRuns, GiveTheBitsOfAHostAllReduce) {
           << (late ? ", late copies" : ", the host engine");
       const auto counts = staged[r].pipeline->counts();
       EXPECT_GT(counts.input, c.members) << "one copy per segment, not one per buffer";
+      const auto [encoded_segments, bytes_in] = expected_input(c, r, data[r].size());
+      EXPECT_EQ(counts.input_encoded, encoded_segments)
+          << "the segments member " << r << " only sends arrive encoded";
+      EXPECT_EQ(counts.input_bytes, bytes_in);
+      const auto [decoded_segments, bytes_out] = expected_output(c, r, data[r].size());
+      EXPECT_EQ(counts.output_decoded, decoded_segments)
+          << "quantized, every result segment moves as its final bytes";
+      EXPECT_EQ(counts.output_bytes, bytes_out);
+      if (!out_of_place && c.codec == Codec::kNone) {
+        EXPECT_EQ(counts.output_at_land, 1u) << "the whole result landed in one copy";
+      }
       if (out_of_place) {
         EXPECT_EQ(data[r], staged[r].caller) << "the input of an out-of-place operation is kept";
         EXPECT_EQ(counts.output_at_land, 0u) << "every result segment went while it ran";
@@ -177,6 +267,63 @@ TEST(StagingPipeline, AGroupOfOneLoadsAndLandsTheWholeBuffer) {
   ASSERT_TRUE(op.is_ok()) << op.status().to_string();
   ASSERT_TRUE((*op)->wait().is_ok());
   EXPECT_EQ(m.result, m.caller);
+}
+
+// Error feedback encodes value + residual, and the residual lives on the host: every segment
+// arrives as values and is encoded there.
+TEST(StagingPipeline, WithErrorFeedbackEverySegmentArrivesAsValues) {
+  for (Schedule schedule : {Schedule::kRing, Schedule::kDirect}) {
+    const Case c{schedule, 3, Codec::kU8};
+    std::vector<Staged> staged(c.members);
+    std::vector<std::vector<float>> residuals(c.members, std::vector<float>(4099, 0.25f));
+    auto engine = std::make_shared<LateCopies>();
+    InProcessGroup group(c.members);
+    Members members(c.members);
+    std::vector<std::shared_ptr<AllReduceOp>> ops;
+    for (size_t r = 0; r < c.members; ++r) {
+      staged[r].caller = random_values(4099, uint32_t(r + 20));
+      AllReduceSpec spec = staged_spec(c, staged[r], engine, false);
+      spec.residual = residuals[r].data();
+      auto op = members.engines[r]->allreduce(group.view(r), spec);
+      ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+      ops.push_back(*op);
+    }
+    for (auto& op : ops) ASSERT_TRUE(op->wait().is_ok());
+    EXPECT_EQ(engine->encoded(), 0u) << schedule_name(schedule);
+    for (size_t r = 1; r < c.members; ++r)
+      EXPECT_EQ(std::memcmp(staged[r].caller.data(), staged[0].caller.data(), 4099 * sizeof(float)),
+                0)
+          << schedule_name(schedule) << ": every member ends with the owners' final bytes";
+    EXPECT_NE(residuals[0], std::vector<float>(4099, 0.25f)) << "the residual was carried";
+  }
+}
+
+// bf16 is converted on the CPU (the GPU has kernels for the blockwise codecs only): with an
+// engine that does not run it, every segment moves as values, and the bits are the host's.
+TEST(StagingPipeline, ACodecTheEngineDoesNotRunTravelsAsValues) {
+  const Case c{Schedule::kDirect, 3, Codec::kBf16};
+  std::vector<std::vector<float>> data;
+  for (size_t r = 0; r < c.members; ++r) data.push_back(random_values(3001, uint32_t(r + 40)));
+  const auto expected = testing::allreduce_in_place(c, data);
+  std::vector<Staged> staged(c.members);
+  auto engine = std::make_shared<LateCopies>();
+  InProcessGroup group(c.members);
+  Members members(c.members);
+  std::vector<std::shared_ptr<AllReduceOp>> ops;
+  for (size_t r = 0; r < c.members; ++r) {
+    staged[r].caller = data[r];
+    auto op =
+        members.engines[r]->allreduce(group.view(r), staged_spec(c, staged[r], engine, false));
+    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+    ops.push_back(*op);
+  }
+  for (auto& op : ops) ASSERT_TRUE(op->wait().is_ok());
+  EXPECT_EQ(engine->encoded(), 0u);
+  for (size_t r = 0; r < c.members; ++r) {
+    EXPECT_EQ(staged[r].pipeline->counts().output_decoded, 0u);
+    EXPECT_EQ(std::memcmp(staged[r].caller.data(), expected[r].data(), 3001 * sizeof(float)), 0)
+        << "member " << r;
+  }
 }
 
 TEST(StagingPipeline, AMemberDyingWhileCopiesArePendingFailsEveryoneAndKeepsTheCallersBuffer) {
