@@ -26,7 +26,7 @@ GuardedBuffers guarded(const AllReduceSpec& spec) {
 AllReduceOp::AllReduceOp(runtime::WorkerPool& workers, BufferPool& buffers, RingView view,
                          const AllReduceSpec& spec, uint64_t seq, Schedule schedule)
     : Operation(workers, std::move(view), seq, schedule,
-                spec.staging ? *spec.staging : transport::host_staging()),
+                spec.staging ? *spec.staging : transport::host_staging(), spec.segment_staging),
       spec_(spec),
       plan_(schedule, view_.size, view_.rank, spec_),
       buffers_(buffers),
@@ -66,51 +66,36 @@ void AllReduceOp::start() {
     return finish_now();
   }
   (void)run_here([this] {
-    if (spec_.segment_staging) begin_staging();
+    if (spec_.segment_staging) start_staging();
     start_schedule();
     return Status::ok();
   });
 }
 
-void AllReduceOp::begin_staging() {
+void AllReduceOp::start_staging() {
   const std::vector<size_t> order = plan_.input_order();
   // Error feedback encodes value + residual, and the residual is the host's: encoded here then.
   const bool encode_ahead = spec_.codec != quant::Codec::kNone && spec_.residual == nullptr;
   const std::vector<size_t> send_only =
       encode_ahead ? plan_.send_only_chunks() : std::vector<size_t>{};
-  const InputPlan input{.part = plan_.partition(),
-                        .chunk_order = order,
-                        .send_only_chunks = send_only,
-                        .codec = spec_.codec,
-                        .block = spec_.block};
-  spec_.segment_staging->begin(input, [weak = weak_from_this()]() -> Arrival {
-    // Alive: it starts the copies.
-    auto self = std::static_pointer_cast<AllReduceOp>(weak.lock());
-    return self ? self->hold() : [](Status) {};
-  });
+  Operation::begin_staging({.part = plan_.partition(),
+                            .chunk_order = order,
+                            .send_only_chunks = send_only,
+                            .codec = spec_.codec,
+                            .block = spec_.block});
 }
 
 void AllReduceOp::adopt(size_t chunk, size_t seg, size_t lane) {
-  if (format_->lands_in_output()) return result_final(chunk, seg, {});
+  if (format_->lands_in_output()) return final_segment(chunk, seg, {});
   run_task([this, chunk, seg, lane] {
     format_->adopt(chunk, seg, lane);
-    result_final(chunk, seg, format_->landing(chunk, seg, lane));
+    final_segment(chunk, seg, format_->landing(chunk, seg, lane));
   });
 }
 
-void AllReduceOp::run_with_input(size_t chunk, size_t seg, std::function<void()> task) {
-  if (!spec_.segment_staging) return run_task(std::move(task));
-  run_after(
-      [this, chunk, seg](Arrival arrived) {
-        spec_.segment_staging->when_input_ready(chunk, seg, std::move(arrived));
-      },
-      std::move(task));
-}
-
-void AllReduceOp::result_final(size_t chunk, size_t seg, std::span<const std::byte> wire_bytes) {
-  if (!spec_.segment_staging) return;
-  if (format_->lands_in_output()) wire_bytes = {};  // the values themselves travelled
-  spec_.segment_staging->result_final(chunk, seg, wire_bytes);
+void AllReduceOp::final_segment(size_t chunk, size_t seg, std::span<const std::byte> wire_bytes) {
+  // Plain, the values themselves travelled.
+  result_final(chunk, seg, format_->lands_in_output() ? std::span<const std::byte>{} : wire_bytes);
 }
 
 void AllReduceOp::release() {

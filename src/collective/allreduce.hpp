@@ -54,12 +54,9 @@ class AllReduceOp : public Operation {
   // Makes an owner's final bytes that landed at `lane` this member's output: at once when they
   // landed in it, else decoded on the worker pool.
   void adopt(size_t chunk, size_t seg, size_t lane);
-  // Runs `task`, which reads this member's input of segment `seg` of `chunk`, on the worker pool
-  // once that input is in the operation's buffer (at once unless it is staged in).
-  void run_with_input(size_t chunk, size_t seg, std::function<void()> task);
-  // The segment's output values are final: a staged result may be moved on from here.
-  // `wire_bytes`: the final bytes every member ends with (the output holds their value).
-  void result_final(size_t chunk, size_t seg, std::span<const std::byte> wire_bytes);
+  // The segment's output values are final (Operation::result_final); `wire_bytes`: the final
+  // bytes every member ends with (the output holds their value).
+  void final_segment(size_t chunk, size_t seg, std::span<const std::byte> wire_bytes);
 
   const AllReduceSpec spec_;
   const StepPlan plan_;
@@ -67,7 +64,7 @@ class AllReduceOp : public Operation {
  private:
   bool trivial() const { return plan_.members() == 1 || spec_.count == 0; }
   // Starts the staging's input copies (send-only chunks encoded ahead where the codec allows).
-  void begin_staging();
+  void start_staging();
   // Where the caller's result goes: the output, or a reduce-scatter's chunk.
   void* result() const { return spec_.reduce_scatter() ? spec_.scatter_output : spec_.output; }
   void restore() override { guard_.restore(); }

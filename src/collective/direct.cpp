@@ -36,7 +36,7 @@ void DirectAllReduce::recv_reduce_send_all(size_t seg) {
   const auto final_bytes = format_->finish(chunk, seg);
   for (size_t i = 0; i < plan_.steps(); ++i)
     send(plan_.peer_at(i), tag(Phase::kAllGather, 0, seg), final_bytes);
-  result_final(chunk, seg, final_bytes);
+  final_segment(chunk, seg, final_bytes);
 }
 
 void DirectAllReduce::post_receives(size_t peer, size_t seg) {

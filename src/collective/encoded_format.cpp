@@ -73,13 +73,10 @@ class EncodedFormat final : public WireFormat {
  private:
   // The contribution the staging encoded where the input lives (segment_staging.hpp), if it did.
   std::span<const std::byte> encoded_ahead(size_t chunk, size_t seg) {
-    if (!spec_.segment_staging) return {};
-    const auto bytes = spec_.segment_staging->encoded_input(chunk, seg);
-    if (!bytes.empty() && bytes.size() != plan_.wire_bytes(chunk, seg)) {
-      check(Status(LH_ERR_INTERNAL, "a staged contribution's encoding has the wrong size"));
-      return {};
-    }
-    return bytes;
+    auto bytes =
+        encoded_input(spec_.segment_staging.get(), chunk, seg, plan_.wire_bytes(chunk, seg));
+    if (!bytes) check(bytes.status());
+    return bytes ? *bytes : std::span<const std::byte>{};
   }
 };
 

@@ -23,7 +23,7 @@ GuardedBuffers guarded(const GatherSpec& spec) {
 GatherOp::GatherOp(runtime::WorkerPool& workers, BufferPool& buffers, RingView view,
                    const GatherSpec& spec, uint64_t seq, Schedule schedule)
     : Operation(workers, std::move(view), seq, schedule,
-                spec.staging ? *spec.staging : transport::host_staging()),
+                spec.staging ? *spec.staging : transport::host_staging(), spec.segment_staging),
       spec_(spec),
       plan_(schedule, view_.size, view_.rank, spec_),
       buffers_(buffers),
@@ -42,7 +42,10 @@ Status GatherOp::take_scratch() {
 
 Status GatherOp::prepare() {
   // Alone, nothing travels and nothing completes the operation before start().
-  if (trivial()) return take_scratch();
+  if (trivial()) {
+    if (spec_.segment_staging) LH_RETURN_IF_ERROR(spec_.segment_staging->load_all());
+    return take_scratch();
+  }
   // As a task: an abort meanwhile must not release the scratch while it is being taken.
   return run_here([this]() -> Status {
     expect_transfers(plan_.transfers(schedule_));
@@ -53,12 +56,37 @@ Status GatherOp::prepare() {
 void GatherOp::start() {
   (void)run_here([this] {
     if (!trivial()) {
+      start_staging();
       start_schedule();
     } else {  // the output is this member's contribution (encoded and decoded once)
       for (size_t seg = 0; seg < plan_.segments(); ++seg) (void)format_->own(seg);
     }
     return Status::ok();
   });
+}
+
+void GatherOp::start_staging() {
+  if (!spec_.segment_staging) return;
+  // Only this member's contribution is input, and it is only sent: it may arrive encoded.
+  const size_t own[] = {plan_.rank()};
+  const bool encoded = spec_.codec != quant::Codec::kNone;
+  begin_staging(
+      {.part = plan_.partition(),
+       .chunk_order = own,
+       .send_only_chunks = encoded ? std::span<const size_t>(own) : std::span<const size_t>(),
+       .codec = spec_.codec,
+       .block = spec_.block});
+}
+
+std::span<const std::byte> GatherOp::own_final(size_t seg) {
+  const auto bytes = format_->own(seg);
+  final_segment(plan_.rank(), seg, bytes);
+  return bytes;
+}
+
+void GatherOp::final_segment(size_t chunk, size_t seg, std::span<const std::byte> wire_bytes) {
+  // Plain, the values themselves travelled.
+  result_final(chunk, seg, format_->lands_in_output() ? std::span<const std::byte>{} : wire_bytes);
 }
 
 void GatherOp::post_landing(size_t peer, size_t step, size_t chunk, size_t seg,
@@ -68,8 +96,11 @@ void GatherOp::post_landing(size_t peer, size_t step, size_t chunk, size_t seg,
 }
 
 void GatherOp::adopt(size_t chunk, size_t seg) {
-  if (format_->lands_in_output()) return;
-  run_task([this, chunk, seg] { format_->adopt(chunk, seg); });
+  if (format_->lands_in_output()) return final_segment(chunk, seg, {});
+  run_task([this, chunk, seg] {
+    format_->adopt(chunk, seg);
+    final_segment(chunk, seg, format_->landing(chunk, seg));
+  });
 }
 
 void GatherOp::release() {

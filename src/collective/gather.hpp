@@ -41,12 +41,19 @@ class GatherOp : public Operation {
   void post_landing(size_t peer, size_t step, size_t chunk, size_t seg, std::function<void()> then);
   // Makes landed bytes the output: at once when they landed in it, else decoded on the pool.
   void adopt(size_t chunk, size_t seg);
+  // This member's contribution of segment `seg`, made once (GatherFormat::own), its output final.
+  std::span<const std::byte> own_final(size_t seg);
 
   const GatherSpec spec_;
   const GatherPlan plan_;
 
  private:
   bool trivial() const { return plan_.members() == 1; }
+  // Starts the segment staging's copy of this member's contribution (encoded where it travels so).
+  void start_staging();
+  // The segment's output is final (Operation::result_final); `wire_bytes`: the bytes it travelled
+  // as, which every member ends with the value of.
+  void final_segment(size_t chunk, size_t seg, std::span<const std::byte> wire_bytes);
   Status take_scratch();
   void restore() override { guard_.restore(); }
   void release() override;

@@ -17,12 +17,13 @@ void DirectGather::start_schedule() {
         post_landing(peer, 0, peer, seg, [this, peer, seg] { adopt(peer, seg); });
   }
   for (size_t seg = 0; seg < plan_.segments(); ++seg)
-    if (plan_.travels(plan_.rank(), seg)) run_task([this, seg] { send_own_to_all(seg); });
+    if (plan_.travels(plan_.rank(), seg))
+      run_with_input(plan_.rank(), seg, [this, seg] { send_own_to_all(seg); });
 }
 
 // This member's segment, made once, goes to every member.
 void DirectGather::send_own_to_all(size_t seg) {
-  const auto bytes = format_->own(seg);
+  const auto bytes = own_final(seg);
   for (size_t i = 0; i < plan_.steps(); ++i)
     send(plan_.peer_at(i), tag(Phase::kAllGather, 0, seg), bytes);
 }

@@ -38,8 +38,14 @@ class EncodedGather final : public GatherFormat {
     const auto bytes = slot(chunk, seg);
     if (count == 0) return bytes;
     // Read the input before the output is touched: in place they are the same bytes.
-    check(quant::encode({reinterpret_cast<const float*>(in(seg)), count}, bytes, spec_.codec,
-                        spec_.block));
+    auto ahead = encoded_input(spec_.segment_staging.get(), chunk, seg, bytes.size());
+    if (!ahead)
+      check(ahead.status());
+    else if (!ahead->empty())  // encoded where the input lives (segment_staging.hpp)
+      std::memcpy(bytes.data(), ahead->data(), bytes.size());
+    else
+      check(quant::encode({reinterpret_cast<const float*>(in(seg)), count}, bytes, spec_.codec,
+                          spec_.block));
     adopt(chunk, seg);
     return bytes;
   }

@@ -19,12 +19,13 @@ void RingGather::start_schedule() {
                      [this, step, seg] { recv_copy_send(step, seg); });
   }
   for (size_t seg = 0; seg < plan_.segments(); ++seg)
-    if (plan_.travels(plan_.rank(), seg)) run_task([this, seg] { send_own(seg); });
+    if (plan_.travels(plan_.rank(), seg))
+      run_with_input(plan_.rank(), seg, [this, seg] { send_own(seg); });
 }
 
 // Step 0: this member's contribution goes to its right.
 void RingGather::send_own(size_t seg) {
-  send(view_.right(), tag(Phase::kAllGather, 0, seg), format_->own(seg));
+  send(view_.right(), tag(Phase::kAllGather, 0, seg), own_final(seg));
 }
 
 // Step t: the contribution of member r-1-t arrives from the left. Pass the bytes on unchanged

@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "collective/schedule.hpp"
+#include "collective/segment_staging.hpp"
 #include "common/status.hpp"
 #include "quant/codec.hpp"
 #include "quant/dtype.hpp"
@@ -37,6 +39,10 @@ struct GatherSpec {
   // Where the bytes of each transfer come from and go (null: host memory). Must outlive the
   // operation.
   const transport::Staging* staging = nullptr;
+  // Where this member's contribution arrives from and the output goes, segment by segment,
+  // overlapped with the network (segment_staging.hpp): `input` and `output` are then the buffer
+  // the copies fill and empty. Null: the contribution is all there, and the output stays.
+  std::shared_ptr<SegmentStaging> segment_staging;
   // Runs once the operation has succeeded, after the result is in `output` and before any waiter
   // wakes: moves it on to where the caller wants it (device memory: gpu/staged_collectives.hpp).
   // An error fails the operation. Empty: nothing to do.

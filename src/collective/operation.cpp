@@ -5,12 +5,14 @@
 namespace longhaul::collective {
 
 Operation::Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq, Schedule schedule,
-                     const transport::Staging& staging)
+                     const transport::Staging& staging,
+                     std::shared_ptr<SegmentStaging> segment_staging)
     : view_(std::move(view)),
       seq_(seq),
       schedule_(schedule),
       workers_(workers),
-      staging_(staging) {}
+      staging_(staging),
+      segment_staging_(std::move(segment_staging)) {}
 
 OpInfo Operation::info() const {
   MutexLock lock(mu_);
@@ -142,6 +144,28 @@ void Operation::task_done() {
   MutexLock lock(mu_);
   --tasks_;
   maybe_finish();
+}
+
+void Operation::begin_staging(const InputPlan& input) {
+  if (!segment_staging_) return;
+  segment_staging_->begin(input, [weak = weak_from_this()]() -> Arrival {
+    // Alive: it starts the copies.
+    auto self = weak.lock();
+    return self ? self->hold() : [](Status) {};
+  });
+}
+
+void Operation::run_with_input(size_t chunk, size_t seg, std::function<void()> task) {
+  if (!segment_staging_) return run_task(std::move(task));
+  run_after(
+      [this, chunk, seg](Arrival arrived) {
+        segment_staging_->when_input_ready(chunk, seg, std::move(arrived));
+      },
+      std::move(task));
+}
+
+void Operation::result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded) {
+  if (segment_staging_) segment_staging_->result_final(chunk, seg, encoded);
 }
 
 Status Operation::run_here(const std::function<Status()>& step) {

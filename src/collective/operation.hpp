@@ -22,6 +22,7 @@
 
 #include "collective/ring_view.hpp"
 #include "collective/schedule.hpp"
+#include "collective/segment_staging.hpp"
 #include "collective/tag.hpp"
 #include "common/mutex.hpp"
 #include "common/status.hpp"
@@ -63,8 +64,10 @@ class Operation : public std::enable_shared_from_this<Operation> {
   virtual void start() = 0;
 
  protected:
+  // `segment_staging`: where the input arrives from and the result goes, segment by segment
+  // (segment_staging.hpp); null: the caller's host memory, all there at once.
   Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq, Schedule schedule,
-            const transport::Staging& staging);
+            const transport::Staging& staging, std::shared_ptr<SegmentStaging> segment_staging);
 
   // The tag of this operation's transfer at (phase, step, segment).
   Tag tag(Phase phase, size_t step, size_t seg) const {
@@ -96,6 +99,19 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // takes the scratch or posts transfers into it. Returns what `step` returns; an error fails the
   // operation.
   Status run_here(const std::function<Status()>& step);
+
+  // The segment staging, when there is one: start its input copies (each counted as a task)
+  // when the schedule starts.
+  void begin_staging(const InputPlan& input);
+  // Runs `task`, which reads this member's input of segment `seg` of `chunk`, on the worker pool
+  // once that input is in the operation's buffer (at once without a segment staging).
+  void run_with_input(size_t chunk, size_t seg, std::function<void()> task);
+  // The segment's output values are final: a staged result may be moved on from here.
+  // `encoded`: the final bytes they are the decoding of, valid until the operation completes;
+  // empty where the values themselves travelled.
+  void result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded);
+  SegmentStaging* segment_staging() const { return segment_staging_.get(); }
+
   void fail(Status why);
   // Completes an operation that expects no transfer.
   void finish_now();
@@ -124,6 +140,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
 
   runtime::WorkerPool& workers_;
   const transport::Staging& staging_;
+  const std::shared_ptr<SegmentStaging> segment_staging_;
 
   mutable Mutex mu_;
   CondVar done_cv_;

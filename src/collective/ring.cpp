@@ -54,7 +54,7 @@ void RingAllReduce::recv_reduce_copy_send(size_t seg) {
   if (!plan_.gathers()) return format_->keep(chunk, seg);
   const auto final_bytes = format_->finish(chunk, seg);
   send(view_.right(), tag(Phase::kAllGather, 0, seg), final_bytes);
-  result_final(chunk, seg, final_bytes);
+  final_segment(chunk, seg, final_bytes);
 }
 
 // All-gather step t: the owner's final bytes of chunk r-t arrive. Pass them on unchanged (every

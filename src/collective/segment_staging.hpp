@@ -33,8 +33,8 @@ namespace longhaul::collective {
 // How the schedule will read the input, given when it starts.
 struct InputPlan {
   const Partition& part;
-  // Every chunk, in the order the schedule first reads it, so copies start with what is needed
-  // first.
+  // Every chunk of the input the schedule reads (an all-reduce: all; an all-gather: this
+  // member's), in the order it first reads them, so copies start with what is needed first.
   std::span<const size_t> chunk_order;
   // Chunks this member only sends as its contribution, never reduces into, and the codec they
   // travel in: the staging may deliver their segments encoded (SegmentStaging::encoded_input).
@@ -75,5 +75,16 @@ class SegmentStaging {
   // values themselves travelled.
   virtual void result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded) = 0;
 };
+
+// `staging`'s encoded_input(chunk, seg), held to the `wire_bytes` the format expects: empty
+// without a staging or where it copied values; LH_ERR_INTERNAL when the size differs.
+inline Result<std::span<const std::byte>> encoded_input(const SegmentStaging* staging, size_t chunk,
+                                                        size_t seg, size_t wire_bytes) {
+  if (staging == nullptr) return std::span<const std::byte>{};
+  const auto bytes = staging->encoded_input(chunk, seg);
+  if (!bytes.empty() && bytes.size() != wire_bytes)
+    return Status(LH_ERR_INTERNAL, "a staged contribution's encoding has the wrong size");
+  return bytes;
+}
 
 }  // namespace longhaul::collective

@@ -32,6 +32,23 @@ std::function<Status()> landing(std::shared_ptr<PinnedBuffer> slot, void* destin
   };
 }
 
+// Stages through `buffers` by a pipeline whose copies overlap the network (or, where nothing is
+// copied segment by segment, lands by `land_whole` alone) for an all-reduce or a gather spec.
+template <typename Spec>
+Status install_pipeline(Spec& spec, const PipelineBuffers& buffers,
+                        std::function<Status()> land_whole) {
+  if (buffers.source == nullptr && buffers.destination == nullptr) {
+    spec.land_output = std::move(land_whole);  // nothing to overlap
+    return Status::ok();
+  }
+  auto engine = cuda_copy_engine(buffers.source ? buffers.source : buffers.destination);
+  if (!engine) return engine.status();
+  auto pipeline = StagingPipeline::create(*std::move(engine), buffers, std::move(land_whole));
+  spec.land_output = [pipeline] { return pipeline->land(); };
+  spec.segment_staging = std::move(pipeline);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status residual_on_host(const float* residual, Memory declared) {
@@ -82,15 +99,7 @@ Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declar
   spec.input = buffers.slot;
   if (!spec.reduce_scatter()) spec.output = buffers.slot;
   spec.restore_input = false;  // the caller's input is never written
-  if (buffers.source == nullptr && buffers.destination == nullptr) {
-    spec.land_output = std::move(land_whole);  // nothing to overlap
-    return true;
-  }
-  auto engine = cuda_copy_engine(buffers.source ? buffers.source : buffers.destination);
-  if (!engine) return engine.status();
-  auto pipeline = StagingPipeline::create(*std::move(engine), buffers, std::move(land_whole));
-  spec.land_output = [pipeline] { return pipeline->land(); };
-  spec.segment_staging = std::move(pipeline);
+  LH_RETURN_IF_ERROR(install_pipeline(spec, buffers, std::move(land_whole)));
   return true;
 }
 
@@ -126,13 +135,30 @@ Result<bool> stage_device_buffers(collective::GatherSpec& spec, Memory declared,
   const std::size_t own_bytes = spec.counts[rank] * element;
   auto slot = acquire_pinned(spec.total() * element);
   if (!slot) return slot.status();
-  std::byte* own_place = (*slot)->data() + own_offset * element;
+  PipelineBuffers buffers{.slot = (*slot)->data(),
+                          .bytes = spec.total() * element,
+                          .element_size = element,
+                          .slot_owner = *slot};
+  std::byte* own_place = buffers.slot + own_offset * element;
   // The contribution goes to its place in the output slot (the operation then runs in place).
-  if (spec.input) LH_RETURN_IF_ERROR(copy_in(own_place, spec.input, own_bytes, input));
+  if (spec.input && input == Memory::kCuda) {
+    buffers.source = spec.input;
+    buffers.source_first = own_offset;
+  } else if (spec.input) {
+    std::memcpy(own_place, spec.input, own_bytes);
+  }
+  std::function<Status()> land_whole;
+  if (output == Memory::kCuda) {
+    buffers.destination = spec.output;
+    // Written as segments arrive where the caller waived the restore, else after success.
+    buffers.destination_after_success = spec.restore_output;
+  } else {
+    land_whole = landing(*slot, spec.output, buffers.bytes, output);
+  }
   spec.input = spec.input ? own_place : nullptr;
-  spec.land_output = landing(*slot, spec.output, spec.total() * element, output);
-  spec.output = (*slot)->data();
-  spec.restore_output = false;  // the caller's output is written only by land_output
+  spec.output = buffers.slot;
+  spec.restore_output = false;  // the caller's output is written only by the staging
+  LH_RETURN_IF_ERROR(install_pipeline(spec, buffers, std::move(land_whole)));
   return true;
 }
 

@@ -35,8 +35,11 @@ Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declar
                                   std::size_t scatter_count = 0);
 
 // An all-gather or a broadcast (GatherSpec) whose input or output is device memory, this member at
-// ring position `rank`. The output slot starts with this member's contribution in its place; the
-// rest is written by the operation, so no backup of the caller's output is kept.
+// ring position `rank`. The operation runs on an output slot; this member's contribution is
+// copied into its place there segment by segment as the schedule starts (the staging pipeline;
+// quantized, encoded on the device), and the output goes back to the device as its segments land,
+// or after success where the caller keeps `restore_output`. No backup of the caller's output is
+// kept: it is written only by the staging.
 Result<bool> stage_device_buffers(collective::GatherSpec& spec, Memory declared, std::size_t rank);
 
 // One all-reduce of a batch (lh_allreduce_batch): `count` elements from `input` into `output`.

@@ -25,13 +25,18 @@ void StagingPipeline::begin(const collective::InputPlan& input, CopyStarted copy
     block_ = input.block;
     segments_per_chunk_ = input.part.segments();
     segments_.assign(input.part.members() * segments_per_chunk_, Segment{});
+    for (size_t chunk = 0; chunk < input.part.members(); ++chunk)
+      for (size_t seg = 0; seg < segments_per_chunk_; ++seg) {
+        Segment& s = segments_[chunk * segments_per_chunk_ + seg];
+        s.range = input.part.segment(chunk, seg);
+        s.arrived = true;  // unless the schedule reads it (below)
+      }
     for (size_t chunk : input.chunk_order) {
       const bool send_only =
           std::ranges::find(input.send_only_chunks, chunk) != input.send_only_chunks.end();
       for (size_t seg = 0; seg < segments_per_chunk_; ++seg) {
         const size_t index = chunk * segments_per_chunk_ + seg;
         Segment& s = segments_[index];
-        s.range = input.part.segment(chunk, seg);
         s.arrived = buffers_.source == nullptr || s.range.count == 0;
         if (s.arrived) continue;
         if (send_only) s.encoded_bytes = encoded_arrival(input, s.range.count);
@@ -76,14 +81,16 @@ std::span<const std::byte> StagingPipeline::encoded_input(size_t chunk, size_t s
 }
 
 Status StagingPipeline::load_all() {
-  if (buffers_.source != nullptr && buffers_.bytes > 0) {
+  const size_t first = buffers_.source_first * buffers_.element_size;
+  const size_t bytes = buffers_.bytes - first;
+  if (buffers_.source != nullptr && bytes > 0) {
     {
       MutexLock lock(mu_);
       ++in_flight_;
       ++counts_.input;
-      counts_.input_bytes += buffers_.bytes;
+      counts_.input_bytes += bytes;
     }
-    engine_->copy(buffers_.slot, buffers_.source, buffers_.bytes,
+    engine_->copy(buffers_.slot + first, buffers_.source, bytes,
                   [self = shared_from_this()](Status s) {
                     MutexLock lock(self->mu_);
                     self->copy_done(s);
@@ -164,8 +171,8 @@ void StagingPipeline::start_input_copy(size_t index, const Segment& s,
     self->input_arrived(index, how);
     if (ended) ended(how);
   };
-  const std::byte* from =
-      static_cast<const std::byte*>(buffers_.source) + s.range.begin * buffers_.element_size;
+  const std::byte* from = static_cast<const std::byte*>(buffers_.source) +
+                          (s.range.begin - buffers_.source_first) * buffers_.element_size;
   if (s.encoded_bytes > 0)
     engine_->encode_copy(slot_at(s.range), reinterpret_cast<const float*>(from), s.range.count,
                          input.codec, input.block, std::move(arrived));

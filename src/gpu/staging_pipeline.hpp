@@ -30,8 +30,11 @@
 namespace longhaul::gpu {
 
 struct PipelineBuffers {
-  // Copied into `slot` segment by segment; null: `slot` already holds the input.
+  // Copied into `slot` segment by segment, its first element to the slot's element
+  // `source_first` (an all-gather's contribution lies at its place in the output; load_all
+  // copies to the slot's end); null: `slot` already holds the input.
   const void* source = nullptr;
+  std::size_t source_first = 0;
   // The operation's buffer (input and output, in place): `bytes` long.
   std::byte* slot = nullptr;
   std::size_t bytes = 0;
