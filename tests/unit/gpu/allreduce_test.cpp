@@ -118,6 +118,36 @@ TEST_F(GpuAllReduce, InPlaceWithoutRestoreWritesSegmentsBackAsTheyFinish) {
   }
 }
 
+// Quantized, the contributions a GPU peer only sends are encoded on the device and the result is
+// decoded there (staging_pipeline.hpp): both schedules (direct: every other member's chunk is
+// encoded ahead; ring: one), every blockwise codec, in place with the restore (the landing after
+// success) and without it (segment by segment), give a CPU peer's bytes.
+TEST_F(GpuAllReduce, EncodedOnTheDeviceEveryScheduleAndBlockwiseCodecGivesTheHostBytes) {
+  const std::size_t n = (3u << 20) + 11;
+  const std::vector<float> x = normals(n, 5), y = normals(n, 6);
+  for (lh_schedule schedule : {LH_SCHEDULE_RING, LH_SCHEDULE_DIRECT})
+    for (lh_codec codec : {LH_CODEC_U8, LH_CODEC_U4, LH_CODEC_E3M0})
+      for (bool restore : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "schedule " << schedule << ", codec " << codec
+                                          << (restore ? ", restore" : ", no restore"));
+        longhaul::AllReduceOptions o;
+        o.codec = codec;
+        o.schedule = schedule;
+        const std::vector<float> want = host_result(x, y, o);
+        o.restore_input = restore;
+        DeviceBuffer buffer(n * sizeof(float));
+        buffer.upload(x);
+        std::vector<float> cpu_side = y;
+        both(
+            [&] {
+              gpu().allreduce(std::span<float>(buffer.as<float>(), n), longhaul::ReduceOp::kSum, o);
+            },
+            [&] { cpu().allreduce(std::span(cpu_side), longhaul::ReduceOp::kSum, o); });
+        EXPECT_TRUE(same_bytes(buffer.download<float>(), want));
+        EXPECT_TRUE(same_bytes(cpu_side, want));
+      }
+}
+
 TEST_F(GpuAllReduce, HostMemoryDeclaredCudaAndADeviceResidualAreRefused) {
   std::vector<float> host(16, 1.0f);
   longhaul::AllReduceOptions o;
