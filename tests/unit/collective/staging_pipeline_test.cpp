@@ -188,6 +188,60 @@ INSTANTIATE_TEST_SUITE_P(Schedules, StagingPipelineRuns,
                          ::testing::ValuesIn(testing::schedule_cases()),
                          testing::schedule_case_name);
 
+// A reduce-scatter through the pipeline (as gpu::stage_device_buffers stages one: the input
+// copied in, this member's part landed whole after success): each member's part is the host
+// reduce-scatter's, and quantized, the chunks it only sends arrive encoded.
+TEST_P(StagingPipelineRuns, AReduceScatterGivesEachMemberTheHostsPart) {
+  const Case c = GetParam();
+  const size_t count = 4000;
+  std::vector<std::vector<float>> data;
+  for (size_t r = 0; r < c.members; ++r) data.push_back(random_values(count, uint32_t(r + 60)));
+  const auto run = [&](bool staged) {
+    InProcessGroup group(c.members);
+    Members members(c.members);
+    std::vector<std::vector<float>> inputs = data, slots(c.members), parts(c.members);
+    std::vector<std::shared_ptr<StagingPipeline>> pipelines(c.members);
+    std::vector<std::shared_ptr<AllReduceOp>> ops;
+    for (size_t r = 0; r < c.members; ++r) {
+      parts[r].assign(count / c.members + 1, -1.0f);
+      AllReduceSpec spec;
+      spec.input = inputs[r].data();
+      spec.count = count;
+      spec.codec = c.codec;
+      spec.schedule = c.schedule;
+      spec.segment_bytes = 1024;
+      spec.scatter_output = parts[r].data();
+      if (staged) {
+        slots[r].assign(count, std::numeric_limits<float>::quiet_NaN());
+        pipelines[r] = StagingPipeline::create(
+            std::make_shared<LateCopies>(), {.source = inputs[r].data(),
+                                             .slot = reinterpret_cast<std::byte*>(slots[r].data()),
+                                             .bytes = count * sizeof(float),
+                                             .element_size = sizeof(float),
+                                             .slot_owner = nullptr});
+        spec.input = slots[r].data();
+        spec.restore_input = false;
+        spec.segment_staging = pipelines[r];
+        spec.land_output = [p = pipelines[r]] { return p->land(); };
+      }
+      auto op = members.engines[r]->allreduce(group.view(r), spec);
+      EXPECT_TRUE(op.is_ok()) << op.status().to_string();
+      if (!op) return std::pair{parts, pipelines};
+      ops.push_back(*op);
+    }
+    for (auto& op : ops) EXPECT_TRUE(op->wait().is_ok());
+    return std::pair{parts, pipelines};
+  };
+  const auto want = run(false).first;
+  const auto [got, pipelines] = run(true);
+  for (size_t r = 0; r < c.members; ++r) {
+    EXPECT_EQ(std::memcmp(got[r].data(), want[r].data(), got[r].size() * sizeof(float)), 0)
+        << "member " << r;
+    ASSERT_TRUE(pipelines[r]);
+    EXPECT_EQ(pipelines[r]->counts().input_encoded > 0, c.codec != Codec::kNone) << "member " << r;
+  }
+}
+
 TEST(StagingPipeline, AGroupOfOneLoadsAndLandsTheWholeBuffer) {
   const Case c{Schedule::kRing, 1, Codec::kNone};
   Staged m;
