@@ -86,7 +86,7 @@ void AllReduceOp::start_staging() {
 }
 
 void AllReduceOp::adopt(size_t chunk, size_t seg, size_t lane) {
-  if (format_->lands_in_output()) return final_segment(chunk, seg, {});
+  if (format_->lands_in_output()) return values_final(chunk, seg);
   run_task([this, chunk, seg, lane] {
     format_->adopt(chunk, seg, lane);
     final_segment(chunk, seg, format_->landing(chunk, seg, lane));

@@ -96,7 +96,7 @@ void GatherOp::post_landing(size_t peer, size_t step, size_t chunk, size_t seg,
 }
 
 void GatherOp::adopt(size_t chunk, size_t seg) {
-  if (format_->lands_in_output()) return final_segment(chunk, seg, {});
+  if (format_->lands_in_output()) return values_final(chunk, seg);
   run_task([this, chunk, seg] {
     format_->adopt(chunk, seg);
     final_segment(chunk, seg, format_->landing(chunk, seg));

@@ -168,6 +168,10 @@ void Operation::result_final(size_t chunk, size_t seg, std::span<const std::byte
   if (segment_staging_) segment_staging_->result_final(chunk, seg, encoded);
 }
 
+void Operation::values_final(size_t chunk, size_t seg) {
+  if (segment_staging_) run_task([this, chunk, seg] { result_final(chunk, seg, {}); });
+}
+
 Status Operation::run_here(const std::function<Status()>& step) {
   {
     MutexLock lock(mu_);

@@ -110,6 +110,9 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // `encoded`: the final bytes they are the decoding of, valid until the operation completes;
   // empty where the values themselves travelled.
   void result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded);
+  // result_final(chunk, seg, {}) from a link's thread (values landed in the output): posted to
+  // the worker pool, since starting a device copy takes microseconds of the thread that asks.
+  void values_final(size_t chunk, size_t seg);
   SegmentStaging* segment_staging() const { return segment_staging_.get(); }
 
   void fail(Status why);
