@@ -38,9 +38,9 @@ class CopyEngine {
   // The floats are quant::decode's. Otherwise as copy().
   virtual void decode_copy(void* to, const std::byte* from, std::size_t count, quant::Codec codec,
                            std::size_t block, Done done) = 0;
-  // Blocks until every copy started so far has arrived; the first failure a copy's `done` could
-  // not report (the CUDA engine: an asynchronous copy error, seen only when its stream is
-  // synchronised).
+  // Called once the `done` of every copy the caller started has run: a failure none of them could
+  // report (the CUDA engine: an error the device met running them, which the runtime reports to
+  // later calls). Does not wait for copies other callers started meanwhile.
   virtual Status settle() = 0;
 };
 

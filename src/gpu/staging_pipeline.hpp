@@ -119,7 +119,7 @@ class StagingPipeline final : public collective::SegmentStaging,
   void input_arrived(size_t index, const Status& how);
   // One copy fewer in flight; its failure kept. Wakes wait_all().
   void copy_done(const Status& how) REQUIRES(mu_);
-  // Waits for every copy started, then settles the engine: the first failure of any.
+  // Waits for every copy started to report, then settles the engine: the first failure of any.
   Status wait_all();
   std::byte* slot_at(const collective::Range& r) const;
   void* destination_at(const collective::Range& r) const;
