@@ -8,6 +8,7 @@
 //   Quantized, the segments a member only sends arrive encoded by the engine, and only their
 //   encoded bytes are copied; with error feedback they arrive as values.
 // - A result written segment by segment (out of place) is written while the operation runs.
+// - A reduce-scatter gives each member the host reduce-scatter's part.
 // - A member dying while copies are pending fails everyone without a hang, and leaves a caller's
 //   in-place buffer as it was; a copy failing fails the operation with the copy's error.
 #include <gtest/gtest.h>
