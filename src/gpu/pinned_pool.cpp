@@ -2,6 +2,7 @@
 
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "common/mutex.hpp"
 
@@ -12,6 +13,7 @@ namespace {
 class PinnedPool {
  public:
   Result<std::shared_ptr<PinnedBuffer>> acquire(std::size_t bytes) {
+    free_surplus();
     PinnedBuffer slot = take_idle(bytes);
     if (slot.data() == nullptr) {
       auto fresh = PinnedBuffer::allocate(bytes);
@@ -36,17 +38,32 @@ class PinnedPool {
     return b;
   }
 
+  // Never frees: a slot may come back on a CUDA callback thread (the last reference to an
+  // operation dropped by a copy's host function), where no CUDA call is allowed. A slot beyond
+  // the pool's bound waits for the next acquire() to free it.
   void give_back(PinnedBuffer b) {
     MutexLock lock(mu_);
-    if (idle_bytes_ + b.size() > kPinnedPoolBytes) return;  // b is freed on return
-    idle_bytes_ += b.size();
     const std::size_t size = b.size();
+    if (idle_bytes_ + size > kPinnedPoolBytes) {
+      surplus_.push_back(std::move(b));
+      return;
+    }
+    idle_bytes_ += size;
     idle_.emplace(size, std::move(b));
   }
+
+  void free_surplus() {
+    std::vector<PinnedBuffer> surplus;
+    {
+      MutexLock lock(mu_);
+      surplus.swap(surplus_);
+    }
+  }  // freed here, outside the lock
 
   Mutex mu_;
   std::multimap<std::size_t, PinnedBuffer> idle_ GUARDED_BY(mu_);
   std::size_t idle_bytes_ GUARDED_BY(mu_) = 0;
+  std::vector<PinnedBuffer> surplus_ GUARDED_BY(mu_);
 };
 
 PinnedPool& pool() {

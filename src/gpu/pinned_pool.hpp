@@ -12,8 +12,9 @@
 namespace longhaul::gpu {
 
 // A slot of at least `bytes` pinned bytes: a kept one of at most twice that size, or a new one.
-// Destroying the shared pointer hands the slot back. Thread-safe. The pool keeps at most
-// kPinnedPoolBytes of idle slots; beyond that, slots handed back are freed.
+// Destroying the shared pointer hands the slot back, on any thread, without a CUDA call.
+// Thread-safe. The pool keeps at most kPinnedPoolBytes of idle slots; beyond that, slots handed
+// back are freed by the next acquire.
 Result<std::shared_ptr<PinnedBuffer>> acquire_pinned(std::size_t bytes);
 
 inline constexpr std::size_t kPinnedPoolBytes = std::size_t{8} << 30;
