@@ -113,7 +113,6 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // result_final(chunk, seg, {}) from a link's thread (values landed in the output): posted to
   // the worker pool, since starting a device copy takes microseconds of the thread that asks.
   void values_final(size_t chunk, size_t seg);
-  SegmentStaging* segment_staging() const { return segment_staging_.get(); }
 
   void fail(Status why);
   // Completes an operation that expects no transfer.

@@ -17,6 +17,11 @@
 
 namespace longhaul::gpu {
 
+// Whether `codec` has device kernels: the blockwise ones (fp16 and bf16 are converted on the CPU).
+constexpr bool runs_on_device(quant::Codec codec) {
+  return codec == quant::Codec::kU8 || codec == quant::Codec::kU4 || codec == quant::Codec::kE3M0;
+}
+
 Status encode_on_device(const float* in, std::size_t count, std::byte* out, quant::Codec codec,
                         std::size_t block = quant::kDefaultBlock);
 

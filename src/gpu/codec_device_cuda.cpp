@@ -13,7 +13,7 @@ namespace {
 using quant::Codec;
 
 Status check_codec(Codec codec, std::size_t block_size) {
-  if (codec != Codec::kU8 && codec != Codec::kU4 && codec != Codec::kE3M0)
+  if (!runs_on_device(codec))
     return invalid_argument(fmt::format("codec {} does not run on the device (u8, u4, e3m0 do)",
                                         quant::codec_name(codec)));
   if (block_size < 1 || block_size > quant::kMaxBlock)

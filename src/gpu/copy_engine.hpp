@@ -26,8 +26,8 @@ class CopyEngine {
   // when the copy could not start: OK once the bytes have arrived, otherwise why not. It must not
   // call back into the engine.
   virtual void copy(void* to, const void* from, std::size_t bytes, Done done) = 0;
-  // Whether encode_copy and decode_copy take `codec`.
-  virtual bool runs_codec(quant::Codec codec) const = 0;
+  // Whether encode_copy from, and decode_copy to, the memory at `where` can run `codec` there.
+  virtual bool runs_codec(quant::Codec codec, const void* where) const = 0;
   // Encodes `count` floats at `from` (the caller's memory) with `codec` and `block` where they
   // live, and copies the encoding (quant::encoded_size bytes, the bytes quant::encode gives) to
   // `to`: only the encoded bytes cross. Otherwise as copy().
@@ -44,13 +44,22 @@ class CopyEngine {
   virtual Status settle() = 0;
 };
 
+// The CPU codecs over host memory, as an engine's encode_copy and decode_copy run them: `to` and
+// `from` hold the sizes quant::encoded_size gives.
+Status encode_on_host(void* to, const float* from, std::size_t count, quant::Codec codec,
+                      std::size_t block);
+Status decode_on_host(void* to, const std::byte* from, std::size_t count, quant::Codec codec,
+                      std::size_t block);
+
 // Copies between host buffers as worker tasks (memcpy; quant::encode for encode_copy). `workers`
 // must outlive the engine and every copy it started.
 class HostCopyEngine final : public CopyEngine {
  public:
   explicit HostCopyEngine(runtime::WorkerPool& workers) : workers_(workers) {}
   void copy(void* to, const void* from, std::size_t bytes, Done done) override;
-  bool runs_codec(quant::Codec codec) const override { return codec != quant::Codec::kNone; }
+  bool runs_codec(quant::Codec codec, const void*) const override {
+    return codec != quant::Codec::kNone;
+  }
   void encode_copy(void* to, const float* from, std::size_t count, quant::Codec codec,
                    std::size_t block, Done done) override;
   void decode_copy(void* to, const std::byte* from, std::size_t count, quant::Codec codec,

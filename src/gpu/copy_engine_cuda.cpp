@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/mutex.hpp"
+#include "gpu/codec_device.hpp"
 #include "gpu/codec_kernels.hpp"
 #include "gpu/copy_engine.hpp"
 #include "gpu/cuda_check.hpp"
@@ -42,6 +43,12 @@ class ScratchPools {
       LH_RETURN_IF_ERROR(
           cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &kept),
                      "cudaMemPoolSetAttribute"));
+      // An allocation on one stream must not silently wait for a free queued on the other (the
+      // encodings' compute stream behind the copies' stream).
+      int no = 0;
+      LH_RETURN_IF_ERROR(
+          cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no),
+                     "cudaMemPoolSetAttribute"));
     }
     return pool;
   }
@@ -71,9 +78,10 @@ class CudaCopyEngine final : public CopyEngine {
     report_arrival(std::move(done));
   }
 
-  // The blockwise codecs have kernels (codec_device.hpp); fp16 and bf16 are converted on the CPU.
-  bool runs_codec(quant::Codec codec) const override {
-    return codec == quant::Codec::kU8 || codec == quant::Codec::kU4 || codec == quant::Codec::kE3M0;
+  // Where the codec has kernels (codec_device.hpp), the device has a scratch pool, and `where`
+  // is this device's memory: the kernels run on this device only.
+  bool runs_codec(quant::Codec codec, const void* where) const override {
+    return runs_on_device(codec) && scratch_ != nullptr && device_owning(where) == device_;
   }
 
   void encode_copy(void* to, const float* from, std::size_t count, quant::Codec codec,
@@ -201,10 +209,18 @@ Result<std::shared_ptr<CopyEngine>> cuda_copy_engine(const void* device_pointer)
   if (!stream) return stream.status();
   auto compute = stream_for(device, StreamRole::kCompute);
   if (!compute) return compute.status();
-  auto scratch = scratch_pool(device);
-  if (!scratch) return scratch.status();
+  // Without stream-ordered allocation (some virtualised GPUs) nothing is encoded on the device:
+  // the segments travel as values, as they would to a CPU.
+  int pools = 0;
+  cudaMemPool_t scratch = nullptr;
+  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess &&
+      pools != 0) {
+    auto pool = scratch_pool(device);
+    if (pool) scratch = *pool;
+  }
+  (void)cudaGetLastError();  // a refused query or pool leaves nothing for the next call to see
   return std::shared_ptr<CopyEngine>(
-      std::make_shared<CudaCopyEngine>(device, *stream, *compute, *scratch));
+      std::make_shared<CudaCopyEngine>(device, *stream, *compute, scratch));
 }
 
 }  // namespace longhaul::gpu

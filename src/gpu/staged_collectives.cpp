@@ -76,10 +76,12 @@ Result<bool> stage_device_buffers(collective::AllReduceSpec& spec, Memory declar
                           .bytes = spec.count * element,
                           .element_size = element,
                           .slot_owner = *slot};
-  if (input == Memory::kCuda)
+  if (input == Memory::kCuda) {
     buffers.source = spec.input;
-  else
+    buffers.source_count = spec.count;
+  } else {
     std::memcpy(buffers.slot, spec.input, buffers.bytes);
+  }
   std::function<Status()> land_whole;
   if (spec.reduce_scatter()) {
     // Only this member's part is written: into a slot of its own. Its `output` stays unset (set,
@@ -144,6 +146,7 @@ Result<bool> stage_device_buffers(collective::GatherSpec& spec, Memory declared,
   if (spec.input && input == Memory::kCuda) {
     buffers.source = spec.input;
     buffers.source_first = own_offset;
+    buffers.source_count = spec.counts[rank];
   } else if (spec.input) {
     std::memcpy(own_place, spec.input, own_bytes);
   }

@@ -1,6 +1,7 @@
 #include "gpu/staging_pipeline.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace longhaul::gpu {
@@ -17,12 +18,18 @@ StagingPipeline::StagingPipeline(std::shared_ptr<CopyEngine> engine, PipelineBuf
     : engine_(std::move(engine)), buffers_(buffers), land_whole_(std::move(land_whole)) {}
 
 void StagingPipeline::begin(const collective::InputPlan& input, CopyStarted copy_started) {
+  // Asked once: for the CUDA engine, each is a query of the runtime.
+  const bool encodes_input = buffers_.source != nullptr && !input.send_only_chunks.empty() &&
+                             engine_->runs_codec(input.codec, buffers_.source);
+  const bool decodes_output =
+      buffers_.destination != nullptr && engine_->runs_codec(input.codec, buffers_.destination);
   std::vector<std::pair<size_t, Segment>> copies;  // (segment index, segment) in order
   {
     MutexLock lock(mu_);
     copy_started_ = copy_started;
     codec_ = input.codec;
     block_ = input.block;
+    decodes_output_ = decodes_output;
     segments_per_chunk_ = input.part.segments();
     segments_.assign(input.part.members() * segments_per_chunk_, Segment{});
     for (size_t chunk = 0; chunk < input.part.members(); ++chunk)
@@ -39,7 +46,7 @@ void StagingPipeline::begin(const collective::InputPlan& input, CopyStarted copy
         Segment& s = segments_[index];
         s.arrived = buffers_.source == nullptr || s.range.count == 0;
         if (s.arrived) continue;
-        if (send_only) s.encoded_bytes = encoded_arrival(input, s.range.count);
+        if (send_only && encodes_input) s.encoded_bytes = encoded_arrival(input, s.range.count);
         copies.emplace_back(index, s);
       }
     }
@@ -49,7 +56,6 @@ void StagingPipeline::begin(const collective::InputPlan& input, CopyStarted copy
 }
 
 size_t StagingPipeline::encoded_arrival(const collective::InputPlan& input, size_t count) const {
-  if (!engine_->runs_codec(input.codec)) return 0;
   auto bytes = quant::encoded_size(count, input.codec, input.block);
   return bytes && *bytes <= count * buffers_.element_size ? *bytes : 0;
 }
@@ -82,7 +88,7 @@ std::span<const std::byte> StagingPipeline::encoded_input(size_t chunk, size_t s
 
 Status StagingPipeline::load_all() {
   const size_t first = buffers_.source_first * buffers_.element_size;
-  const size_t bytes = buffers_.bytes - first;
+  const size_t bytes = buffers_.source_count * buffers_.element_size;
   if (buffers_.source != nullptr && bytes > 0) {
     {
       MutexLock lock(mu_);
@@ -101,15 +107,30 @@ Status StagingPipeline::load_all() {
 
 void StagingPipeline::result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded) {
   if (buffers_.destination == nullptr) return;
+  size_t index = 0;
+  collective::Range range;
+  {
+    MutexLock lock(mu_);
+    index = chunk * segments_per_chunk_ + seg;
+    const Segment& s = segments_[index];
+    if (s.moved_out || s.range.count == 0) return;
+    range = s.range;
+    // Moved encoded only where that is fewer bytes (a codec's headers outweigh a tiny tail).
+    if (!decodes_output_ || encoded.size() >= range.count * buffers_.element_size) encoded = {};
+  }
+  if (!encoded.empty()) {
+    // The final bytes lie in the operation's scratch, which is pageable: a copy from there could
+    // block this thread on the copy stream. The segment's own place in the pinned slot is free
+    // (its values go to the destination as these bytes), and they fit there.
+    std::memcpy(slot_at(range), encoded.data(), encoded.size());
+    encoded = {slot_at(range), encoded.size()};
+  }
   OutputCopy out;
   CopyStarted started;
   {
     MutexLock lock(mu_);
-    Segment& s = segments_[chunk * segments_per_chunk_ + seg];
-    if (s.moved_out || s.range.count == 0) return;
-    // Moved encoded only where that is fewer bytes (a codec's headers outweigh a tiny tail).
-    if (engine_->runs_codec(codec_) && encoded.size() < s.range.count * buffers_.element_size)
-      s.final_encoded = encoded;
+    Segment& s = segments_[index];
+    s.final_encoded = encoded;
     if (buffers_.destination_after_success) return;  // land() writes it
     s.moved_out = true;
     out = {s.range, s.final_encoded};
@@ -136,7 +157,8 @@ std::vector<StagingPipeline::OutputCopy> StagingPipeline::unwritten_segments() {
   std::vector<OutputCopy> rest;
   // A group of one: the schedule cut nothing.
   if (segments_.empty()) rest.push_back({{0, buffers_.bytes / buffers_.element_size}, {}});
-  // segments_ is in buffer order: chunk by chunk, each chunk's segments in turn.
+  // Chunk by chunk, each chunk's segments in turn: adjacent segments merge where one begins where
+  // the previous ends.
   for (Segment& s : segments_) {
     if (s.moved_out || s.range.count == 0) continue;
     s.moved_out = true;

@@ -30,11 +30,12 @@
 namespace longhaul::gpu {
 
 struct PipelineBuffers {
-  // Copied into `slot` segment by segment, its first element to the slot's element
-  // `source_first` (an all-gather's contribution lies at its place in the output; load_all
-  // copies to the slot's end); null: `slot` already holds the input.
+  // `source_count` elements copied into `slot` segment by segment, the first to the slot's element
+  // `source_first` (an all-gather's contribution lies at its place in the output); null: `slot`
+  // already holds the input.
   const void* source = nullptr;
   std::size_t source_first = 0;
+  std::size_t source_count = 0;
   // The operation's buffer (input and output, in place): `bytes` long.
   std::byte* slot = nullptr;
   std::size_t bytes = 0;
@@ -70,7 +71,7 @@ class StagingPipeline final : public collective::SegmentStaging,
 
   // Copies started: of the input (`input_encoded` of them encoded where the input lives, and
   // `input_bytes` copied in all), of result segments while the operation ran (overlapped with
-  // it), and of the rest by land().
+  // it), and of the rest by land() (adjacent unencoded segments merged into one copy).
   struct Counts {
     size_t input = 0;
     size_t input_encoded = 0;
@@ -94,8 +95,8 @@ class StagingPipeline final : public collective::SegmentStaging,
     size_t encoded_bytes = 0;
     bool arrived = false;
     bool moved_out = false;
-    // The final bytes the result is the decoding of, where moving them is cheaper than the
-    // values; empty: the values move.
+    // The final bytes the result is the decoding of, copied to the segment's place in the slot,
+    // where moving them is cheaper than the values; empty: the values move.
     std::span<const std::byte> final_encoded;
     Status failure;
     std::vector<Ready> waiters;
@@ -133,6 +134,7 @@ class StagingPipeline final : public collective::SegmentStaging,
   CopyStarted copy_started_ GUARDED_BY(mu_);
   size_t segments_per_chunk_ GUARDED_BY(mu_) = 0;
   quant::Codec codec_ GUARDED_BY(mu_) = quant::Codec::kNone;
+  bool decodes_output_ GUARDED_BY(mu_) = false;  // the engine decodes at the destination
   size_t block_ GUARDED_BY(mu_) = 0;
   std::vector<Segment> segments_ GUARDED_BY(mu_);  // by chunk * segments_per_chunk + seg
   size_t in_flight_ GUARDED_BY(mu_) = 0;

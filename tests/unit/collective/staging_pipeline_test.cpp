@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <utility>
 
@@ -38,6 +37,7 @@ using quant::Codec;
 using testing::InProcessGroup;
 using testing::LateCopies;
 using testing::Members;
+using testing::random_floats;
 
 using Case = testing::ScheduleCase;
 
@@ -53,6 +53,7 @@ AllReduceSpec staged_spec(const Case& c, Staged& m, std::shared_ptr<CopyEngine> 
                           bool out_of_place) {
   m.slot.assign(m.caller.size(), std::numeric_limits<float>::quiet_NaN());
   PipelineBuffers buffers{.source = m.caller.data(),
+                          .source_count = m.caller.size(),
                           .slot = reinterpret_cast<std::byte*>(m.slot.data()),
                           .bytes = m.slot.size() * sizeof(float),
                           .element_size = sizeof(float),
@@ -76,14 +77,6 @@ AllReduceSpec staged_spec(const Case& c, Staged& m, std::shared_ptr<CopyEngine> 
   spec.segment_staging = m.pipeline;
   spec.land_output = [p = m.pipeline] { return p->land(); };
   return spec;
-}
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> value(-10.0f, 10.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
 }
 
 // The plan of member `rank`'s all-reduce of `count` floats in `c`, as staged_spec cuts it.
@@ -133,10 +126,12 @@ std::pair<size_t, size_t> expected_output(const Case& c, size_t rank, size_t cou
 
 class StagingPipelineRuns : public ::testing::TestWithParam<Case> {};
 
-TEST_P(StagingPipelineRuns, GiveTheBitsOfAHostAllReduce) {
-  const Case c = GetParam();
+// Runs an all-reduce of `count` random floats per member through the pipeline, with late copies
+// and the host engine, in place and out of place; checks every member's bits against the host
+// all-reduce's and what crossed against expected_input/expected_output.
+void check_against_the_host(const Case& c, size_t count) {
   std::vector<std::vector<float>> data;
-  for (size_t r = 0; r < c.members; ++r) data.push_back(random_values(5003, uint32_t(r + 1)));
+  for (size_t r = 0; r < c.members; ++r) data.push_back(random_floats(count, r + 1));
   const auto expected = testing::allreduce_in_place(c, data);
 
   runtime::WorkerPool copy_workers(2);
@@ -164,7 +159,7 @@ TEST_P(StagingPipelineRuns, GiveTheBitsOfAHostAllReduce) {
           << "member " << r << (out_of_place ? " out of place" : " in place")
           << (late ? ", late copies" : ", the host engine");
       const auto counts = staged[r].pipeline->counts();
-      EXPECT_GT(counts.input, c.members) << "one copy per segment, not one per buffer";
+      EXPECT_GE(counts.input, 2 * c.members) << "one copy per segment, not one per buffer";
       const auto [encoded_segments, bytes_in] = expected_input(c, r, data[r].size());
       EXPECT_EQ(counts.input_encoded, encoded_segments)
           << "the segments member " << r << " only sends arrive encoded";
@@ -185,6 +180,16 @@ TEST_P(StagingPipelineRuns, GiveTheBitsOfAHostAllReduce) {
   }
 }
 
+TEST_P(StagingPipelineRuns, GiveTheBitsOfAHostAllReduce) {
+  check_against_the_host(GetParam(), 5003);
+}
+
+// Chunks of 257 floats in segments of 256: every chunk ends in a segment of one float, whose u8
+// encoding (9 bytes) is larger than its value, so it travels in and out as a value.
+TEST_P(StagingPipelineRuns, ASegmentWhoseEncodingIsLargerThanItsValuesMovesAsValues) {
+  check_against_the_host(GetParam(), 257 * GetParam().members);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, StagingPipelineRuns,
                          ::testing::ValuesIn(testing::schedule_cases()),
                          testing::schedule_case_name);
@@ -196,7 +201,7 @@ TEST_P(StagingPipelineRuns, AReduceScatterGivesEachMemberTheHostsPart) {
   const Case c = GetParam();
   const size_t count = 4000;
   std::vector<std::vector<float>> data;
-  for (size_t r = 0; r < c.members; ++r) data.push_back(random_values(count, uint32_t(r + 60)));
+  for (size_t r = 0; r < c.members; ++r) data.push_back(random_floats(count, r + 60));
   const auto run = [&](bool staged) {
     InProcessGroup group(c.members);
     Members members(c.members);
@@ -216,6 +221,7 @@ TEST_P(StagingPipelineRuns, AReduceScatterGivesEachMemberTheHostsPart) {
         slots[r].assign(count, std::numeric_limits<float>::quiet_NaN());
         pipelines[r] = StagingPipeline::create(
             std::make_shared<LateCopies>(), {.source = inputs[r].data(),
+                                             .source_count = count,
                                              .slot = reinterpret_cast<std::byte*>(slots[r].data()),
                                              .bytes = count * sizeof(float),
                                              .element_size = sizeof(float),
@@ -246,7 +252,7 @@ TEST_P(StagingPipelineRuns, AReduceScatterGivesEachMemberTheHostsPart) {
 TEST(StagingPipeline, AGroupOfOneLoadsAndLandsTheWholeBuffer) {
   const Case c{Schedule::kRing, 1, Codec::kNone};
   Staged m;
-  m.caller = random_values(777, 9);
+  m.caller = random_floats(777, 9);
   InProcessGroup group(1);
   Members members(1);
   AllReduceSpec spec = staged_spec(c, m, std::make_shared<LateCopies>(), /*out_of_place=*/true);
@@ -269,7 +275,7 @@ TEST(StagingPipeline, WithErrorFeedbackEverySegmentArrivesAsValues) {
     Members members(c.members);
     std::vector<std::shared_ptr<AllReduceOp>> ops;
     for (size_t r = 0; r < c.members; ++r) {
-      staged[r].caller = random_values(4099, uint32_t(r + 20));
+      staged[r].caller = random_floats(4099, r + 20);
       AllReduceSpec spec = staged_spec(c, staged[r], engine, false);
       spec.residual = residuals[r].data();
       auto op = members.engines[r]->allreduce(group.view(r), spec);
@@ -291,7 +297,7 @@ TEST(StagingPipeline, WithErrorFeedbackEverySegmentArrivesAsValues) {
 TEST(StagingPipeline, ACodecTheEngineDoesNotRunTravelsAsValues) {
   const Case c{Schedule::kDirect, 3, Codec::kBf16};
   std::vector<std::vector<float>> data;
-  for (size_t r = 0; r < c.members; ++r) data.push_back(random_values(3001, uint32_t(r + 40)));
+  for (size_t r = 0; r < c.members; ++r) data.push_back(random_floats(3001, r + 40));
   const auto expected = testing::allreduce_in_place(c, data);
   std::vector<Staged> staged(c.members);
   auto engine = std::make_shared<LateCopies>();
@@ -341,6 +347,35 @@ TEST(StagingPipeline, AMemberDyingWhileCopiesArePendingFailsEveryoneAndKeepsTheC
   }
 }
 
+// A failing encoding copy in (a member's first send-only segment), or decoding copy out (out of
+// place: its first result segment), fails the operation with its error, on every schedule.
+TEST(StagingPipeline, AFailingEncodingOrDecodingCopyFailsTheOperationWithItsError) {
+  for (Schedule schedule : {Schedule::kRing, Schedule::kDirect})
+    for (bool decoding : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << schedule_name(schedule) << (decoding ? ", decoding" : ", encoding"));
+      const Case c{schedule, 3, Codec::kU8};
+      std::vector<Staged> staged(c.members);
+      InProcessGroup group(c.members);
+      Members members(c.members);
+      std::vector<std::shared_ptr<AllReduceOp>> ops;
+      for (size_t r = 0; r < c.members; ++r) {
+        staged[r].caller = random_floats(1 << 14, r + 80);
+        const testing::FailingCopy fails{.first_encode = r == 0 && !decoding,
+                                         .first_decode = r == 0 && decoding};
+        auto op = members.engines[r]->allreduce(
+            group.view(r), staged_spec(c, staged[r], std::make_shared<LateCopies>(fails),
+                                       /*out_of_place=*/true));
+        ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+        ops.push_back(*op);
+      }
+      const Status s = ops[0]->wait();
+      EXPECT_EQ(s.code(), LH_ERR_INTERNAL) << s.to_string();
+      EXPECT_NE(s.to_string().find("copy failed on purpose"), std::string::npos) << s.to_string();
+      for (size_t r = 1; r < c.members; ++r) (void)ops[r]->wait();  // may finish: 0's part is sent
+    }
+}
+
 TEST(StagingPipeline, ACopyFailingFailsTheOperationWithItsError) {
   const Case c{Schedule::kRing, 2, Codec::kNone};
   std::vector<Staged> staged(c.members);
@@ -350,7 +385,7 @@ TEST(StagingPipeline, ACopyFailingFailsTheOperationWithItsError) {
   for (size_t r = 0; r < c.members; ++r) {
     staged[r].caller.assign(1 << 16, 1.0f);
     // Member 0's fifth copy fails.
-    auto engine = std::make_shared<LateCopies>(r == 0 ? 5 : 0);
+    auto engine = std::make_shared<LateCopies>(testing::FailingCopy{.nth = r == 0 ? 5u : 0u});
     auto op =
         members.engines[r]->allreduce(group.view(r), staged_spec(c, staged[r], engine, false));
     ASSERT_TRUE(op.is_ok()) << op.status().to_string();

@@ -9,6 +9,14 @@
 
 namespace longhaul::collective::testing {
 
+std::vector<float> random_floats(size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> value(-10.0f, 10.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = value(rng);
+  return v;
+}
+
 std::vector<std::byte> random_values(quant::DType t, quant::ReduceOp op, size_t count,
                                      uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -21,6 +21,9 @@ namespace longhaul::collective::testing {
 std::vector<std::byte> random_values(quant::DType t, quant::ReduceOp op, size_t count,
                                      uint64_t seed);
 
+// `count` f32 values in [-10, 10), from `seed`.
+std::vector<float> random_floats(size_t count, uint64_t seed);
+
 // Per member, a count in [0, max] (some members 0), from `seed`.
 std::vector<size_t> uneven_counts(size_t members, size_t max, uint64_t seed);
 
