@@ -31,14 +31,14 @@ pack() {
   [[ -f $build/build.ninja ]] || cmake --preset "$(basename "$build")" >/dev/null
   cmake --build "$build" -j"$(nproc)" --target longhaul longhaul-master longhaul-allreduce-worker \
     longhaul-gpu-bench gpu_codec_test gpu_allreduce_test gpu_state_test gpu_sync_test \
-    gpu_hash_test gpu_nccl_local_group_test
+    gpu_hash_test gpu_staging_test gpu_nccl_local_group_test
   rm -rf "$PACK"
   mkdir -p "$PACK/lib"
   local files=(tools/longhaul-master/longhaul-master bench/allreduce/longhaul-allreduce-worker
                bench/gpu/longhaul-gpu-bench tests/unit/gpu/gpu_codec_test
                tests/unit/gpu/gpu_allreduce_test tests/unit/gpu/gpu_state_test
                tests/unit/gpu/gpu_sync_test tests/unit/gpu/gpu_hash_test
-               tests/unit/gpu/gpu_nccl_local_group_test)
+               tests/unit/gpu/gpu_staging_test tests/unit/gpu/gpu_nccl_local_group_test)
   for f in "${files[@]}"; do
     mkdir -p "$PACK/$(dirname "$f")"
     cp "$build/$f" "$PACK/$f"
@@ -107,6 +107,7 @@ run() {
   step gpu_state_test 120 "$PACK/tests/unit/gpu/gpu_state_test"
   step gpu_sync_test 120 "$PACK/tests/unit/gpu/gpu_sync_test"
   step gpu_hash_test 120 "$PACK/tests/unit/gpu/gpu_hash_test"
+  step gpu_staging_test 120 "$PACK/tests/unit/gpu/gpu_staging_test"
   # NCCL from the machine's nvidia-nccl-cu13 wheel (torch's dependency there).
   LONGHAUL_NCCL_LIBRARY=${LONGHAUL_NCCL_LIBRARY:-$(python3 -c "import importlib.util as u, os; \
 s = u.find_spec('nvidia.nccl'); print(os.path.join(list(s.submodule_search_locations)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)} \
@@ -120,9 +121,12 @@ s = u.find_spec('nvidia.nccl'); print(os.path.join(list(s.submodule_search_locat
     "$PACK/tests/unit/gpu/gpu_codec_test" "$small"
   step memcheck_hash 120 "${sanitizer:-compute-sanitizer}" --tool memcheck --error-exitcode 9 \
     "$PACK/tests/unit/gpu/gpu_hash_test" --gtest_filter='GpuHash.TheLastBlock*:GpuHash.Unaligned*'
-  # The staging pipeline's copies and host functions (copy_engine_cuda.cpp) under memcheck.
+  # The staging pipeline's copies and host functions (copy_engine_cuda.cpp) under memcheck, and
+  # its encoding and decoding kernels on stream-ordered scratch.
   step memcheck_staging 120 "${sanitizer:-compute-sanitizer}" --tool memcheck --error-exitcode 9 \
     "$PACK/tests/unit/gpu/gpu_allreduce_test" --gtest_filter='GpuAllReduce.InPlaceWithoutRestore*'
+  step memcheck_staging_codec 120 "${sanitizer:-compute-sanitizer}" --tool memcheck \
+    --error-exitcode 9 "$PACK/tests/unit/gpu/gpu_staging_test"
   step python_extension 240 build_python_extension /tmp/lh-python
   PYTHONPATH=/tmp/lh-python/build/py:tests/python/longhaul step python_cuda 120 \
     python3 -m pytest -q -p no:cacheprovider tests/python/longhaul/test_cuda.py \
