@@ -7,25 +7,18 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <longhaul/longhaul.hpp>
 
+#include "tests/unit/gpu/normals.hpp"
 #include "tests/unit/gpu/two_peers.hpp"
 
 namespace {
 
 using longhaul::gpu::testing::DeviceBuffer;
-
-std::vector<float> normals(std::size_t count, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(count);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
+using longhaul::gpu::testing::normals;
 
 template <typename T>
 bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
@@ -42,6 +35,22 @@ class GpuAllReduce : public longhaul::gpu::testing::TwoPeers {
          [&] { cpu().allreduce(std::span(b), longhaul::ReduceOp::kSum, o); });
     EXPECT_TRUE(same_bytes(a, b));
     return a;
+  }
+  // `x` in place on the device beside `y` on the CPU peer, with `o`: both end with `want`.
+  void expect_in_place_on_the_device(const std::vector<float>& x, const std::vector<float>& y,
+                                     const longhaul::AllReduceOptions& o,
+                                     const std::vector<float>& want) {
+    const std::size_t n = x.size();
+    DeviceBuffer buffer(n * sizeof(float));
+    buffer.upload(x);
+    std::vector<float> cpu_side = y;
+    both(
+        [&] {
+          gpu().allreduce(std::span<float>(buffer.as<float>(), n), longhaul::ReduceOp::kSum, o);
+        },
+        [&] { cpu().allreduce(std::span(cpu_side), longhaul::ReduceOp::kSum, o); });
+    EXPECT_TRUE(same_bytes(buffer.download<float>(), want));
+    EXPECT_TRUE(same_bytes(cpu_side, want));
   }
 };
 
@@ -101,20 +110,12 @@ TEST_F(GpuAllReduce, InPlaceWithoutRestoreWritesSegmentsBackAsTheyFinish) {
   const std::size_t n = (16u << 20) + 5;  // 64 MiB: many segments in flight
   const std::vector<float> x = normals(n, 3), y = normals(n, 4);
   for (lh_codec codec : {LH_CODEC_NONE, LH_CODEC_U8}) {
+    SCOPED_TRACE(::testing::Message() << "codec " << codec);
     longhaul::AllReduceOptions o;
     o.codec = codec;
     const std::vector<float> want = host_result(x, y, o);
     o.restore_input = false;
-    DeviceBuffer buffer(n * sizeof(float));
-    buffer.upload(x);
-    std::vector<float> cpu_side = y;
-    both(
-        [&] {
-          gpu().allreduce(std::span<float>(buffer.as<float>(), n), longhaul::ReduceOp::kSum, o);
-        },
-        [&] { cpu().allreduce(std::span(cpu_side), longhaul::ReduceOp::kSum, o); });
-    EXPECT_TRUE(same_bytes(buffer.download<float>(), want)) << "codec " << codec;
-    EXPECT_TRUE(same_bytes(cpu_side, want)) << "codec " << codec;
+    expect_in_place_on_the_device(x, y, o, want);
   }
 }
 
@@ -135,16 +136,7 @@ TEST_F(GpuAllReduce, EncodedOnTheDeviceEveryScheduleAndBlockwiseCodecGivesTheHos
         o.schedule = schedule;
         const std::vector<float> want = host_result(x, y, o);
         o.restore_input = restore;
-        DeviceBuffer buffer(n * sizeof(float));
-        buffer.upload(x);
-        std::vector<float> cpu_side = y;
-        both(
-            [&] {
-              gpu().allreduce(std::span<float>(buffer.as<float>(), n), longhaul::ReduceOp::kSum, o);
-            },
-            [&] { cpu().allreduce(std::span(cpu_side), longhaul::ReduceOp::kSum, o); });
-        EXPECT_TRUE(same_bytes(buffer.download<float>(), want));
-        EXPECT_TRUE(same_bytes(cpu_side, want));
+        expect_in_place_on_the_device(x, y, o, want);
       }
 }
 

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstring>
 #include <future>
-#include <random>
 #include <vector>
 
 #include "collective/partition.hpp"
@@ -19,6 +18,7 @@
 #include "gpu/pinned_pool.hpp"
 #include "quant/codec.hpp"
 #include "tests/unit/gpu/device_buffer.hpp"
+#include "tests/unit/gpu/normals.hpp"
 
 namespace {
 
@@ -26,16 +26,9 @@ using longhaul::Status;
 using longhaul::collective::InputPlan;
 using longhaul::collective::Partition;
 using longhaul::gpu::testing::DeviceBuffer;
+using longhaul::gpu::testing::normals;
 namespace gpu = longhaul::gpu;
 namespace quant = longhaul::quant;
-
-std::vector<float> normals(std::size_t count, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(count);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
 
 std::vector<std::byte> encoded(const float* values, std::size_t count, quant::Codec codec) {
   std::vector<std::byte> bytes(*quant::encoded_size(count, codec));
