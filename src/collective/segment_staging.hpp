@@ -1,5 +1,6 @@
-// Where an all-reduce's input comes from and where its result goes, segment by segment, when the
-// caller's buffers are not the host memory the operation runs on: the GPU layer's staging pipeline
+// Where a collective's input comes from and where its result goes, segment by segment (an
+// all-reduce or reduce-scatter, an all-gather or broadcast), when the caller's buffers are not the
+// host memory the operation runs on: the GPU layer's staging pipeline
 // (gpu/staging_pipeline.hpp) copies a device input into a pinned host slot while the first
 // segments are already on the wire, and copies final segments back while the rest still travel.
 //
@@ -68,8 +69,8 @@ class SegmentStaging {
   // Blocks until the whole input is in the operation's buffer (an operation with nothing to
   // schedule: a group of one). The first copy's failure otherwise.
   virtual Status load_all() = 0;
-  // Segment `seg` of chunk `chunk` of the result is final: nothing writes it again. It may be
-  // moved on from now. `encoded`: where the segment travelled quantized, the final bytes whose
+  // Segment `seg` of chunk `chunk` of the result is final: nothing writes or reads its values in
+  // the operation's buffer again. It may be moved on from now (and its place there reused). `encoded`: where the segment travelled quantized, the final bytes whose
   // decoding (InputPlan's codec and block) the result is, valid until the operation completes;
   // the staging may move those instead and decode them where the result goes. Empty: the
   // values themselves travelled.
