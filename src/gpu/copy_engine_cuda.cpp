@@ -1,71 +1,26 @@
 // copy_engine.hpp's CUDA engine: copies on the device's copy stream, each followed by a host
 // function that reports its arrival (cudaLaunchHostFunc), so completions reach the pipeline
 // without anyone polling or blocking a thread per copy. Encoded copies run the codec kernel on the
-// compute stream first.
+// compute stream first, into scratch_ring.hpp's slots.
 #include <cuda_runtime_api.h>
 
-#include <cstdint>
 #include <memory>
 #include <utility>
-#include <vector>
 
-#include "common/mutex.hpp"
 #include "gpu/codec_device.hpp"
 #include "gpu/codec_kernels.hpp"
 #include "gpu/copy_engine.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device_memory.hpp"
+#include "gpu/scratch_ring.hpp"
 
 namespace longhaul::gpu {
 
 namespace {
 
-// Stream-ordered device scratch for the encodings, from a pool of the GPU layer's own that keeps
-// up to kScratchKept bytes between operations. The default pool keeps nothing (its release
-// threshold is 0): it would give its memory back at every synchronisation anywhere in the
-// process and map it again for the next operation's segments.
-constexpr std::uint64_t kScratchKept = std::uint64_t{256} << 20;
-
-class ScratchPools {
- public:
-  Result<cudaMemPool_t> of(int device) {
-    MutexLock lock(mu_);
-    const auto index = static_cast<std::size_t>(device);
-    if (pools_.size() <= index) pools_.resize(index + 1, nullptr);
-    cudaMemPool_t& pool = pools_[index];
-    if (pool == nullptr) {
-      cudaMemPoolProps props{};
-      props.allocType = cudaMemAllocationTypePinned;
-      props.location.type = cudaMemLocationTypeDevice;
-      props.location.id = device;
-      LH_RETURN_IF_ERROR(cuda_check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"));
-      std::uint64_t kept = kScratchKept;
-      LH_RETURN_IF_ERROR(
-          cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &kept),
-                     "cudaMemPoolSetAttribute"));
-      // An allocation on one stream must not silently wait for a free queued on the other (the
-      // encodings' compute stream behind the copies' stream).
-      int no = 0;
-      LH_RETURN_IF_ERROR(
-          cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no),
-                     "cudaMemPoolSetAttribute"));
-    }
-    return pool;
-  }
-
- private:
-  Mutex mu_;
-  std::vector<cudaMemPool_t> pools_ GUARDED_BY(mu_);  // by device
-};
-
-Result<cudaMemPool_t> scratch_pool(int device) {
-  static auto* pools = new ScratchPools;  // never destroyed: copies may run during exit
-  return pools->of(device);
-}
-
 class CudaCopyEngine final : public CopyEngine {
  public:
-  CudaCopyEngine(int device, cudaStream_t stream, cudaStream_t compute, cudaMemPool_t scratch)
+  CudaCopyEngine(int device, cudaStream_t stream, cudaStream_t compute, ScratchRing* scratch)
       : device_(device), stream_(stream), compute_(compute), scratch_(scratch) {}
 
   void copy(void* to, const void* from, std::size_t bytes, Done done) override {
@@ -78,7 +33,7 @@ class CudaCopyEngine final : public CopyEngine {
     report_arrival(std::move(done));
   }
 
-  // Where the codec has kernels (codec_device.hpp), the device has a scratch pool, and `where`
+  // Where the codec has kernels (codec_device.hpp), the device has scratch for them, and `where`
   // is this device's memory: the kernels run on this device only.
   bool runs_codec(quant::Codec codec, const void* where) const override {
     return runs_on_device(codec) && scratch_ != nullptr && device_owning(where) == device_;
@@ -127,41 +82,31 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
  private:
-  // The kernel encodes into device scratch on the compute stream (so it overlaps the copies of
-  // earlier segments); the copy stream waits for it, copies the encoding out, and frees the
-  // scratch in stream order.
+  // The kernel encodes into a scratch slot on the compute stream (so it overlaps the copies of
+  // earlier segments); the copy stream waits for it and copies the encoding out, after which the
+  // slot is free again (scratch_ring.hpp).
   Status enqueue_encode_copy(void* to, const float* from, std::size_t count, quant::Codec codec,
                              std::size_t block, std::size_t bytes) {
-    void* encoded = nullptr;
-    LH_RETURN_IF_ERROR(cuda_check(cudaMallocFromPoolAsync(&encoded, bytes, scratch_, compute_),
-                                  "device scratch for an encoding"));
-    Status s = cuda_check(
-        launch_encode(codec, from, count, block, static_cast<std::byte*>(encoded), compute_),
-        "encoding a staged segment");
-    if (s) s = copy_stream_waits_for_compute();
-    if (s)
-      s = cuda_check(cudaMemcpyAsync(to, encoded, bytes, cudaMemcpyDeviceToHost, stream_),
-                     "staging copy of an encoding");
-    // After the copy, or after the kernel where the copy was never queued.
-    const Status freed = cuda_check(cudaFreeAsync(encoded, s ? stream_ : compute_),
-                                    "freeing the device scratch of an encoding");
-    return s ? freed : s;
+    return scratch_->with_slot(bytes, compute_, stream_, [&](void* scratch) -> Status {
+      LH_RETURN_IF_ERROR(cuda_check(
+          launch_encode(codec, from, count, block, static_cast<std::byte*>(scratch), compute_),
+          "encoding a staged segment"));
+      LH_RETURN_IF_ERROR(copy_stream_waits_for_compute());
+      return cuda_check(cudaMemcpyAsync(to, scratch, bytes, cudaMemcpyDeviceToHost, stream_),
+                        "staging copy of an encoding");
+    });
   }
 
   Status enqueue_decode_copy(void* to, const std::byte* from, std::size_t count, quant::Codec codec,
                              std::size_t block, std::size_t bytes) {
-    void* encoded = nullptr;
-    LH_RETURN_IF_ERROR(cuda_check(cudaMallocFromPoolAsync(&encoded, bytes, scratch_, stream_),
-                                  "device scratch for an encoding"));
-    Status s = cuda_check(cudaMemcpyAsync(encoded, from, bytes, cudaMemcpyHostToDevice, stream_),
-                          "staging copy of an encoding");
-    if (s)
-      s = cuda_check(launch_decode(codec, static_cast<const std::byte*>(encoded), count, block,
-                                   static_cast<float*>(to), stream_),
-                     "decoding a staged segment");
-    const Status freed =
-        cuda_check(cudaFreeAsync(encoded, stream_), "freeing the device scratch of an encoding");
-    return s ? freed : s;
+    return scratch_->with_slot(bytes, stream_, stream_, [&](void* scratch) -> Status {
+      LH_RETURN_IF_ERROR(
+          cuda_check(cudaMemcpyAsync(scratch, from, bytes, cudaMemcpyHostToDevice, stream_),
+                     "staging copy of an encoding"));
+      return cuda_check(launch_decode(codec, static_cast<const std::byte*>(scratch), count, block,
+                                      static_cast<float*>(to), stream_),
+                        "decoding a staged segment");
+    });
   }
 
   Status copy_stream_waits_for_compute() {
@@ -196,7 +141,7 @@ class CudaCopyEngine final : public CopyEngine {
   const int device_;
   const cudaStream_t stream_;   // the copies
   const cudaStream_t compute_;  // the encoding kernels
-  const cudaMemPool_t scratch_;
+  ScratchRing* const scratch_;  // null: nothing is encoded or decoded here
 };
 
 }  // namespace
@@ -209,18 +154,11 @@ Result<std::shared_ptr<CopyEngine>> cuda_copy_engine(const void* device_pointer)
   if (!stream) return stream.status();
   auto compute = stream_for(device, StreamRole::kCompute);
   if (!compute) return compute.status();
-  // Without stream-ordered allocation (some virtualised GPUs) nothing is encoded on the device:
-  // the segments travel as values, as they would to a CPU.
-  int pools = 0;
-  cudaMemPool_t scratch = nullptr;
-  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess &&
-      pools != 0) {
-    auto pool = scratch_pool(device);
-    if (pool) scratch = *pool;
-  }
-  (void)cudaGetLastError();  // a refused query or pool leaves nothing for the next call to see
+  // Without scratch (no stream-ordered allocation: some virtualised GPUs) nothing is encoded on
+  // the device: the segments travel as values, as they would to a CPU.
+  auto scratch = ScratchRing::of(device);
   return std::shared_ptr<CopyEngine>(
-      std::make_shared<CudaCopyEngine>(device, *stream, *compute, scratch));
+      std::make_shared<CudaCopyEngine>(device, *stream, *compute, scratch ? *scratch : nullptr));
 }
 
 }  // namespace longhaul::gpu
