@@ -13,6 +13,7 @@ when every rank exited 0.
 """
 import argparse
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,9 +26,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a node's torch.distributed store that nothing else on this machine is given
+    meanwhile: one below the kernel's ephemeral range (which every bind to port 0 and every
+    outgoing connection draws from), free when checked. A port from port 0 instead would go back to
+    that range between this check and the store's bind, and another process could take it first."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(max(1024, low // 2), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port below the ephemeral range (from {low})")
 
 
 def rank_env(node, rank, ranks, port):

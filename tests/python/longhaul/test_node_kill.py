@@ -10,7 +10,6 @@ DiLoCo trainer, real processes, a master in this process.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,15 +19,12 @@ import pytest
 import longhaul as lh
 import diloco_reference as ref
 
+sys.path.insert(0, ref.EXAMPLES)
+from launch_local import free_port  # noqa: E402 - the launcher's port for each node's store
+
 HEARTBEAT_MS, MISSES = 250, 4  # the master's failure bound: 1 s
 H = 3
 ENDLESS = 100_000  # outer steps: the survivors train until the test ends them
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Node:
