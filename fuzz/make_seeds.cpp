@@ -212,6 +212,9 @@ int main(int argc, char** argv) {
              wire::encode_control(wire::NodeWaitingMsg{8, {0, 1, 5}}));
   write_seed("bad_control_register_rail_out_of_range", fz::kControl,
              wire::encode_control(wire::RegisterMsg{1, "", 4000, "gpu-box-7", 8, 8}));
+  // Node agreement (protocol version 9).
+  write_seed("control_node_agree", fz::kControl, wire::encode_control(wire::NodeAgreeMsg{3, 1}));
+  write_seed("control_node_agreed", fz::kControl, wire::encode_control(wire::NodeAgreedMsg{3, 1}));
   // Observability (protocol version 6).
   wire::PeerStatsMsg stats;
   stats.epoch = 9;

@@ -249,6 +249,8 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
           return membership_.on_links_ready(id, m.epoch, m.unreachable);
         } else if constexpr (std::is_same_v<T, wire::BatchReportMsg>) {
           return batch_.on_report(id, m);
+        } else if constexpr (std::is_same_v<T, wire::NodeAgreeMsg>) {
+          return node_agreement_.on_agree(id, m);
         } else if constexpr (std::is_same_v<T, wire::StateReportMsg>) {
           return state_.on_report(id, std::move(m));
         } else if constexpr (std::is_same_v<T, wire::StateDoneMsg>) {
@@ -356,6 +358,7 @@ void MasterServer::publish_status() {
 
 void MasterServer::peer_left(PeerId who, uint32_t group, const std::string& reason, bool graceful) {
   recorder_.left(who, group, reason, graceful, unix_now());
+  node_agreement_.on_peer_left(who, graceful);
 }
 
 void MasterServer::send(PeerId to, const wire::ControlMessage& message) {

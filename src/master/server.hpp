@@ -24,6 +24,7 @@
 #include "master/batch_arbiter.hpp"
 #include "master/journal.hpp"
 #include "master/membership.hpp"
+#include "master/node_agreement.hpp"
 #include "master/penalties.hpp"
 #include "master/run_recorder.hpp"
 #include "master/send_counters.hpp"
@@ -183,6 +184,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   Membership membership_{*this};
   StateArbiter state_{*this, membership_, options_.max_state_tensors};
   BatchArbiter batch_{*this, membership_};
+  NodeAgreement node_agreement_{*this, membership_};
   RunRecorder recorder_;
   StatusBox status_box_;
   SendCounters sent_;

@@ -251,6 +251,26 @@ Result<bool> PeerSession::decide_batch(bool ok) {
   return *decision;
 }
 
+Result<uint32_t> PeerSession::agree_in_node(uint32_t flags) {
+  if (options_.rails <= 1) return flags;
+  auto agreed = std::make_shared<uint32_t>(0);
+  Status s = run_call(
+      [this, flags, agreed] {
+        if (state_ == State::kFailed) return complete_call(failure());
+        const bool away = state_ == State::kReconnecting || state_ == State::kRejoining;
+        if (state_ != State::kActive && !away)
+          return complete_call(invalid_argument("a node agreement needs a connected communicator"));
+        node_agreed_ = agreed;
+        node_flags_ = flags;
+        ++node_point_;
+        // While the master is away the report goes out once it is back (resume_after_rejoin).
+        if (!away) send(wire::NodeAgreeMsg{node_point_, flags});
+      },
+      kBatchDecisionTimeout, "the node agreement");
+  if (!s) return s;
+  return *agreed;
+}
+
 Status PeerSession::leave(const std::string& reason) {
   return run_call(
       [this, reason] {

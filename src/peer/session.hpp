@@ -114,6 +114,14 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // somewhere. Not deciding within kBatchDecisionTimeout ends the session with LH_ERR_TIMEOUT
   // (this member no longer knows the outcome, so it must not go on).
   Result<bool> decide_batch(bool ok);
+  // A rank of a node of several rails: reports `flags` at this rail's next agreement point and
+  // blocks until every rail of the node has reached that point; returns the OR of all their flags
+  // (docs/protocol.md, "Node agreement"). Every rail of the node must make the same sequence of
+  // calls; a rail that disagrees about a point gets its node evicted. A peer that is no rail of a
+  // node of several rails gets `flags` back at once. Waiting kBatchDecisionTimeout without an
+  // answer ends the session with LH_ERR_TIMEOUT; the node's eviction ends it with
+  // LH_ERR_NODE_EVICTED. Losing the master, the call waits for it and reports again once back.
+  Result<uint32_t> agree_in_node(uint32_t flags);
   // Announces the leave and waits (bounded) for the master's acknowledgement, then closes.
   Status leave(const std::string& reason);
   // Closes everything without telling the master (it notices the closed socket). Idempotent.
@@ -181,6 +189,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   Status on(const wire::EpochCommitMsg& commit);
   Status on(const wire::AbortMsg& abort);
   Status on(const wire::BatchDecisionMsg& decision);
+  Status on(const wire::NodeAgreedMsg& agreed);
   Status on(const wire::PendingChangedMsg& pending);
   Status on(const wire::ByeMsg& bye);
   Status on(const wire::RemovedMsg& removed);
@@ -232,6 +241,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   bool batch_ok_ = false;                 // what the report of batch_attempt_ said
   uint64_t decided_attempt_ = 0;          // the last attempt of the epoch decided, 0 if none
   bool decided_ok_ = false;
+  uint64_t node_point_ = 0;                // node agreement points reached
+  std::shared_ptr<uint32_t> node_agreed_;  // set while agree_in_node waits for node_point_
+  uint32_t node_flags_ = 0;                // what this rail reported at node_point_
   // Reconnecting (session_reconnect.cpp): the state to resume after REJOIN (kActive or kUpdating),
   // the admit flag of an update_topology in progress, the proposal that was being linked when the
   // master was lost, the deadline and the next backoff.

@@ -135,6 +135,16 @@ Status PeerSession::on(const wire::BatchDecisionMsg& decision) {
   return Status::ok();
 }
 
+// Legal in any state, but only while agree_in_node waits for exactly this point.
+Status PeerSession::on(const wire::NodeAgreedMsg& agreed) {
+  if (!node_agreed_ || agreed.point != node_point_)
+    return protocol_error(fmt::format("NODE_AGREED for point {} not awaited", agreed.point));
+  *node_agreed_ = agreed.flags;
+  node_agreed_.reset();
+  complete_call(Status::ok());
+  return Status::ok();
+}
+
 // Legal in every state: the master pushes the flag whenever it changes, and storing it changes
 // nothing else.
 Status PeerSession::on(const wire::PendingChangedMsg& pending) {

@@ -109,6 +109,7 @@ class SyncEngine {
   Status resume_group(const EngineCheckpoint& checkpoint);
   Status admit();
   Status sync_shared_state();
+  Result<bool> any_rail_of_node(bool mine);
   std::vector<uint64_t> ring_ids() const;
 
   // The schedule's phases of one step (engine.cpp).

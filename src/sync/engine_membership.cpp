@@ -60,11 +60,15 @@ Status SyncEngine::resume_group(const EngineCheckpoint& checkpoint) {
 // on their own would disagree about a joiner that registered between their calls (one admits it,
 // another has gone on in the old epoch, and they run different rounds from then on). Deciding on
 // an applied round's masks costs no extra message and no wait: every member holds the same masks.
-// A member that joined downloads the shared state in the sync that follows.
+// The rails of a node each hold their own group's masks, so they agree through the master (one
+// message each) and re-form together when any of them is due. A member that joined downloads
+// the shared state in the sync that follows.
 Status SyncEngine::admit() {
   bool gained = false;
-  if (admission_due_) {
-    admission_due_ = false;
+  auto due = any_rail_of_node(admission_due_);
+  admission_due_ = false;
+  if (!due) return due.status();
+  if (*due) {
     const auto before = ring_ids();
     LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/true));
     const auto after = ring_ids();
@@ -79,18 +83,37 @@ Status SyncEngine::admit() {
 }
 
 // A shared-state sync whose outcome the group agrees on: a sync that failed anywhere (a source
-// lost, the group reconfiguring) is repeated by every member after re-forming the ring.
+// lost, the group reconfiguring) is repeated by every member after re-forming the ring. The rails
+// of a node re-form together: a rail whose sync succeeded re-forms beside a sibling whose sync
+// failed, and waits with it until the sibling's sync succeeds too.
 Status SyncEngine::sync_shared_state() {
+  bool done = false;
   for (;;) {
-    state::SyncResult result;
-    const Status s = state::sync_state(comm_, runtime_, server_, state_.registry(),
-                                       wire::SyncStrategy::kEnforcePopular, &result);
-    auto decision = comm_.session().decide_batch(s.is_ok());
-    if (!decision) return decision.status();
-    if (*decision) return Status::ok();
-    if (!s.is_ok() && !retryable(s)) return s.with_context("the sync engine's shared state");
+    if (!done) {
+      state::SyncResult result;
+      const Status s = state::sync_state(comm_, runtime_, server_, state_.registry(),
+                                         wire::SyncStrategy::kEnforcePopular, &result);
+      auto decision = comm_.session().decide_batch(s.is_ok());
+      if (!decision) return decision.status();
+      done = *decision;
+      if (!done && !s.is_ok() && !retryable(s))
+        return s.with_context("the sync engine's shared state");
+    }
+    auto reform = any_rail_of_node(!done);
+    if (!reform) return reform.status();
+    if (!*reform) return Status::ok();
     LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/false));
   }
+}
+
+// Whether any rail of this peer's node says `mine`: the rails of a node call update_topology at
+// the same step or not at all (a rail alone in it would wait for its siblings, which would wait
+// for it in the trainer's next intra-node collective). A peer that is a node of one rail decides
+// alone.
+Result<bool> SyncEngine::any_rail_of_node(bool mine) {
+  auto flags = comm_.session().agree_in_node(mine ? 1u : 0u);
+  if (!flags) return flags.status();
+  return *flags != 0;
 }
 
 }  // namespace longhaul::sync

@@ -102,28 +102,36 @@ Status SyncEngine::wait_for(Round& round) {
 
 // Settles the round with the group: every peer reports its outcome and the master decides for
 // all, so no peer applies a round another one dropped. A failed round is retried over the
-// survivors when a peer was lost (and the policy and method allow it), else dropped.
+// survivors when a peer was lost (and the policy and method allow it), else dropped. The failed
+// epoch is re-formed before the next collective, and the rails of a node re-form together: a
+// rail whose round was applied re-forms beside a sibling whose round failed, then waits with it
+// until the sibling's round is settled too (docs/protocol.md, "Node agreement").
 Status SyncEngine::settle(Round& round, bool* applied) {
+  *applied = false;
+  bool decided = false;  // the group's outcome of this round is final
   for (;;) {
-    const Status local = wait_for(round);
-    if (!local.is_ok())
-      log::debug("sync", "round {} of fragment {} failed here: {}", round.number, round.fragment,
-                 local.to_string());
-    auto decision = comm_.session().decide_batch(local.is_ok());
-    if (!decision) return decision.status();
-    if (*decision) {
-      *applied = true;
-      return Status::ok();
+    if (!decided) {
+      const Status local = wait_for(round);
+      if (!local.is_ok())
+        log::debug("sync", "round {} of fragment {} failed here: {}", round.number, round.fragment,
+                   local.to_string());
+      auto decision = comm_.session().decide_batch(local.is_ok());
+      if (!decision) return decision.status();
+      *applied = decided = *decision;
     }
+    auto reform = any_rail_of_node(!decided);
+    if (!reform) return reform.status();
+    if (!*reform) return Status::ok();
     const auto before = ring_ids();
-    // The failed epoch must be re-formed before the next collective; joiners wait for the next
-    // admission point, where every peer calls update_topology at the same step.
+    // Joiners wait for the next admission point, where every peer calls update_topology at the
+    // same step.
     LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/false));
+    if (decided) continue;  // re-formed beside a sibling
     const bool lost_a_peer = ring_ids() != before;
     if (delayed() || options_.on_loss == LossPolicy::kDrop || !lost_a_peer ||
         round.attempts >= options_.max_attempts) {
-      *applied = false;
-      return Status::ok();
+      decided = true;  // dropped
+      continue;
     }
     {
       MutexLock lock(stats_mu_);

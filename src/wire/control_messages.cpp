@@ -213,6 +213,12 @@ void fields(V& v, M& m) {
   v.list(m.registered, kMaxRails);
 }
 
+template <class V, OneOf<NodeAgreeMsg, NodeAgreedMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.point);
+  v.u32(m.flags);
+}
+
 // Observability.
 template <class V, OneOf<LinkStatsEntry> M>
 void fields(V& v, M& l) {
@@ -269,7 +275,7 @@ void fields(V& v, M& m) {
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
-constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kRejoin);
+constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kNodeAgreed);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
 // ---- The rules between fields, checked once a message is read whole ---------------------------
@@ -459,6 +465,13 @@ Status validate(const M& m) {
   return Status::ok();
 }
 
+// Agreement points count from 1 on every rail.
+template <OneOf<NodeAgreeMsg, NodeAgreedMsg> M>
+Status validate(const M& m) {
+  if (m.point == 0) return protocol_error("node agreement point 0 (points count from 1)");
+  return Status::ok();
+}
+
 // Only admitted peers sync state (epoch 0 is "not admitted"), and peer ids count from 1.
 Status validate(const StateSourceLostMsg& m) {
   if (m.epoch == 0) return protocol_error("STATE_SOURCE_LOST for epoch 0");
@@ -557,6 +570,10 @@ const char* control_type_name(ControlType t) {
       return "PEER_STATS";
     case ControlType::kRejoin:
       return "REJOIN";
+    case ControlType::kNodeAgree:
+      return "NODE_AGREE";
+    case ControlType::kNodeAgreed:
+      return "NODE_AGREED";
   }
   return "UNKNOWN";
 }

@@ -57,6 +57,9 @@ enum class ControlType : uint8_t {
   kPeerStats = 28,  // peer -> master: my traffic, my links as TCP measures them, my progress
   // Master restart, added in protocol version 7 (docs/protocol.md, "Master restart").
   kRejoin = 29,  // peer -> (restarted) master: I was member `peer_id`; here is my view of the run
+  // Nodes of several rails, added in protocol version 9 (docs/protocol.md, "Node agreement").
+  kNodeAgree = 30,   // rail -> master: my flags at my node's agreement point `point`
+  kNodeAgreed = 31,  // master -> rail: every rail of the node reached `point`; their flags, OR-ed
 };
 const char* control_type_name(ControlType t);
 
@@ -320,6 +323,19 @@ struct RejoinMsg {
   bool decided_ok = false;       // that decision
 };
 
+// Node agreement: the rails of a node of several rails reach the same agreement points in the
+// same order (1, 2, ... per rail), each with its flags; the master answers each rail once every
+// rail of the node has reached that point, with the OR of all their flags. The master gives the
+// flags no meaning: they are the rails' (sync/engine.hpp uses them to re-form together).
+struct NodeAgreeMsg {
+  uint64_t point = 0;
+  uint32_t flags = 0;
+};
+struct NodeAgreedMsg {
+  uint64_t point = 0;
+  uint32_t flags = 0;  // the OR of every rail's flags at `point`
+};
+
 // Alternative i holds the message whose ControlType value is i + 1.
 using ControlMessage =
     std::variant<RegisterMsg, WelcomeMsg, HeartbeatMsg, UpdateTopologyMsg, TopologyUnchangedMsg,
@@ -327,7 +343,8 @@ using ControlMessage =
                  ReportPeerLostMsg, LeaveMsg, ByeMsg, RemovedMsg, PeerHelloMsg, PeerHelloAckMsg,
                  StateReportMsg, StatePlanMsg, StateDoneMsg, StateCompleteMsg, StateFetchMsg,
                  StateBlocksZMsg, StateFetchFailedMsg, BatchReportMsg, BatchDecisionMsg,
-                 StateSourceLostMsg, NodeWaitingMsg, PeerStatsMsg, RejoinMsg>;
+                 StateSourceLostMsg, NodeWaitingMsg, PeerStatsMsg, RejoinMsg, NodeAgreeMsg,
+                 NodeAgreedMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

@@ -160,6 +160,8 @@ std::vector<std::vector<std::byte>> hostile_control_messages(std::mt19937_64& rn
       BatchReportMsg{1, 1, true},
       BatchReportMsg{99, 7, false},
       BatchDecisionMsg{1, 1, true},
+      NodeAgreeMsg{1, 1},
+      NodeAgreedMsg{1, 1},
   };
   std::vector<std::vector<std::byte>> out;
   out.push_back({});                              // empty message

@@ -79,6 +79,9 @@ std::vector<ControlMessage> samples() {
       BatchDecisionMsg{9, 3, false},
       StateSourceLostMsg{9, 4},
       NodeWaitingMsg{4, {0, 2}},
+      NodeAgreeMsg{1, 0},
+      NodeAgreeMsg{UINT64_MAX, 0xFFFFFFFFu},
+      NodeAgreedMsg{7, 1},
       RemovedMsg{LH_ERR_NODE_EVICTED, "node 'a' evicted"},
       PeerStatsMsg{},
       full_peer_stats(),
@@ -159,6 +162,15 @@ TEST(ControlMessages, UpdateTopologyCarriesTheAdmissionFlag) {
   back = decode_control(encode_control(UpdateTopologyMsg{7}));
   ASSERT_TRUE(back.is_ok());
   EXPECT_TRUE(std::get<UpdateTopologyMsg>(*back).admit_joiners) << "admits by default";
+}
+
+TEST(ControlMessages, NodeAgreementPointZeroIsRefused) {
+  EXPECT_FALSE(decode_control(encode_control(NodeAgreeMsg{0, 1})).is_ok());
+  EXPECT_FALSE(decode_control(encode_control(NodeAgreedMsg{0, 1})).is_ok());
+  auto back = decode_control(encode_control(NodeAgreedMsg{3, 5}));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(std::get<NodeAgreedMsg>(*back).point, 3u);
+  EXPECT_EQ(std::get<NodeAgreedMsg>(*back).flags, 5u);
 }
 
 TEST(ControlMessages, BatchOutcomesOutsideAnAttemptAreRefused) {

@@ -20,6 +20,7 @@ struct RecordingOutbox : Outbox {
   // Where the server forwards these events (the arbiters); empty: dropped.
   std::function<void(uint32_t group)> on_group_epoch_failed;
   std::function<void(PeerId who)> on_peer_forgotten;
+  std::function<void(PeerId who, bool graceful)> on_peer_left;
 
   void send(PeerId to, const wire::ControlMessage& m) override { sent.emplace_back(to, m); }
   void disconnect(PeerId who, const Status& why) override { disconnected.emplace_back(who, why); }
@@ -30,6 +31,10 @@ struct RecordingOutbox : Outbox {
   }
   void peer_forgotten(PeerId who) override {
     if (on_peer_forgotten) on_peer_forgotten(who);
+  }
+  void peer_left(PeerId who, uint32_t /*group*/, const std::string& /*reason*/,
+                 bool graceful) override {
+    if (on_peer_left) on_peer_left(who, graceful);
   }
 
   // Removes and returns the messages of type T sent so far, in order.

@@ -1,0 +1,58 @@
+// The master's side of PeerSession::agree_in_node: a barrier for the rails of one node that ORs
+// their flags (docs/protocol.md, "Node agreement").
+//
+// The rails of a node are tied by the trainer's own intra-node collectives (FSDP's), so whatever
+// one rail does that blocks on the whole run (re-forming the epoch: every member of every group
+// waits in update_topology) all of them must do at the same step, or the node hangs: the rail in
+// update_topology waits for its siblings, which wait for it in their next intra-node collective.
+// The rails decide such steps together here. Each rail reaches agreement points 1, 2, ... with its
+// flags; once every rail of the node has reached a point, each gets the OR of their flags, so all
+// of them act on the same answer however late each saw what made it ask.
+//
+// A point is answered when every rail of a complete node has reached it, or every rail still in a
+// node that one rail left gracefully (the others follow, docs/protocol.md "Nodes"). A node that
+// loses a rail abruptly is evicted whole, so its open point is simply forgotten. Rails that reach
+// different points broke the contract (they must make the same calls): the one that disagrees is
+// a protocol violation, and its node goes.
+//
+// Pure bookkeeping on the master's strand, like BatchArbiter: events are calls, answers go out
+// through the Outbox. Nothing is journalled: after a master restart the rails that still wait
+// report their point again (session_reconnect.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+
+#include "master/membership.hpp"
+
+namespace longhaul::master {
+
+class NodeAgreement {
+ public:
+  NodeAgreement(Outbox& outbox, const Membership& membership)
+      : out_(outbox), membership_(membership) {}
+
+  // A non-OK result is a protocol violation by `id` (the caller drops it).
+  Status on_agree(PeerId id, const wire::NodeAgreeMsg& agree);
+  // `who` is no longer a member (Outbox::peer_left, before its node's record changes).
+  void on_peer_left(PeerId who, bool graceful);
+
+  size_t open_points() const { return open_.size(); }
+
+ private:
+  struct Point {
+    uint64_t point = 0;
+    uint32_t flags = 0;         // OR of the flags reported so far
+    std::set<PeerId> reached;   // the rails that reported `point`
+    std::set<PeerId> departed;  // rails that left gracefully while it was open
+  };
+  // Answers every rail of `node` and closes the point when nobody is missing.
+  void answer_if_complete(const Node& node);
+
+  Outbox& out_;
+  const Membership& membership_;
+  std::map<NodeId, Point> open_;
+};
+
+}  // namespace longhaul::master

@@ -1,0 +1,121 @@
+// The master's node agreement (node_agreement.cpp): a barrier of one node's rails that ORs their
+// flags, driven directly with Membership and a recording outbox (as the server wires them).
+#include "master/node_agreement.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "master_fixture.hpp"
+
+namespace longhaul::master {
+namespace {
+
+class NodeAgreementTest : public MasterFixture {
+ protected:
+  NodeAgreementTest() {
+    out.on_peer_left = [this](PeerId who, bool graceful) { agreement.on_peer_left(who, graceful); };
+  }
+
+  NodeAgreement agreement{out, m};
+
+  // Admits node `name` of `rails` rails (rail r in group r) beside the active members.
+  std::vector<PeerId> node(const std::string& name, uint32_t rails) {
+    std::vector<PeerId> active;
+    for (const auto& [id, member] : m.members())
+      if (member.state == Membership::State::kActive) active.push_back(id);
+    std::vector<PeerId> ids;
+    for (uint32_t r = 0; r < rails; ++r) {
+      const NodeClaim claim{name, r, rails, r, "10.0.0.1"};
+      EXPECT_TRUE(m.check_node_claim(claim).is_ok());
+      ids.push_back(m.allocate_id());
+      m.add_pending(ids.back(), r, claim.host, static_cast<uint16_t>(1000 + ids.back()), claim);
+    }
+    all_update(active);
+    all_ready();
+    out.sent.clear();
+    return ids;
+  }
+  Status agree(PeerId id, uint64_t point, uint32_t flags) {
+    return agreement.on_agree(id, wire::NodeAgreeMsg{point, flags});
+  }
+  // The answers sent since the last call: recipient -> (point, flags).
+  std::map<PeerId, std::pair<uint64_t, uint32_t>> answers() {
+    std::map<PeerId, std::pair<uint64_t, uint32_t>> a;
+    for (auto& [to, msg] : out.take<wire::NodeAgreedMsg>())
+      EXPECT_TRUE(a.emplace(to, std::pair{msg.point, msg.flags}).second) << to << " told twice";
+    return a;
+  }
+};
+
+TEST_F(NodeAgreementTest, EveryRailGetsTheOrOfAllFlagsOnceTheLastReachedThePoint) {
+  const auto a = node("a", 3), b = node("b", 3);
+  ASSERT_TRUE(agree(a[0], 1, 0).is_ok());
+  ASSERT_TRUE(agree(a[1], 1, 1).is_ok());
+  ASSERT_TRUE(agree(b[0], 1, 2).is_ok());
+  EXPECT_TRUE(answers().empty()) << "a's rail 2 and b's rails 1 and 2 have not reached point 1";
+  ASSERT_TRUE(agree(a[2], 1, 0).is_ok());
+  using Answer = std::pair<uint64_t, uint32_t>;
+  EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{a[0], {1, 1}}, {a[1], {1, 1}}, {a[2], {1, 1}}}))
+      << "b's flags are b's own";
+  // The next point starts afresh.
+  for (PeerId id : a) ASSERT_TRUE(agree(id, 2, 0).is_ok());
+  EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{a[0], {2, 0}}, {a[1], {2, 0}}, {a[2], {2, 0}}}));
+  ASSERT_TRUE(agree(b[1], 1, 0).is_ok());
+  ASSERT_TRUE(agree(b[2], 1, 4).is_ok());
+  EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{b[0], {1, 6}}, {b[1], {1, 6}}, {b[2], {1, 6}}}));
+  EXPECT_EQ(agreement.open_points(), 0u);
+}
+
+TEST_F(NodeAgreementTest, ARailAtAnotherPointThanItsSiblingsBreaksTheProtocol) {
+  const auto a = node("a", 2);
+  ASSERT_TRUE(agree(a[0], 1, 0).is_ok());
+  const Status ahead = agree(a[1], 2, 0);
+  EXPECT_EQ(ahead.code(), LH_ERR_PROTOCOL);
+  EXPECT_NE(ahead.message().find("rail 1 reached node agreement point 2 while its siblings are "
+                                 "at point 1"),
+            std::string::npos)
+      << ahead.to_string();
+  EXPECT_EQ(agree(a[0], 1, 0).code(), LH_ERR_PROTOCOL) << "the same point twice";
+  EXPECT_TRUE(answers().empty());
+}
+
+TEST_F(NodeAgreementTest, OnlyAdmittedRailsOfNodesOfSeveralRailsMayAsk) {
+  const auto lone = form(1, /*group=*/5);
+  EXPECT_EQ(agree(lone[0], 1, 0).code(), LH_ERR_PROTOCOL) << "a node of one rail decides alone";
+  const auto single = node("s", 1);
+  EXPECT_EQ(agree(single[0], 1, 0).code(), LH_ERR_PROTOCOL);
+  const PeerId pending = join(7);
+  EXPECT_EQ(agree(pending, 1, 0).code(), LH_ERR_PROTOCOL) << "not admitted";
+}
+
+// A rail lost abruptly takes its node with it: the point is forgotten, its siblings are evicted
+// (and released by that), and nobody is answered.
+TEST_F(NodeAgreementTest, ALostRailForgetsItsNodesPointAndItsSiblingsAreEvicted) {
+  const auto a = node("a", 2), b = node("b", 2);
+  ASSERT_TRUE(agree(a[0], 1, 1).is_ok());
+  m.drop_peer(a[1], "connection lost");
+  EXPECT_EQ(agreement.open_points(), 0u);
+  ASSERT_EQ(out.disconnected.size(), 1u);
+  EXPECT_EQ(out.disconnected[0].first, a[0]);
+  EXPECT_EQ(out.disconnected[0].second.code(), LH_ERR_NODE_EVICTED);
+  EXPECT_TRUE(answers().empty());
+  ASSERT_TRUE(agree(b[0], 1, 0).is_ok());
+  ASSERT_TRUE(agree(b[1], 1, 0).is_ok());
+  EXPECT_EQ(answers().size(), 2u) << "the other node is untouched";
+}
+
+// A rail that leaves gracefully will not reach the point; the rails still in its departing node
+// are answered without it (they follow it out, docs/protocol.md "Nodes").
+TEST_F(NodeAgreementTest, ARailLeavingGracefullyLetsTheOthersAgreeWithoutIt) {
+  const auto a = node("a", 3);
+  ASSERT_TRUE(agree(a[0], 1, 1).is_ok());
+  ASSERT_TRUE(agree(a[1], 1, 0).is_ok());
+  m.drop_peer(a[2], "left gracefully", /*graceful=*/true);
+  using Answer = std::pair<uint64_t, uint32_t>;
+  EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{a[0], {1, 1}}, {a[1], {1, 1}}}));
+  EXPECT_EQ(agreement.open_points(), 0u);
+}
+
+}  // namespace
+}  // namespace longhaul::master
