@@ -67,6 +67,36 @@ def test_read_only_numpy(pair):
     np.testing.assert_array_equal(outs[1], np.full(8, 2.0, dtype=np.float32))
 
 
+class CudaProducer:
+    """A DLPack producer that says its memory is on CUDA device 0 and records the stream each
+    consumer asks for. It exports a host array, so the test runs without a GPU."""
+
+    def __init__(self, array):
+        self.array = array
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA, device 0
+
+    def __dlpack__(self, stream=None, **kwargs):
+        self.streams.append(stream)
+        return self.array.__dlpack__()
+
+
+def test_cuda_memory_is_exported_with_the_stream_handshake(pair):
+    """The library's streams are blocking streams: a CUDA producer is asked for its tensor with
+    stream=1 (the legacy default stream), so it orders that stream after its writes on the GPU."""
+    x = CudaProducer(np.full(1000, 2.0, dtype=np.float32))
+    y = np.full(1000, 3.0, dtype=np.float32)
+    allreduce_all(pair, [x, y])
+    assert x.streams == [1], "one export, with the legacy default stream as the consumer's"
+    np.testing.assert_array_equal(x.array, np.full(1000, 5.0, dtype=np.float32))
+    on_cpu = CudaProducer(np.ones(4, dtype=np.float32))
+    on_cpu.__dlpack_device__ = lambda: (1, 0)
+    allreduce_all(pair, [on_cpu, np.ones(4, dtype=np.float32)])
+    assert on_cpu.streams == [None], "host memory: no stream asked (nanobind's own export)"
+
+
 def test_bad_arguments(pair):
     c = pair[0]
     with pytest.raises(TypeError, match="dtype"):

@@ -23,6 +23,24 @@ def test_a_cuda_tensor_reduces_like_its_cpu_copy(pair, quant):
     assert torch.equal(on_gpu.cpu(), want[0]) and torch.equal(x[1], want[1])
 
 
+def test_the_copies_wait_on_the_gpu_for_the_stream_that_wrote_the_tensor(pair):
+    """DLPack's stream handshake: the tensor is written on a side stream that is still busy (a
+    long GPU sleep first) when the all-reduce starts, and the host does not wait for it; the
+    library's copies must wait for the write on the GPU."""
+    n = 1 << 20
+    x = torch.zeros(n, device="cuda")
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU clock cycles
+        x.fill_(3.0)
+        mine = pair[0].allreduce(x)  # on this thread: the side stream is the current one
+    theirs = pair[1].allreduce(torch.full((n,), 4.0))
+    mine.wait(timeout=30)
+    theirs.wait(timeout=30)
+    assert torch.equal(x.cpu(), torch.full((n,), 7.0))
+
+
 def test_bf16_cuda_with_out(pair):
     a = torch.full((4097,), 1.5, dtype=torch.bfloat16, device="cuda")
     out = torch.empty_like(a)

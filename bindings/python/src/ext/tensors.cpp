@@ -1,5 +1,6 @@
 #include "tensors.hpp"
 
+#include <optional>
 #include <string>
 
 #include <nanobind/stl/string.h>
@@ -64,13 +65,25 @@ bool read_only(nb::handle obj) {
   return nb::hasattr(flags, "writeable") && !nb::cast<bool>(flags.attr("writeable"));
 }
 
-// The library copies a CUDA tensor on its own stream, ordered only after the legacy default
-// stream, so the stream that wrote the tensor must be done: for torch, its current stream on the
-// tensor's device (DLPack's stream handshake is not passed through nanobind's import).
-void synchronize_producer(nb::handle obj) {
-  if (!nb::hasattr(obj, "is_cuda")) return;  // not torch: the caller synchronises (docs/python.md)
-  nb::module_ cuda = nb::module_::import_("torch.cuda");
-  cuda.attr("current_stream")(obj.attr("device")).attr("synchronize")();
+// DLPack's device type for CUDA memory (kDLCUDA) and its stream value for the legacy default
+// stream (the array API's `__dlpack__(stream=1)` on CUDA).
+constexpr int kDlpackCuda = 2;
+constexpr int kLegacyDefaultStream = 1;
+
+// The DLPack export of a producer whose memory is on a CUDA device, ordered for the library. The
+// library copies CUDA memory on its own streams, which are blocking streams: ordered after work
+// queued on the legacy default stream. Exporting with stream=1 is DLPack's stream handshake with
+// the legacy default stream as the consumer's: the producer makes that stream wait (on the GPU,
+// by an event) for the work queued so far on the stream that writes the tensor (torch: its
+// current stream), and so both of the library's streams come after it; the host never waits.
+// nanobind's own import asks for no stream (torch then orders nothing), hence this step. None
+// for memory elsewhere, and for a producer without __dlpack_device__ (nanobind imports it).
+std::optional<nb::object> export_for_library_streams(nb::handle source) {
+  if (!nb::hasattr(source, "__dlpack_device__") || !nb::hasattr(source, "__dlpack__"))
+    return std::nullopt;
+  nb::tuple device = nb::cast<nb::tuple>(source.attr("__dlpack_device__")());
+  if (device.size() < 1 || nb::cast<int>(device[0]) != kDlpackCuda) return std::nullopt;
+  return source.attr("__dlpack__")(nb::arg("stream") = kLegacyDefaultStream);
 }
 
 }  // namespace
@@ -85,14 +98,13 @@ TensorView import_tensor(nb::handle obj, bool writable, std::string_view what) {
                "the array is read-only, and longhaul writes its result into it in place "
                "(pass a writable array, or a separate out=)");
   Array a;
-  if (!nb::try_cast<Array>(source, a))
+  const std::optional<nb::object> ordered = export_for_library_streams(source);
+  if (!nb::try_cast<Array>(ordered ? *ordered : source, a))
     fail_type(what, std::string("expected a tensor or array exporting DLPack (torch.Tensor, "
                                 "numpy.ndarray), got ") +
                         nb::inst_name(obj).c_str());
-  const bool on_cuda = a.device_type() == nb::device::cuda::value;
-  if (a.device_type() != nb::device::cpu::value && !on_cuda)
+  if (a.device_type() != nb::device::cpu::value && a.device_type() != nb::device::cuda::value)
     fail_value(what, "the tensor is in neither CPU nor CUDA memory");
-  if (on_cuda) synchronize_producer(obj);
   TensorView v;
   if (!to_dtype(a.dtype(), &v.dtype))
     fail_type(what,

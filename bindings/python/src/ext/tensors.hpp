@@ -25,9 +25,11 @@ struct TensorView {
 //   - It must export DLPack or the buffer protocol: TypeError otherwise.
 //   - Its dtype must be one of longhaul's (f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64):
 //     TypeError otherwise (e.g. bool, complex).
-//   - It must live in CPU or CUDA memory: ValueError for another device. A torch CUDA tensor's
-//     current stream is synchronised first (the library copies it on its own stream); what the
-//     C API does not take in device memory raises its LH_ERR_UNSUPPORTED error (docs/gpu.md).
+//   - It must live in CPU or CUDA memory: ValueError for another device. A CUDA tensor is
+//     exported with DLPack's stream handshake (stream=1, the legacy default stream), so the
+//     library's streams come after the work queued on the stream that wrote it (torch: its
+//     current stream) without the host waiting; what the C API does not take in device memory
+//     raises its LH_ERR_UNSUPPORTED error (docs/gpu.md).
 //   - It must be C-contiguous (a view with gaps or another order): ValueError.
 //   - When `writable`, a read-only array (numpy's flags.writeable False) is refused: ValueError.
 // A torch tensor that requires grad is taken through .detach() (the same memory: a parameter is

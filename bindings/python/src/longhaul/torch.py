@@ -42,8 +42,9 @@ class DiLoCo:
             must be float32 or bfloat16 tensors, on the CPU or on CUDA devices, and keep their
             memory while training (as FSDP2's sharded parameters and plain modules do; checked
             at every step). CUDA parameters are staged through pinned host memory at each sync
-            (docs/gpu.md); the current stream of their device is synchronised before each
-            engine step.
+            (docs/gpu.md); before each engine step the device's default stream is made to wait
+            for its current stream (on the GPU: the host does not wait), which orders the
+            engine's copies after the optimizer's writes.
         inner_optimizer: the optimizer whose ``step`` counts inner steps.
         comm: a connected ``longhaul.Communicator`` (one per rank: its rail's group).
         H: inner steps between two syncs of a fragment.
@@ -119,9 +120,12 @@ class DiLoCo:
             raise RuntimeError("DiLoCo: a parameter's memory moved since DiLoCo was created "
                                "(create DiLoCo after fully_shard and after moving the model)")
         assert self.engine is not None
-        # The engine copies CUDA parameters on its own stream: the optimizer's writes must be done.
+        # The engine copies CUDA parameters on its own streams, which are blocking streams: ordered
+        # after the legacy default stream. Making that stream wait for the current one (an event,
+        # on the GPU) orders the copies after the optimizer's writes without a host wait, as
+        # DLPack's stream handshake does for the collectives (tensors.cpp).
         for device in self._cuda_devices:
-            torch.cuda.current_stream(device).synchronize()
+            torch.cuda.default_stream(device).wait_stream(torch.cuda.current_stream(device))
         self.engine.step()
 
     def hash(self) -> int:
