@@ -121,7 +121,13 @@ class Membership {
   // A fresh peer id (ids are never reused; ascending ids are join order).
   PeerId allocate_id() { return ++last_id_; }
   // Why a registration claiming `node` must be refused (membership_nodes.cpp), or OK.
-  Status check_node_claim(const NodeClaim& node) const { return nodes_.check(node); }
+  // Why this claim cannot join (LH_ERR_INVALID_ARGUMENT with the reason), or OK: the node
+  // table's checks (NodeTable::check), and the shape of its group. A group holds one kind of
+  // member: rail r of nodes of R rails, or peers of no node (a node of one rail). The rails of a
+  // node re-form together, for their groups' reasons combined (docs/protocol.md, "Node
+  // agreement"); a member of another shape re-forms for its own group's reasons alone, at other
+  // steps, and its group would fall out of step for good.
+  Status check_node_claim(const NodeClaim& node) const;
   // The registered peer `id` waits to be admitted. A rail of a node (node.name set, check passed)
   // waits until every rail of its node has registered: the node is admitted whole.
   // `full_mesh`: the peer links to every member of its group (wire::RegisterMsg).

@@ -8,6 +8,39 @@
 
 namespace longhaul::master {
 
+namespace {
+
+std::string shape_label(uint32_t rails, uint32_t rail) {
+  return rails <= 1 ? std::string("a peer of no node")
+                    : fmt::format("rail {} of a node of {} rails", rail, rails);
+}
+
+}  // namespace
+
+Status Membership::check_node_claim(const NodeClaim& claim) const {
+  LH_RETURN_IF_ERROR(nodes_.check(claim));
+  const uint32_t rails = claim.name.empty() ? 1 : claim.rails;
+  const uint32_t rail = rails <= 1 ? 0 : claim.rail;
+  // Every member of a group has the group's shape, so one member shows it: the first of its
+  // committed ring still a member (the ring keeps lost members until the next commit), else a
+  // pending one.
+  PeerId sample = 0;
+  if (auto ring = rings_.find(claim.group); ring != rings_.end())
+    for (auto it = ring->second.begin(); sample == 0 && it != ring->second.end(); ++it)
+      if (members_.contains(*it)) sample = *it;
+  for (auto it = pending_.begin(); sample == 0 && it != pending_.end(); ++it)
+    if (members_.at(*it).group == claim.group) sample = *it;
+  if (sample == 0) return Status::ok();
+  const Node* node = nodes_.node_of(sample);
+  const uint32_t their_rails = node ? node->rails : 1;
+  const uint32_t their_rail = their_rails <= 1 ? 0 : node->rail_of(sample);
+  if (their_rails == rails && their_rail == rail) return Status::ok();
+  return invalid_argument(fmt::format(
+      "peer group {} holds {} (peer {}) and this rank is {}: a group holds the same rail of "
+      "nodes of as many rails, or peers of no node (docs/protocol.md, \"Node agreement\")",
+      claim.group, shape_label(their_rails, their_rail), sample, shape_label(rails, rail)));
+}
+
 void Membership::note_rail_registered(const Node& node) {
   const std::vector<uint32_t> rails = node.registered_rails();
   if (node.complete()) {

@@ -16,12 +16,15 @@ Status NodeAgreement::on_agree(PeerId id, const wire::NodeAgreeMsg& agree) {
   if (!node || node->rails < 2)
     return protocol_error("NODE_AGREE from a peer that is no rail of a node of several rails");
   Point& open = open_[node->id];
-  if (open.reached.empty() && open.departed.empty()) open.point = agree.point;
-  if (open.point != agree.point)
+  if (open.reached.empty() && open.departed.empty()) {
+    open.point = agree.point;
+    open.kind = agree.kind;
+  }
+  if (open.point != agree.point || open.kind != agree.kind)
     return protocol_error(fmt::format(
-        "{}: rail {} reached node agreement point {} while its siblings are at point {} (the "
-        "rails of a node must make the same calls)",
-        node->label(), node->rail_of(id), agree.point, open.point));
+        "{}: rail {} reached node agreement point {} (kind {}) while its siblings are at point "
+        "{} (kind {}): the rails of a node must make the same calls",
+        node->label(), node->rail_of(id), agree.point, agree.kind, open.point, open.kind));
   if (!open.reached.insert(id).second)
     return protocol_error(fmt::format("second NODE_AGREE for point {}", agree.point));
   open.flags |= agree.flags;

@@ -12,8 +12,10 @@
 // A point is answered when every rail of a complete node has reached it, or every rail still in a
 // node that one rail left gracefully (the others follow, docs/protocol.md "Nodes"). A node that
 // loses a rail abruptly is evicted whole, so its open point is simply forgotten. Rails that reach
-// different points broke the contract (they must make the same calls): the one that disagrees is
-// a protocol violation, and its node goes.
+// different points, or one point with different kinds, broke the contract (they must make the
+// same calls): the second of them to report is a protocol violation, and its node goes. (A rail
+// that diverged and then waits in a trainer's collective instead sends nothing; its node then
+// waits until the trainer gives up.)
 //
 // Pure bookkeeping on the master's strand, like BatchArbiter: events are calls, answers go out
 // through the Outbox. Nothing is journalled: after a master restart the rails that still wait
@@ -43,6 +45,7 @@ class NodeAgreement {
  private:
   struct Point {
     uint64_t point = 0;
+    uint32_t kind = 0;          // what the first rail to reach it said it is
     uint32_t flags = 0;         // OR of the flags reported so far
     std::set<PeerId> reached;   // the rails that reported `point`
     std::set<PeerId> departed;  // rails that left gracefully while it was open

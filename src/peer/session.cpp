@@ -232,41 +232,49 @@ void PeerSession::report_failed_links() {
   }
 }
 
-Result<bool> PeerSession::decide_batch(bool ok) {
-  auto decision = std::make_shared<bool>(false);
-  Status s = run_call(
-      [this, ok, decision] {
+Status PeerSession::report_and_wait(std::function<wire::ControlMessage()> record,
+                                    std::optional<std::chrono::milliseconds> timeout,
+                                    const char* what) {
+  return run_call(
+      [this, record = std::move(record), what] {
         if (state_ == State::kFailed) return complete_call(failure());
         const bool away = state_ == State::kReconnecting || state_ == State::kRejoining;
         if (state_ != State::kActive && !away)
-          return complete_call(invalid_argument("a batch needs a connected communicator"));
+          return complete_call(
+              invalid_argument(fmt::format("{} needs a connected communicator", what)));
+        const wire::ControlMessage report = record();
+        // While the master is away the report goes out once it is back (resume_after_rejoin).
+        if (!away) send(report);
+      },
+      timeout, what);
+}
+
+Result<bool> PeerSession::decide_batch(bool ok) {
+  auto decision = std::make_shared<bool>(false);
+  Status s = report_and_wait(
+      [this, ok, decision] {
         batch_decision_ = decision;
         batch_ok_ = ok;
         ++batch_attempt_;
-        // While the master is away the report goes out once it is back (resume_after_rejoin).
-        if (!away) send(wire::BatchReportMsg{epoch_, batch_attempt_, ok});
+        return wire::BatchReportMsg{epoch_, batch_attempt_, ok};
       },
       kBatchDecisionTimeout, "the batch decision");
   if (!s) return s;
   return *decision;
 }
 
-Result<uint32_t> PeerSession::agree_in_node(uint32_t flags) {
+Result<uint32_t> PeerSession::agree_in_node(uint32_t kind, uint32_t flags) {
   if (options_.rails <= 1) return flags;
   auto agreed = std::make_shared<uint32_t>(0);
-  Status s = run_call(
-      [this, flags, agreed] {
-        if (state_ == State::kFailed) return complete_call(failure());
-        const bool away = state_ == State::kReconnecting || state_ == State::kRejoining;
-        if (state_ != State::kActive && !away)
-          return complete_call(invalid_argument("a node agreement needs a connected communicator"));
+  Status s = report_and_wait(
+      [this, kind, flags, agreed] {
         node_agreed_ = agreed;
+        node_kind_ = kind;
         node_flags_ = flags;
         ++node_point_;
-        // While the master is away the report goes out once it is back (resume_after_rejoin).
-        if (!away) send(wire::NodeAgreeMsg{node_point_, flags});
+        return wire::NodeAgreeMsg{node_point_, kind, flags};
       },
-      kBatchDecisionTimeout, "the node agreement");
+      std::nullopt, "the node agreement");
   if (!s) return s;
   return *agreed;
 }

@@ -1,10 +1,10 @@
 // A peer's session with the master: registration, heartbeats in both directions, the
 // update_topology rounds, the peers-pending flag, aborts pushed by the master, and leaving.
 //
-// The session runs on one strand; the blocking calls (connect, update_topology, leave) post to it
-// and wait for the answer on the caller's thread. At most one blocking call may run at a time;
-// the queries (peers_pending, view, ring_links, aborts_seen) are thread-safe and never block on
-// the network.
+// The session runs on one strand; the blocking calls (connect, update_topology, decide_batch,
+// agree_in_node, leave) post to it and wait for the answer on the caller's thread. At most one
+// blocking call may run at a time; the queries (peers_pending, view, ring_links, aborts_seen) are
+// thread-safe and never block on the network.
 //
 // Failure: a REMOVED from the master, a batch decision that does not come within
 // kBatchDecisionTimeout, or a protocol violation ends the session: every later call returns that
@@ -13,11 +13,11 @@
 // admission, or with master_reconnect_timeout 0. Once admitted, the session instead keeps its
 // epoch, ring and data links, runs the master-lost handler once with LH_ERR_ABORTED (the engine
 // refuses new collectives of this epoch; those in flight run to their end), and reconnects with
-// backoff (session_reconnect.cpp). Meanwhile update_topology and decide_batch wait for the master,
-// a state sync fails with LH_ERR_ABORTED, and peers_pending() is true. Back, it REJOINs with its
-// view of the run and resumes the call in progress; the master then re-forms every group in an
-// epoch newer than any reported. Not back within the timeout, the session fails with
-// LH_ERR_PEER_LOST.
+// backoff (session_reconnect.cpp). Meanwhile update_topology, decide_batch and agree_in_node wait
+// for the master, a state sync fails with LH_ERR_ABORTED, and peers_pending() is true. Back, it
+// REJOINs with its view of the run and resumes the call in progress; the master then re-forms
+// every group in an epoch newer than any reported. Not back within the timeout, the session
+// fails with LH_ERR_PEER_LOST.
 #pragma once
 
 #include <atomic>
@@ -114,14 +114,15 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // somewhere. Not deciding within kBatchDecisionTimeout ends the session with LH_ERR_TIMEOUT
   // (this member no longer knows the outcome, so it must not go on).
   Result<bool> decide_batch(bool ok);
-  // A rank of a node of several rails: reports `flags` at this rail's next agreement point and
-  // blocks until every rail of the node has reached that point; returns the OR of all their flags
-  // (docs/protocol.md, "Node agreement"). Every rail of the node must make the same sequence of
-  // calls; a rail that disagrees about a point gets its node evicted. A peer that is no rail of a
-  // node of several rails gets `flags` back at once. Waiting kBatchDecisionTimeout without an
-  // answer ends the session with LH_ERR_TIMEOUT; the node's eviction ends it with
-  // LH_ERR_NODE_EVICTED. Losing the master, the call waits for it and reports again once back.
-  Result<uint32_t> agree_in_node(uint32_t flags);
+  // A rank of a node of several rails: reports `flags` at this rail's next agreement point, of
+  // kind `kind` (the caller's: what the point is), and blocks until every rail of the node has
+  // reached that point; returns the OR of all their flags (docs/protocol.md, "Node agreement").
+  // Every rail of the node must make the same sequence of calls; the master evicts a node whose
+  // rails reach one point with different kinds. A peer that is no rail of a node of several
+  // rails gets `flags` back at once. No timeout, as in update_topology (a sibling may be retrying
+  // a round over a slow network): a sibling lost ends the wait by the node's eviction
+  // (LH_ERR_NODE_EVICTED). Losing the master, the call waits for it and reports again once back.
+  Result<uint32_t> agree_in_node(uint32_t kind, uint32_t flags);
   // Announces the leave and waits (bounded) for the master's acknowledgement, then closes.
   Status leave(const std::string& reason);
   // Closes everything without telling the master (it notices the closed socket). Idempotent.
@@ -164,6 +165,12 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   Status run_call(std::function<void()> start, std::optional<std::chrono::milliseconds> timeout,
                   const char* what);
   void complete_call(Status s);
+  // A call that reports to the master and waits for its answer (decide_batch, agree_in_node):
+  // `record` runs on the strand once the call may go ahead, stores what the answer needs, and
+  // returns the report; refused unless admitted; while the master is away the report waits for
+  // it (resume_after_rejoin sends it again). Bounded by `timeout` when set.
+  Status report_and_wait(std::function<wire::ControlMessage()> record,
+                         std::optional<std::chrono::milliseconds> timeout, const char* what);
   void on_master_link(Result<std::shared_ptr<net::Link>> result);
   // Starts reading the (new) master link: messages to on_master_message, its failure to
   // lose_master (or, while leaving, to the end of the leave).
@@ -241,9 +248,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   bool batch_ok_ = false;                 // what the report of batch_attempt_ said
   uint64_t decided_attempt_ = 0;          // the last attempt of the epoch decided, 0 if none
   bool decided_ok_ = false;
-  uint64_t node_point_ = 0;                // node agreement points reached
-  std::shared_ptr<uint32_t> node_agreed_;  // set while agree_in_node waits for node_point_
-  uint32_t node_flags_ = 0;                // what this rail reported at node_point_
+  uint64_t node_point_ = 0;                  // node agreement points reached
+  std::shared_ptr<uint32_t> node_agreed_;    // set while agree_in_node waits for node_point_
+  uint32_t node_kind_ = 0, node_flags_ = 0;  // what this rail reported at node_point_
   // Reconnecting (session_reconnect.cpp): the state to resume after REJOIN (kActive or kUpdating),
   // the admit flag of an update_topology in progress, the proposal that was being linked when the
   // master was lost, the deadline and the next backoff.

@@ -108,8 +108,12 @@ class SyncEngine {
   Status join_group();
   Status resume_group(const EngineCheckpoint& checkpoint);
   Status admit();
-  Status sync_shared_state();
-  Result<bool> any_rail_of_node(bool mine);
+  // `take_part` false: a member with nothing to sync, which only keeps its node's rails making
+  // the same agreements (a peer of no node returns at once).
+  Status sync_shared_state(bool take_part = true);
+  // The node agreements (docs/protocol.md, "Node agreement"): each kind of point the engine has.
+  enum class NodePoint : uint32_t { kRound = 1, kStateSync = 2, kAdmission = 3 };
+  Result<bool> any_rail_of_node(NodePoint kind, bool mine);
   std::vector<uint64_t> ring_ids() const;
 
   // The schedule's phases of one step (engine.cpp).

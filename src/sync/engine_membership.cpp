@@ -62,10 +62,11 @@ Status SyncEngine::resume_group(const EngineCheckpoint& checkpoint) {
 // an applied round's masks costs no extra message and no wait: every member holds the same masks.
 // The rails of a node each hold their own group's masks, so they agree through the master (one
 // message each) and re-form together when any of them is due. A member that joined downloads
-// the shared state in the sync that follows.
+// the shared state in the sync that follows; every rail of a node goes through the sync's
+// agreements, also one whose group gained nobody, so that the rails keep making the same calls.
 Status SyncEngine::admit() {
   bool gained = false;
-  auto due = any_rail_of_node(admission_due_);
+  auto due = any_rail_of_node(NodePoint::kAdmission, admission_due_);
   admission_due_ = false;
   if (!due) return due.status();
   if (*due) {
@@ -78,16 +79,15 @@ Status SyncEngine::admit() {
   }
   const uint64_t point = state_.step() / options_.sync_every;
   const bool verify = options_.verify_every > 0 && point % options_.verify_every == 0;
-  if (!gained && !verify) return Status::ok();
-  return sync_shared_state();
+  return sync_shared_state(/*take_part=*/gained || verify);
 }
 
 // A shared-state sync whose outcome the group agrees on: a sync that failed anywhere (a source
 // lost, the group reconfiguring) is repeated by every member after re-forming the ring. The rails
-// of a node re-form together: a rail whose sync succeeded re-forms beside a sibling whose sync
-// failed, and waits with it until the sibling's sync succeeds too.
-Status SyncEngine::sync_shared_state() {
-  bool done = false;
+// of a node re-form together: a rail whose sync succeeded (or that takes no part) re-forms beside
+// a sibling whose sync failed, and waits with it until the sibling's sync succeeds too.
+Status SyncEngine::sync_shared_state(bool take_part) {
+  bool done = !take_part;
   for (;;) {
     if (!done) {
       state::SyncResult result;
@@ -99,7 +99,7 @@ Status SyncEngine::sync_shared_state() {
       if (!done && !s.is_ok() && !retryable(s))
         return s.with_context("the sync engine's shared state");
     }
-    auto reform = any_rail_of_node(!done);
+    auto reform = any_rail_of_node(NodePoint::kStateSync, !done);
     if (!reform) return reform.status();
     if (!*reform) return Status::ok();
     LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/false));
@@ -109,9 +109,9 @@ Status SyncEngine::sync_shared_state() {
 // Whether any rail of this peer's node says `mine`: the rails of a node call update_topology at
 // the same step or not at all (a rail alone in it would wait for its siblings, which would wait
 // for it in the trainer's next intra-node collective). A peer that is a node of one rail decides
-// alone.
-Result<bool> SyncEngine::any_rail_of_node(bool mine) {
-  auto flags = comm_.session().agree_in_node(mine ? 1u : 0u);
+// alone. `kind` lets the master catch rails that diverged (at one point for different reasons).
+Result<bool> SyncEngine::any_rail_of_node(NodePoint kind, bool mine) {
+  auto flags = comm_.session().agree_in_node(static_cast<uint32_t>(kind), mine ? 1u : 0u);
   if (!flags) return flags.status();
   return *flags != 0;
 }

@@ -119,7 +119,7 @@ Status SyncEngine::settle(Round& round, bool* applied) {
       if (!decision) return decision.status();
       *applied = decided = *decision;
     }
-    auto reform = any_rail_of_node(!decided);
+    auto reform = any_rail_of_node(NodePoint::kRound, !decided);
     if (!reform) return reform.status();
     if (!*reform) return Status::ok();
     const auto before = ring_ids();

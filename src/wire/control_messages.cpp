@@ -213,7 +213,14 @@ void fields(V& v, M& m) {
   v.list(m.registered, kMaxRails);
 }
 
-template <class V, OneOf<NodeAgreeMsg, NodeAgreedMsg> M>
+template <class V, OneOf<NodeAgreeMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.point);
+  v.u32(m.kind);
+  v.u32(m.flags);
+}
+
+template <class V, OneOf<NodeAgreedMsg> M>
 void fields(V& v, M& m) {
   v.u64(m.point);
   v.u32(m.flags);

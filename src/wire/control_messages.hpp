@@ -324,11 +324,13 @@ struct RejoinMsg {
 };
 
 // Node agreement: the rails of a node of several rails reach the same agreement points in the
-// same order (1, 2, ... per rail), each with its flags; the master answers each rail once every
-// rail of the node has reached that point, with the OR of all their flags. The master gives the
-// flags no meaning: they are the rails' (sync/engine.hpp uses them to re-form together).
+// same order (1, 2, ... per rail), each with its kind and flags; the master answers each rail
+// once every rail of the node has reached that point, with the OR of all their flags. The master
+// gives kinds and flags no meaning beyond comparing the kinds (rails at the same point with
+// different kinds have diverged): they are the rails' (sync/engine.hpp re-forms with them).
 struct NodeAgreeMsg {
   uint64_t point = 0;
+  uint32_t kind = 0;
   uint32_t flags = 0;
 };
 struct NodeAgreedMsg {

@@ -160,7 +160,7 @@ std::vector<std::vector<std::byte>> hostile_control_messages(std::mt19937_64& rn
       BatchReportMsg{1, 1, true},
       BatchReportMsg{99, 7, false},
       BatchDecisionMsg{1, 1, true},
-      NodeAgreeMsg{1, 1},
+      NodeAgreeMsg{1, 1, 1},
       NodeAgreedMsg{1, 1},
   };
   std::vector<std::vector<std::byte>> out;

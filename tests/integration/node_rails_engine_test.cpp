@@ -1,9 +1,9 @@
 // The sync engine on the rails of nodes (docs/protocol.md, "Node agreement"): the master daemon,
-// and in this process two nodes of two rails (rail r of every node is group r) and one peer of no
-// node in group 1, one engine per rail on its own thread, and a barrier per node after every
-// inner step standing in for the trainer's intra-node collective (FSDP's all-gather). The lone
-// peer dies at the step that launches round 2: group 0 applies the round and group 1 loses it,
-// and the rails of each node must still re-form at the same step, or the rail in update_topology
+// and in this process nodes of two rails (rail r of every node is group r), one engine per rail
+// on its own thread, and a barrier per node after every inner step standing in for the trainer's
+// intra-node collective (FSDP's all-gather). Node c's rail 1 leaves at the step that launches
+// round 2: group 0 applies the round (node c's rail 0 is still in it) and group 1 loses it, and
+// the rails of nodes a and b must still re-form at the same step, or the rail in update_topology
 // waits for its sibling while the sibling waits for it at the node's barrier. And a master
 // SIGKILLed while the rails are about to reach an agreement point: they report it again to the
 // restarted master.
@@ -34,7 +34,7 @@ using namespace std::chrono_literals;
 
 constexpr uint64_t kSteps = 8;
 constexpr uint32_t kSyncEvery = 2;
-constexpr uint64_t kDeathStep = 4;  // the step that launches round 2
+constexpr uint64_t kLeaveStep = 4;  // the step that launches round 2
 constexpr size_t kParameters = 256;
 constexpr auto kBarrierTimeout = 30s;
 
@@ -79,17 +79,18 @@ struct Rail {
 
 class NodeRails : public ::testing::Test {
  protected:
-  // Nodes a and b of two rails, and with `lone_peer` the peer of no node in group 1. With
+  // Nodes a and b of two rails, and with `node_c` a third one. With
   // `journal` the master keeps one, and the communicators wait for it when it is lost (else a
   // killed master releases every call).
-  void start(bool lone_peer, bool journal = false) {
+  void start(bool node_c, bool journal = false) {
     journal_ = journal;
     std::vector<std::string> args;
     if (journal) args = {"--journal", dir_.path() + "/master.journal"};
     cluster_ = std::make_unique<Cluster>(args);
     for (const char* node : {"a", "b"})
       for (uint32_t r = 0; r < 2; ++r) add(node, r, 2);
-    if (lone_peer) add("", 1, 1);
+    if (node_c)
+      for (uint32_t r = 0; r < 2; ++r) add("c", r, 2);
     admit_all();
   }
 
@@ -142,12 +143,11 @@ class NodeRails : public ::testing::Test {
     }
     for (auto& c : connecting) c.get();
     for (auto& rail : rails_)
-      ASSERT_EQ(rail->comm->group_world_size(), static_cast<int64_t>(rail->rail == 0 ? 2 : 3) -
-                                                    (rails_.size() == 4 ? rail->rail : 0));
+      ASSERT_EQ(rail->comm->group_world_size(), static_cast<int64_t>(rails_.size() / 2));
   }
 
-  // One rail's training: an inner step, the engine's step, the node's barrier. The lone peer
-  // dies instead of launching round 2, once group 0 has had time to decide it.
+  // One rail's training: an inner step, the engine's step, the node's barrier. Node c's rail 1
+  // leaves instead of launching round 2.
   void train(Rail& rail, NodeBarrier& barrier, lh_loss_policy policy) {
     run(rail, barrier, policy);
     rail.finished.store(true);
@@ -162,12 +162,10 @@ class NodeRails : public ::testing::Test {
     try {
       std::optional<SyncEngine> engine(std::in_place, *rail.comm, options);
       for (uint64_t step = 1; step <= kSteps; ++step) {
-        if (rail.node.empty() && step == kDeathStep) {
-          // Group 0's round 2 is a small all-reduce on loopback, decided in milliseconds; the
-          // test checks below that it was.
-          std::this_thread::sleep_for(1s);
-          engine.reset();  // an abrupt death: no close, no leave
-          rail.comm.reset();
+        if (rail.node == "c" && rail.rail == 1 && step == kLeaveStep) {
+          // Gracefully: node c departs, and its rail 0 may still finish its collectives, so
+          // group 0's round 2 is applied (a death would evict node c from both groups at once).
+          rail.comm->leave("the test's departure");
           return;
         }
         for (size_t i = 0; i < kParameters; ++i)
@@ -201,7 +199,7 @@ class NodeRails : public ::testing::Test {
     std::vector<std::unique_ptr<NodeBarrier>> barriers;
     std::vector<std::thread> threads;
     for (size_t n = 0; n < 2; ++n) barriers.push_back(std::make_unique<NodeBarrier>(2));
-    barriers.push_back(std::make_unique<NodeBarrier>(1));  // the lone peer's
+    barriers.push_back(std::make_unique<NodeBarrier>(1));  // node c's rails, untied: one leaves
     for (size_t i = 0; i < rails_.size(); ++i)
       threads.emplace_back(
           [this, i, &barriers, policy] { train(*rails_[i], *barriers[i / 2], policy); });
@@ -252,13 +250,16 @@ class NodeRails : public ::testing::Test {
 class NodeRailsLoss : public NodeRails, public ::testing::WithParamInterface<lh_loss_policy> {};
 
 TEST_P(NodeRailsLoss, RailsOfANodeReFormTogetherWhenTheirGroupsDisagreeAboutARound) {
-  start(/*lone_peer=*/true);
+  start(/*node_c=*/true);
   train_all(GetParam());
   expect_the_nodes_trained_together();
+  const Rail& c0 = rail("c", 0);
+  ASSERT_TRUE(c0.error) << "node c's rail 0 is removed when it asks to go on";
+  EXPECT_EQ(*c0.error, LH_ERR_NODE_EVICTED) << c0.error_message;
   if (HasFailure()) return;
 
-  // Group 0 applied every round; group 1 lost round 2 to the death, then retried it without the
-  // lone peer or dropped it.
+  // Group 0 applied every round; group 1 lost round 2 to the departure, then retried it without
+  // node c or dropped it.
   const uint64_t rounds = kSteps / kSyncEvery;
   for (const char* node : {"a", "b"}) {
     EXPECT_EQ(rail(node, 0).stats.rounds_applied, rounds);
@@ -283,7 +284,7 @@ INSTANTIATE_TEST_SUITE_P(LossPolicies, NodeRailsLoss,
 // admission point) while it is away, report it once they have rejoined the new master, and the
 // new master answers each node once both its rails have.
 TEST_F(NodeRails, RailsWaitingForTheirNodeReportAgainToARestartedMaster) {
-  start(/*lone_peer=*/false, /*journal=*/true);
+  start(/*node_c=*/false, /*journal=*/true);
   hold_after_ = 3;  // step 4 starts at an agreement point (the admission point)
   train_all(LH_LOSS_RETRY, [this] {
     for (int i = 0; i < 3000 && held_.load() < rails_.size(); ++i)

@@ -279,18 +279,22 @@ TEST(Nodes, BadNodeClaimsGetClearErrors) {
   // A second machine claiming the complete node's identity.
   refused(rank({"--node", "x", "--rail", "0", "--rails", "2", "--group", "0"}),
           "node 'x' already has all its 2 rails");
+  // A peer of no node, and a node of another rail count, in the groups of x's rails.
+  refused(rank({"--group", "0"}), "peer group 0 holds rail 0 of a node of 2 rails");
+  refused(rank({"--node", "w", "--rail", "1", "--rails", "3", "--group", "1"}),
+          "and this rank is rail 1 of a node of 3 rails");
   // Node y: rail 0 registers; then the same rail again, a rail count that disagrees, and a rail
   // in the group of another.
-  Child& y0 = rank({"--node", "y", "--rail", "0", "--rails", "3", "--group", "0"});
+  Child& y0 = rank({"--node", "y", "--rail", "0", "--rails", "3", "--group", "10"});
   // It waits for its other rails (never admitted: no ID line); let it register first.
   ASSERT_TRUE(y0.wait_line([](const std::string& l) { return l.rfind("LISTEN", 0) == 0; }, 10s));
   std::this_thread::sleep_for(500ms);
-  refused(rank({"--node", "y", "--rail", "0", "--rails", "3", "--group", "5"}),
+  refused(rank({"--node", "y", "--rail", "0", "--rails", "3", "--group", "15"}),
           "rail 0 of node 'y' registered twice");
-  refused(rank({"--node", "y", "--rail", "1", "--rails", "2", "--group", "1"}),
+  refused(rank({"--node", "y", "--rail", "1", "--rails", "2", "--group", "11"}),
           "rail counts disagree");
-  refused(rank({"--node", "y", "--rail", "1", "--rails", "3", "--group", "0"}),
-          "both in peer group 0");
+  refused(rank({"--node", "y", "--rail", "1", "--rails", "3", "--group", "10"}),
+          "both in peer group 10");
   // A rail out of range never reaches the master.
   refused(rank({"--node", "z", "--rail", "2", "--rails", "2"}), "node_rail 2 out of range");
   EXPECT_TRUE(y0.running()) << "the refusals did not disturb the waiting rank";

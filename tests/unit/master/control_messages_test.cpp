@@ -79,8 +79,8 @@ std::vector<ControlMessage> samples() {
       BatchDecisionMsg{9, 3, false},
       StateSourceLostMsg{9, 4},
       NodeWaitingMsg{4, {0, 2}},
-      NodeAgreeMsg{1, 0},
-      NodeAgreeMsg{UINT64_MAX, 0xFFFFFFFFu},
+      NodeAgreeMsg{1, 1, 0},
+      NodeAgreeMsg{UINT64_MAX, 0xFFFFFFFFu, 0xFFFFFFFFu},
       NodeAgreedMsg{7, 1},
       RemovedMsg{LH_ERR_NODE_EVICTED, "node 'a' evicted"},
       PeerStatsMsg{},
@@ -165,7 +165,7 @@ TEST(ControlMessages, UpdateTopologyCarriesTheAdmissionFlag) {
 }
 
 TEST(ControlMessages, NodeAgreementPointZeroIsRefused) {
-  EXPECT_FALSE(decode_control(encode_control(NodeAgreeMsg{0, 1})).is_ok());
+  EXPECT_FALSE(decode_control(encode_control(NodeAgreeMsg{0, 1, 1})).is_ok());
   EXPECT_FALSE(decode_control(encode_control(NodeAgreedMsg{0, 1})).is_ok());
   auto back = decode_control(encode_control(NodeAgreedMsg{3, 5}));
   ASSERT_TRUE(back.is_ok());

@@ -164,7 +164,35 @@ TEST_F(MembershipNodesTest, BadClaimsAreRefusedWithTheReason) {
   const Status full = claim("a", 1, 2, 1);
   EXPECT_NE(full.message().find("already has all its 2 rails"), std::string::npos)
       << full.message();
-  EXPECT_TRUE(claim("", 0, 1, 0).is_ok()) << "a peer without a node is a node of one";
+  EXPECT_TRUE(claim("", 0, 1, 5).is_ok()) << "a peer without a node is a node of one";
+}
+
+// A group holds one shape of member: the rails of a node re-form together, so a member that
+// re-forms for other reasons would put its group out of step (docs/protocol.md, "Node agreement").
+TEST_F(MembershipNodesTest, AGroupHoldsTheSameRailOfNodesOfAsManyRailsOrPeersOfNoNode) {
+  const PeerId a0 = rail("a", 0), a1 = rail("a", 1);
+  all_ready();
+  const Status lone = claim("", 0, 1, 1);
+  EXPECT_EQ(lone.code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(lone.message().find("peer group 1 holds rail 1 of a node of 2 rails (peer " +
+                                std::to_string(a1) + ") and this rank is a peer of no node"),
+            std::string::npos)
+      << lone.message();
+  EXPECT_NE(claim("b", 0, 3, 0, "10.0.0.2").message().find("rail 0 of a node of 3 rails"),
+            std::string::npos)
+      << "as many rails";
+  EXPECT_NE(claim("b", 1, 2, 0, "10.0.0.2").message().find("this rank is rail 1 of a node of 2"),
+            std::string::npos)
+      << "the same rail";
+  EXPECT_TRUE(claim("b", 0, 2, 0, "10.0.0.2").is_ok());
+  // A pending member shows its group's shape too, and a group of peers of no node stays one.
+  (void)join(7);
+  EXPECT_NE(claim("c", 0, 2, 7, "10.0.0.3").message().find("holds a peer of no node"),
+            std::string::npos);
+  EXPECT_TRUE(claim("", 0, 1, 7).is_ok());
+  // A lost member that the committed ring still lists shows nothing.
+  m.drop_peer(a0, "connection lost");
+  EXPECT_TRUE(claim("", 0, 1, 0).is_ok()) << "group 0 is empty";
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ class NodeAgreementTest : public MasterFixture {
     out.sent.clear();
     return ids;
   }
-  Status agree(PeerId id, uint64_t point, uint32_t flags) {
-    return agreement.on_agree(id, wire::NodeAgreeMsg{point, flags});
+  Status agree(PeerId id, uint64_t point, uint32_t flags, uint32_t kind = 1) {
+    return agreement.on_agree(id, wire::NodeAgreeMsg{point, kind, flags});
   }
   // The answers sent since the last call: recipient -> (point, flags).
   std::map<PeerId, std::pair<uint64_t, uint32_t>> answers() {
@@ -72,12 +72,21 @@ TEST_F(NodeAgreementTest, ARailAtAnotherPointThanItsSiblingsBreaksTheProtocol) {
   ASSERT_TRUE(agree(a[0], 1, 0).is_ok());
   const Status ahead = agree(a[1], 2, 0);
   EXPECT_EQ(ahead.code(), LH_ERR_PROTOCOL);
-  EXPECT_NE(ahead.message().find("rail 1 reached node agreement point 2 while its siblings are "
-                                 "at point 1"),
+  EXPECT_NE(ahead.message().find("rail 1 reached node agreement point 2 (kind 1) while its "
+                                 "siblings are at point 1 (kind 1)"),
             std::string::npos)
       << ahead.to_string();
   EXPECT_EQ(agree(a[0], 1, 0).code(), LH_ERR_PROTOCOL) << "the same point twice";
   EXPECT_TRUE(answers().empty());
+  // The same point reached for another reason: the rails have diverged.
+  const auto b = node("b", 2);
+  ASSERT_TRUE(agree(b[0], 1, 0, /*kind=*/1).is_ok());
+  const Status other_kind = agree(b[1], 1, 0, /*kind=*/3);
+  EXPECT_EQ(other_kind.code(), LH_ERR_PROTOCOL);
+  EXPECT_NE(other_kind.message().find("point 1 (kind 3) while its siblings are at point 1 (kind "
+                                      "1)"),
+            std::string::npos)
+      << other_kind.to_string();
 }
 
 TEST_F(NodeAgreementTest, OnlyAdmittedRailsOfNodesOfSeveralRailsMayAsk) {

@@ -279,7 +279,7 @@ TEST(PeerSessionDispatch, AMessageTheStateDoesNotAllowEndsTheSessionAsAProtocolE
       {wire::StateSourceLostMsg{1, 1}, "unexpected STATE_SOURCE_LOST"},
       {wire::BatchDecisionMsg{1, 1, true}, "BATCH_DECISION for attempt 1 of epoch 1 not awaited"},
       {wire::NodeAgreedMsg{1, 0}, "NODE_AGREED for point 1 not awaited"},
-      {wire::NodeAgreeMsg{1, 0}, "unexpected NODE_AGREE"},  // only rails send it
+      {wire::NodeAgreeMsg{1, 1, 0}, "unexpected NODE_AGREE"},  // only rails send it
       {wire::RegisterMsg{}, "unexpected REGISTER"},         // only peers send it
       {wire::PeerHelloMsg{1, 1}, "unexpected PEER_HELLO"},  // only on data links
   };
