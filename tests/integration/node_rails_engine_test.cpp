@@ -159,6 +159,7 @@ class NodeRails : public ::testing::Test {
     options.add(rail.parameters);
     options.c.sync_every = kSyncEvery;
     options.c.on_loss = policy;
+    options.c.delay = delay_;
     try {
       std::optional<SyncEngine> engine(std::in_place, *rail.comm, options);
       for (uint64_t step = 1; step <= kSteps; ++step) {
@@ -238,6 +239,7 @@ class NodeRails : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<Cluster> cluster_;
   bool journal_ = false;
+  uint32_t delay_ = 0;  // the engines' τ
   // With hold_after_, every rail waits after that step until release_ is set.
   uint64_t hold_after_ = 0;
   std::atomic<size_t> held_{0};
@@ -298,6 +300,16 @@ TEST_F(NodeRails, RailsWaitingForTheirNodeReportAgainToARestartedMaster) {
   expect_the_nodes_trained_together();
   for (auto& r : rails_)
     EXPECT_EQ(r->stats.rounds_applied + r->stats.rounds_dropped, kSteps / kSyncEvery);
+}
+
+// Streaming DiLoCo's overlap (τ = 1): the round launched at the last step is still in flight when
+// the rails close, and close() settles it, an agreement point like any other.
+TEST_F(NodeRails, RailsClosingWithARoundInFlightSettleItTogether) {
+  delay_ = 1;
+  start(/*node_c=*/false);
+  train_all(LH_LOSS_RETRY);
+  expect_the_nodes_trained_together();
+  for (auto& r : rails_) EXPECT_EQ(r->stats.rounds_applied, kSteps / kSyncEvery);
 }
 
 }  // namespace

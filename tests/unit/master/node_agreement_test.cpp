@@ -126,5 +126,39 @@ TEST_F(NodeAgreementTest, ARailLeavingGracefullyLetsTheOthersAgreeWithoutIt) {
   EXPECT_EQ(agreement.open_points(), 0u);
 }
 
+// A restarted master rebuilds the node from its rails' REJOINs: a rail that reports its point
+// before its sibling is back waits for it (the node record is incomplete meanwhile).
+TEST_F(NodeAgreementTest, ARestartedMasterAnswersANodeOnceAllItsRailsRejoinedAndReported) {
+  m.begin_recovery();
+  const auto rejoin = [&](PeerId id, uint32_t rail) {
+    Membership::RejoinReport r;
+    r.id = id;
+    r.group = rail;
+    r.host = "10.0.0.1";
+    r.port = static_cast<uint16_t>(2000 + id);
+    r.node = NodeClaim{"a", rail, 2, rail, "10.0.0.1"};
+    r.epoch = 4;
+    r.world = 2;
+    r.ring = {id};
+    return m.add_rejoined(r);
+  };
+  ASSERT_TRUE(rejoin(1, 0).is_ok());
+  ASSERT_TRUE(agree(1, 7, 1).is_ok());
+  EXPECT_TRUE(answers().empty()) << "rail 1 has not rejoined";
+  ASSERT_TRUE(rejoin(2, 1).is_ok());
+  EXPECT_TRUE(answers().empty()) << "rail 1 is back but has not reported";
+  ASSERT_TRUE(agree(2, 7, 0).is_ok());
+  using Answer = std::pair<uint64_t, uint32_t>;
+  EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{1, {7, 1}}, {2, {7, 1}}}));
+}
+
+TEST_F(NodeAgreementTest, ARailLeavingWithNoPointOpenChangesNothing) {
+  const auto a = node("a", 2);
+  m.drop_peer(a[1], "left gracefully", /*graceful=*/true);
+  EXPECT_EQ(agreement.open_points(), 0u);
+  ASSERT_TRUE(agree(a[0], 1, 1).is_ok());
+  EXPECT_EQ(answers().size(), 1u) << "the departing node's last rail agrees alone";
+}
+
 }  // namespace
 }  // namespace longhaul::master
