@@ -213,7 +213,8 @@ int main(int argc, char** argv) {
   write_seed("bad_control_register_rail_out_of_range", fz::kControl,
              wire::encode_control(wire::RegisterMsg{1, "", 4000, "gpu-box-7", 8, 8}));
   // Node agreement (protocol version 9).
-  write_seed("control_node_agree", fz::kControl, wire::encode_control(wire::NodeAgreeMsg{3, 2, 1}));
+  write_seed("control_node_agree", fz::kControl,
+             wire::encode_control(wire::NodeAgreeMsg{3, 2, 1, 1}));
   write_seed("control_node_agreed", fz::kControl, wire::encode_control(wire::NodeAgreedMsg{3, 1}));
   // Observability (protocol version 6).
   wire::PeerStatsMsg stats;

@@ -16,9 +16,22 @@ Status NodeAgreement::on_agree(PeerId id, const wire::NodeAgreeMsg& agree) {
   if (!node || node->rails < 2)
     return protocol_error("NODE_AGREE from a peer that is no rail of a node of several rails");
   Point& open = open_[node->id];
+  if (!open.reached.empty() && agree.point == open.point + 1) {
+    // Only after a master restart: this rail had the open point's answer from the previous
+    // master, which never delivered it to the rails still there. They get the same answer.
+    out_.send_all(std::vector<PeerId>(open.reached.begin(), open.reached.end()),
+                  wire::NodeAgreedMsg{open.point, agree.previous});
+    open = Point{};
+  }
+  if (!open.reached.empty() && agree.point + 1 == open.point) {
+    // The same, the other way round: this rail is the one behind.
+    out_.send(id, wire::NodeAgreedMsg{agree.point, open.previous});
+    return Status::ok();
+  }
   if (open.reached.empty() && open.departed.empty()) {
     open.point = agree.point;
     open.kind = agree.kind;
+    open.previous = agree.previous;
   }
   if (open.point != agree.point || open.kind != agree.kind)
     return protocol_error(fmt::format(

@@ -19,7 +19,9 @@
 //
 // Pure bookkeeping on the master's strand, like BatchArbiter: events are calls, answers go out
 // through the Outbox. Nothing is journalled: after a master restart the rails that still wait
-// report their point again (session_reconnect.cpp).
+// report their point again (session_reconnect.cpp). A rail that had its answer from the previous
+// master while a sibling did not is one point ahead; each report carries the answer its rail had
+// at the point before, so the sibling behind is answered with it.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,7 @@ class NodeAgreement {
     uint64_t point = 0;
     uint32_t kind = 0;          // what the first rail to reach it said it is
     uint32_t flags = 0;         // OR of the flags reported so far
+    uint32_t previous = 0;      // the answer at point - 1, as the first rail to report had it
     std::set<PeerId> reached;   // the rails that reported `point`
     std::set<PeerId> departed;  // rails that left gracefully while it was open
   };

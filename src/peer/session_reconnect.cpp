@@ -130,7 +130,7 @@ Status PeerSession::resume_after_rejoin(const wire::WelcomeMsg& welcome) {
     send(wire::UpdateTopologyMsg{epoch_, update_admit_});
   }
   if (batch_decision_) send(wire::BatchReportMsg{epoch_, batch_attempt_, batch_ok_});
-  if (node_agreed_) send(wire::NodeAgreeMsg{node_point_, node_kind_, node_flags_});
+  if (node_agreed_) send(wire::NodeAgreeMsg{node_point_, node_kind_, node_flags_, node_answer_});
   return Status::ok();
 }
 

@@ -218,6 +218,7 @@ void fields(V& v, M& m) {
   v.u64(m.point);
   v.u32(m.kind);
   v.u32(m.flags);
+  v.u32(m.previous);
 }
 
 template <class V, OneOf<NodeAgreedMsg> M>

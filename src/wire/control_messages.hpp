@@ -332,6 +332,9 @@ struct NodeAgreeMsg {
   uint64_t point = 0;
   uint32_t kind = 0;
   uint32_t flags = 0;
+  // The answer this rail had at point - 1 (0 at point 1): after a master restart, a sibling
+  // whose answer to that point the previous master never delivered gets the same one.
+  uint32_t previous = 0;
 };
 struct NodeAgreedMsg {
   uint64_t point = 0;

@@ -80,7 +80,7 @@ std::vector<ControlMessage> samples() {
       StateSourceLostMsg{9, 4},
       NodeWaitingMsg{4, {0, 2}},
       NodeAgreeMsg{1, 1, 0},
-      NodeAgreeMsg{UINT64_MAX, 0xFFFFFFFFu, 0xFFFFFFFFu},
+      NodeAgreeMsg{UINT64_MAX, 0xFFFFFFFFu, 0xFFFFFFFFu, 7},
       NodeAgreedMsg{7, 1},
       RemovedMsg{LH_ERR_NODE_EVICTED, "node 'a' evicted"},
       PeerStatsMsg{},

@@ -36,8 +36,9 @@ class NodeAgreementTest : public MasterFixture {
     out.sent.clear();
     return ids;
   }
-  Status agree(PeerId id, uint64_t point, uint32_t flags, uint32_t kind = 1) {
-    return agreement.on_agree(id, wire::NodeAgreeMsg{point, kind, flags});
+  Status agree(PeerId id, uint64_t point, uint32_t flags, uint32_t kind = 1,
+               uint32_t previous = 0) {
+    return agreement.on_agree(id, wire::NodeAgreeMsg{point, kind, flags, previous});
   }
   // The answers sent since the last call: recipient -> (point, flags).
   std::map<PeerId, std::pair<uint64_t, uint32_t>> answers() {
@@ -70,9 +71,10 @@ TEST_F(NodeAgreementTest, EveryRailGetsTheOrOfAllFlagsOnceTheLastReachedThePoint
 TEST_F(NodeAgreementTest, ARailAtAnotherPointThanItsSiblingsBreaksTheProtocol) {
   const auto a = node("a", 2);
   ASSERT_TRUE(agree(a[0], 1, 0).is_ok());
-  const Status ahead = agree(a[1], 2, 0);
+  // (One point ahead is a rail whose answer a restarted master's predecessor gave: below.)
+  const Status ahead = agree(a[1], 3, 0);
   EXPECT_EQ(ahead.code(), LH_ERR_PROTOCOL);
-  EXPECT_NE(ahead.message().find("rail 1 reached node agreement point 2 (kind 1) while its "
+  EXPECT_NE(ahead.message().find("rail 1 reached node agreement point 3 (kind 1) while its "
                                  "siblings are at point 1 (kind 1)"),
             std::string::npos)
       << ahead.to_string();
@@ -150,6 +152,30 @@ TEST_F(NodeAgreementTest, ARestartedMasterAnswersANodeOnceAllItsRailsRejoinedAnd
   ASSERT_TRUE(agree(2, 7, 0).is_ok());
   using Answer = std::pair<uint64_t, uint32_t>;
   EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{1, {7, 1}}, {2, {7, 1}}}));
+}
+
+// The previous master answered point 1 to rail 0 and died before its answer reached rail 1. Both
+// rails report to the new one (rail 0 already at point 2, with the answer it had at point 1):
+// rail 1 gets that same answer, in either order of arrival, and point 2 is agreed as usual.
+TEST_F(NodeAgreementTest, ARailWhoseAnswerTheLastMasterLostGetsItsSiblingsAnswer) {
+  using Answer = std::pair<uint64_t, uint32_t>;
+  for (const bool ahead_first : {true, false}) {
+    SCOPED_TRACE(ahead_first ? "the rail ahead reports first" : "the rail behind reports first");
+    const auto a = node(ahead_first ? "a" : "b", 2);
+    if (ahead_first) {
+      ASSERT_TRUE(agree(a[0], 2, 0, /*kind=*/1, /*previous=*/5).is_ok());
+      EXPECT_TRUE(answers().empty());
+      ASSERT_TRUE(agree(a[1], 1, 4).is_ok());
+    } else {
+      ASSERT_TRUE(agree(a[1], 1, 4).is_ok());
+      EXPECT_TRUE(answers().empty());
+      ASSERT_TRUE(agree(a[0], 2, 0, /*kind=*/1, /*previous=*/5).is_ok());
+    }
+    EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{a[1], {1, 5}}}));
+    ASSERT_TRUE(agree(a[1], 2, 2, /*kind=*/1, /*previous=*/5).is_ok());
+    EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{a[0], {2, 2}}, {a[1], {2, 2}}}));
+    EXPECT_EQ(agreement.open_points(), 0u);
+  }
 }
 
 TEST_F(NodeAgreementTest, ARailLeavingWithNoPointOpenChangesNothing) {
