@@ -23,13 +23,16 @@ Status Membership::check_node_claim(const NodeClaim& claim) const {
   const uint32_t rail = rails <= 1 ? 0 : claim.rail;
   // Every member of a group has the group's shape, so one member shows it: the first of its
   // committed ring still a member (the ring keeps lost members until the next commit), else a
-  // pending one.
+  // pending one. While recovering, the rings are not rebuilt yet and the rejoined members are
+  // not pending: any member of the group then.
   PeerId sample = 0;
   if (auto ring = rings_.find(claim.group); ring != rings_.end())
     for (auto it = ring->second.begin(); sample == 0 && it != ring->second.end(); ++it)
       if (members_.contains(*it)) sample = *it;
   for (auto it = pending_.begin(); sample == 0 && it != pending_.end(); ++it)
     if (members_.at(*it).group == claim.group) sample = *it;
+  for (auto it = members_.begin(); recovering_ && sample == 0 && it != members_.end(); ++it)
+    if (it->second.group == claim.group) sample = it->first;
   if (sample == 0) return Status::ok();
   const Node* node = nodes_.node_of(sample);
   const uint32_t their_rails = node ? node->rails : 1;

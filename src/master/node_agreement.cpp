@@ -16,9 +16,10 @@ Status NodeAgreement::on_agree(PeerId id, const wire::NodeAgreeMsg& agree) {
   if (!node || node->rails < 2)
     return protocol_error("NODE_AGREE from a peer that is no rail of a node of several rails");
   Point& open = open_[node->id];
-  if (!open.reached.empty() && agree.point == open.point + 1) {
+  if (!open.reached.empty() && agree.point == open.point + 1 && !open.reached.contains(id)) {
     // Only after a master restart: this rail had the open point's answer from the previous
-    // master, which never delivered it to the rails still there. They get the same answer.
+    // master, which never delivered it to the rails still there. They get the same answer. (A
+    // rail that reported the open point itself cannot be past it: that breaks the protocol.)
     out_.send_all(std::vector<PeerId>(open.reached.begin(), open.reached.end()),
                   wire::NodeAgreedMsg{open.point, agree.previous});
     open = Point{};

@@ -63,6 +63,21 @@ TEST_F(RecoveryTest, RecoveryWaitsForOtherGroupsAndWholeNodes) {
   EXPECT_TRUE(m.everyone_rejoined());
 }
 
+// While recovering, the rings are not rebuilt yet: a rejoined member still shows its group's
+// shape to a REGISTER (docs/protocol.md, "Claims").
+TEST_F(RecoveryTest, ARejoinedRailShowsItsGroupsShapeToARegistration) {
+  auto rail = report(1, 4, {1}, 0);
+  rail.node = NodeClaim{"a", 0, 2, 0, "127.0.0.1"};
+  rail.world = 2;
+  ASSERT_TRUE(m.add_rejoined(rail).is_ok());
+  const Status lone = m.check_node_claim(NodeClaim{"", 0, 1, 0, "127.0.0.2"});
+  EXPECT_EQ(lone.code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(lone.message().find("peer group 0 holds rail 0 of a node of 2 rails (peer 1)"),
+            std::string::npos)
+      << lone.message();
+  EXPECT_TRUE(m.check_node_claim(NodeClaim{"", 0, 1, 3, "127.0.0.2"}).is_ok());
+}
+
 TEST_F(RecoveryTest, AMemberWhoseViewConflictsWithItsGroupIsToldToResync) {
   const std::vector<PeerId> ring{1, 2, 3};
   ASSERT_TRUE(m.add_rejoined(report(1, 4, ring)).is_ok());

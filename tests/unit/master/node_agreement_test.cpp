@@ -79,6 +79,7 @@ TEST_F(NodeAgreementTest, ARailAtAnotherPointThanItsSiblingsBreaksTheProtocol) {
             std::string::npos)
       << ahead.to_string();
   EXPECT_EQ(agree(a[0], 1, 0).code(), LH_ERR_PROTOCOL) << "the same point twice";
+  EXPECT_EQ(agree(a[0], 2, 0).code(), LH_ERR_PROTOCOL) << "past a point without its answer";
   EXPECT_TRUE(answers().empty());
   // The same point reached for another reason: the rails have diverged.
   const auto b = node("b", 2);
