@@ -1,7 +1,8 @@
-// copy_engine.hpp's CUDA engine: copies on the device's copy stream, each followed by a host
-// function that reports its arrival (cudaLaunchHostFunc), so completions reach the pipeline
-// without anyone polling or blocking a thread per copy. Encoded copies run the codec kernel on the
-// compute stream first, into scratch_ring.hpp's slots.
+// copy_engine.hpp's CUDA engine: copies on the device's copy stream, each followed by an event
+// that a host function on the notify stream waits for and then reports its arrival
+// (cudaLaunchHostFunc), so completions reach the pipeline without anyone polling or blocking a
+// thread per copy, and without a report holding back the copies behind it. Encoded copies run the
+// codec kernel on the compute stream first, into scratch_ring.hpp's slots.
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -20,8 +21,9 @@ namespace {
 
 class CudaCopyEngine final : public CopyEngine {
  public:
-  CudaCopyEngine(int device, cudaStream_t stream, cudaStream_t compute, ScratchRing* scratch)
-      : device_(device), stream_(stream), compute_(compute), scratch_(scratch) {}
+  CudaCopyEngine(int device, cudaStream_t stream, cudaStream_t compute, cudaStream_t notify,
+                 ScratchRing* scratch)
+      : device_(device), stream_(stream), compute_(compute), notify_(notify), scratch_(scratch) {}
 
   void copy(void* to, const void* from, std::size_t bytes, Done done) override {
     DeviceScope scope(device_);
@@ -91,7 +93,7 @@ class CudaCopyEngine final : public CopyEngine {
       LH_RETURN_IF_ERROR(cuda_check(
           launch_encode(codec, from, count, block, static_cast<std::byte*>(scratch), compute_),
           "encoding a staged segment"));
-      LH_RETURN_IF_ERROR(copy_stream_waits_for_compute());
+      LH_RETURN_IF_ERROR(waits_for(stream_, compute_));
       return cuda_check(cudaMemcpyAsync(to, scratch, bytes, cudaMemcpyDeviceToHost, stream_),
                         "staging copy of an encoding");
     });
@@ -109,24 +111,28 @@ class CudaCopyEngine final : public CopyEngine {
     });
   }
 
-  Status copy_stream_waits_for_compute() {
-    cudaEvent_t encoded;
+  // What `waiter` runs next waits for everything queued on `waited` so far.
+  static Status waits_for(cudaStream_t waiter, cudaStream_t waited) {
+    cudaEvent_t reached;
     LH_RETURN_IF_ERROR(
-        cuda_check(cudaEventCreateWithFlags(&encoded, cudaEventDisableTiming), "cudaEventCreate"));
-    Status s = cuda_check(cudaEventRecord(encoded, compute_), "cudaEventRecord");
-    if (s) s = cuda_check(cudaStreamWaitEvent(stream_, encoded, 0), "cudaStreamWaitEvent");
+        cuda_check(cudaEventCreateWithFlags(&reached, cudaEventDisableTiming), "cudaEventCreate"));
+    Status s = cuda_check(cudaEventRecord(reached, waited), "cudaEventRecord");
+    if (s) s = cuda_check(cudaStreamWaitEvent(waiter, reached, 0), "cudaStreamWaitEvent");
     // The runtime releases the event once the work waiting on it is done.
-    const Status destroyed = cuda_check(cudaEventDestroy(encoded), "cudaEventDestroy");
+    const Status destroyed = cuda_check(cudaEventDestroy(reached), "cudaEventDestroy");
     return s ? destroyed : s;
   }
 
   // Queues the host function that reports arrival once everything queued so far on the copy
-  // stream has run. It runs on the runtime's callback thread and must not call CUDA; the
-  // pipeline's callbacks do not.
+  // stream has run. It runs on the notify stream: on the copy stream, the next copy would wait for
+  // the function to return (with 1 MiB segments, staging ran at 0.28x of one plain cudaMemcpy on
+  // an H200). It runs on the runtime's callback thread and must not call CUDA; the pipeline's
+  // callbacks do not.
   void report_arrival(Done done) {
     auto* arrival = new Done(std::move(done));
-    if (Status s = cuda_check(cudaLaunchHostFunc(stream_, &arrived, arrival), "cudaLaunchHostFunc");
-        !s) {
+    Status s = waits_for(notify_, stream_);
+    if (s) s = cuda_check(cudaLaunchHostFunc(notify_, &arrived, arrival), "cudaLaunchHostFunc");
+    if (!s) {
       std::unique_ptr<Done> owned(arrival);
       (void)cudaStreamSynchronize(stream_);  // the copy may still be reading its source
       (*owned)(s);
@@ -141,6 +147,7 @@ class CudaCopyEngine final : public CopyEngine {
   const int device_;
   const cudaStream_t stream_;   // the copies
   const cudaStream_t compute_;  // the encoding kernels
+  const cudaStream_t notify_;   // the reports of arrival
   ScratchRing* const scratch_;  // null: nothing is encoded or decoded here
 };
 
@@ -154,11 +161,13 @@ Result<std::shared_ptr<CopyEngine>> cuda_copy_engine(const void* device_pointer)
   if (!stream) return stream.status();
   auto compute = stream_for(device, StreamRole::kCompute);
   if (!compute) return compute.status();
+  auto notify = stream_for(device, StreamRole::kNotify);
+  if (!notify) return notify.status();
   // Without scratch (no stream-ordered allocation: some virtualised GPUs) nothing is encoded on
   // the device: the segments travel as values, as they would to a CPU.
   auto scratch = ScratchRing::of(device);
-  return std::shared_ptr<CopyEngine>(
-      std::make_shared<CudaCopyEngine>(device, *stream, *compute, scratch ? *scratch : nullptr));
+  return std::shared_ptr<CopyEngine>(std::make_shared<CudaCopyEngine>(
+      device, *stream, *compute, *notify, scratch ? *scratch : nullptr));
 }
 
 }  // namespace longhaul::gpu

@@ -46,10 +46,13 @@ class DeviceScope {
   Status status_;
 };
 
-// The GPU layer's streams: one for copies and one for kernels per device, both blocking (ordered
-// after work the caller queued on the legacy default stream). Created at first use, never
+// The GPU layer's streams per device: one for copies and one for kernels, both blocking (ordered
+// after work the caller queued on the legacy default stream), and one that carries only the host
+// functions reporting the copies' arrivals (non-blocking; it waits for the copies by events). A
+// stream runs nothing behind a host function until the function returns, so reports queued on
+// the copy stream itself would hold back the copies after them. Created at first use, never
 // destroyed (the runtime tears them down at exit). Defined in device_memory_cuda.cpp.
-enum class StreamRole { kCopy, kCompute };
+enum class StreamRole { kCopy, kCompute, kNotify };
 Result<cudaStream_t> stream_for(int device, StreamRole role);
 
 // The device that owns `p`, or -1 for host memory (or when CUDA is unavailable).

@@ -19,20 +19,24 @@ class Streams {
   Result<cudaStream_t> of(int device, StreamRole role) {
     MutexLock lock(mu_);
     const std::size_t index =
-        2 * static_cast<std::size_t>(device) + (role == StreamRole::kCopy ? 0 : 1);
+        kRoles * static_cast<std::size_t>(device) + static_cast<std::size_t>(role);
     if (streams_.size() <= index) streams_.resize(index + 1, nullptr);
     cudaStream_t& s = streams_[index];
     if (s == nullptr) {
       DeviceScope scope(device);
       LH_RETURN_IF_ERROR(scope.status());
-      LH_RETURN_IF_ERROR(cuda_check(cudaStreamCreate(&s), "cudaStreamCreate"));
+      const unsigned flags =
+          role == StreamRole::kNotify ? cudaStreamNonBlocking : cudaStreamDefault;
+      LH_RETURN_IF_ERROR(
+          cuda_check(cudaStreamCreateWithFlags(&s, flags), "cudaStreamCreateWithFlags"));
     }
     return s;
   }
 
  private:
+  static constexpr std::size_t kRoles = 3;
   Mutex mu_;
-  std::vector<cudaStream_t> streams_ GUARDED_BY(mu_);  // [2 * device + role]
+  std::vector<cudaStream_t> streams_ GUARDED_BY(mu_);  // [kRoles * device + role]
 };
 
 // Copies on the owning device's copy stream, with that device current for the call only.
