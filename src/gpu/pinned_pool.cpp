@@ -1,14 +1,21 @@
 #include "gpu/pinned_pool.hpp"
 
+#include <chrono>
 #include <map>
 #include <utility>
 #include <vector>
 
+#include "common/log.hpp"
 #include "common/mutex.hpp"
 
 namespace longhaul::gpu {
 
 namespace {
+
+double elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
+      .count();
+}
 
 class PinnedPool {
  public:
@@ -16,9 +23,12 @@ class PinnedPool {
     free_surplus();
     PinnedBuffer slot = take_idle(bytes);
     if (slot.data() == nullptr) {
+      const auto started = std::chrono::steady_clock::now();
       auto fresh = PinnedBuffer::allocate(bytes);
       if (!fresh) return fresh.status();
       slot = std::move(*fresh);
+      log::debug("gpu", "pinned pool: no idle slot for {} bytes; allocating one took {:.1f} ms",
+                 bytes, elapsed_ms(started));
     }
     auto* owned = new PinnedBuffer(std::move(slot));
     return std::shared_ptr<PinnedBuffer>(owned, [this](PinnedBuffer* b) {

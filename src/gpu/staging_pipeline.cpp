@@ -1,8 +1,11 @@
 #include "gpu/staging_pipeline.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
+
+#include "common/log.hpp"
 
 namespace longhaul::gpu {
 
@@ -115,8 +118,14 @@ void StagingPipeline::result_final(size_t chunk, size_t seg, std::span<const std
     const Segment& s = segments_[index];
     if (s.moved_out || s.range.count == 0) return;
     range = s.range;
-    // Moved encoded only where that is fewer bytes (a codec's headers outweigh a tiny tail).
-    if (!decodes_output_ || encoded.size() >= range.count * buffers_.element_size) encoded = {};
+    // Moved encoded only where that is fewer bytes (a codec's headers outweigh a tiny tail), and
+    // only while the operation runs. A landing after success moves the values (the operation's
+    // buffer holds them, decoded) in one copy: decoding there took a copy and a kernel per
+    // segment, as long as that one copy with the GPU to itself and over ten times as long where
+    // another process's landing shared it (docs/gpu.md, gpu-run16).
+    if (!decodes_output_ || buffers_.destination_after_success ||
+        encoded.size() >= range.count * buffers_.element_size)
+      encoded = {};
   }
   if (!encoded.empty()) {
     // The final bytes lie in the operation's scratch, which is pageable: a copy from there could
@@ -141,6 +150,7 @@ void StagingPipeline::result_final(size_t chunk, size_t seg, std::span<const std
 }
 
 Status StagingPipeline::land() {
+  const auto started = std::chrono::steady_clock::now();
   LH_RETURN_IF_ERROR(wait_all());
   if (buffers_.destination == nullptr) return land_whole_ ? land_whole_() : Status::ok();
   std::vector<OutputCopy> rest;
@@ -150,7 +160,11 @@ Status StagingPipeline::land() {
     counts_.output_at_land += rest.size();
   }
   for (const OutputCopy& c : rest) start_output_copy(c.range, c.encoded, {});
-  return wait_all();
+  Status landed = wait_all();
+  log::debug("gpu", "staging: {} copies at the landing, {:.1f} ms", rest.size(),
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                 .count());
+  return landed;
 }
 
 std::vector<StagingPipeline::OutputCopy> StagingPipeline::unwritten_segments() {
