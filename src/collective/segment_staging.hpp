@@ -11,7 +11,7 @@
 // The operation counts every copy the staging starts for it (begin's, result_final's) as one of
 // its tasks: it does not complete, successful or not, while a copy still touches its buffers or
 // the caller's, and it never blocks a thread to wait for one (a copy's completion may run where
-// blocking would stall every later copy: a CUDA stream's host function).
+// blocking would hold back every later copy's report: a CUDA stream's host function).
 //
 // Segments this member only sends, never reduces into (its contributions to the other owners'
 // chunks), may arrive already encoded when the operation travels quantized: the staging encodes

@@ -3,8 +3,9 @@
 // an operation at once and hears of each one's arrival from the engine.
 //
 // Two engines: the CUDA one (copies on the device's copy stream, each arrival reported by a host
-// function the stream runs after the copy, so nothing polls), and the host one, which copies
-// host memory on the worker pool: the same pipeline, run and tested where there is no GPU.
+// function on a stream of its own that waits for the copy by an event, so nothing polls and no
+// report holds back a copy), and the host one, which copies host memory on the worker pool: the
+// same pipeline, run and tested where there is no GPU.
 #pragma once
 
 #include <cstddef>
