@@ -69,11 +69,12 @@ class SegmentStaging {
   // Blocks until the whole input is in the operation's buffer (an operation with nothing to
   // schedule: a group of one). The first copy's failure otherwise.
   virtual Status load_all() = 0;
-  // Segment `seg` of chunk `chunk` of the result is final: nothing writes or reads its values in
-  // the operation's buffer again. It may be moved on from now (and its place there reused). `encoded`: where the segment travelled quantized, the final bytes whose
+  // Segment `seg` of chunk `chunk` of the result is final: the operation's buffer holds its
+  // values, and nothing writes or reads them there again. It may be moved on from now (and its
+  // place there reused). `encoded`: where the segment travelled quantized, the final bytes whose
   // decoding (InputPlan's codec and block) the result is, valid until the operation completes;
-  // the staging may move those instead and decode them where the result goes. Empty: the
-  // values themselves travelled.
+  // the staging may move those instead and decode them where the result goes. Empty: the values
+  // themselves travelled.
   virtual void result_final(size_t chunk, size_t seg, std::span<const std::byte> encoded) = 0;
 };
 
