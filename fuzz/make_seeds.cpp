@@ -213,8 +213,7 @@ int main(int argc, char** argv) {
   write_seed("bad_control_register_rail_out_of_range", fz::kControl,
              wire::encode_control(wire::RegisterMsg{1, "", 4000, "gpu-box-7", 8, 8}));
   // Node agreement (protocol version 9).
-  write_seed("control_node_agree", fz::kControl,
-             wire::encode_control(wire::NodeAgreeMsg{3, 2, 1, 1}));
+  write_seed("control_node_agree", fz::kControl, wire::encode_control(wire::NodeAgreeMsg{3, 2, 1}));
   write_seed("control_node_agreed", fz::kControl, wire::encode_control(wire::NodeAgreedMsg{3, 1}));
   // Observability (protocol version 6).
   wire::PeerStatsMsg stats;
@@ -234,6 +233,13 @@ int main(int argc, char** argv) {
   rejoin.proposed_ring = {5, 7};
   rejoin.decided_attempt = 2;
   write_seed("control_rejoin", fz::kControl, wire::encode_control(rejoin));
+  // Protocol version 10: a rail of a node with its last node agreement answer.
+  rejoin.node = "host-3";
+  rejoin.rail = 1;
+  rejoin.rails = 2;
+  rejoin.node_answered = 4;
+  rejoin.node_answer = 1;
+  write_seed("control_rejoin_rail", fz::kControl, wire::encode_control(rejoin));
   write_seed("control_topology", fz::kControl,
              wire::encode_control(
                  wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}, 0, {}}));

@@ -19,9 +19,12 @@
 //
 // Pure bookkeeping on the master's strand, like BatchArbiter: events are calls, answers go out
 // through the Outbox. Nothing is journalled: after a master restart the rails that still wait
-// report their point again (session_reconnect.cpp). A rail that had its answer from the previous
-// master while a sibling did not is one point ahead; each report carries the answer its rail had
-// at the point before, so the sibling behind is answered with it.
+// report their point again (session_reconnect.cpp), and every rail's REJOIN carries the last
+// point it has the answer to. A previous master may have died between sending one answer to one
+// rail and to its sibling; the sibling, still waiting, then gets the answer its sibling reported,
+// whichever of the REJOIN and the sibling's report comes first. (Without that, a rail whose lost
+// answer said "re-form" would wait for it in update_topology while its sibling waited for the
+// answer: the node would hang.)
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,10 @@ class NodeAgreement {
 
   // A non-OK result is a protocol violation by `id` (the caller drops it).
   Status on_agree(PeerId id, const wire::NodeAgreeMsg& agree);
+  // `id`, a rail that rejoined a restarted master (its node record holds it), has the answer
+  // `answer` to its node's point `answered` (0: to none yet). A non-OK result is a protocol
+  // violation by `id`.
+  Status on_rejoin(PeerId id, uint64_t answered, uint32_t answer);
   // `who` is no longer a member (Outbox::peer_left, before its node's record changes).
   void on_peer_left(PeerId who, bool graceful);
 
@@ -49,16 +56,25 @@ class NodeAgreement {
     uint64_t point = 0;
     uint32_t kind = 0;          // what the first rail to reach it said it is
     uint32_t flags = 0;         // OR of the flags reported so far
-    uint32_t previous = 0;      // the answer at point - 1, as the first rail to report had it
     std::set<PeerId> reached;   // the rails that reported `point`
     std::set<PeerId> departed;  // rails that left gracefully while it was open
   };
+  // A node's last answered point: by this master, or by its predecessor as a REJOIN reported it.
+  struct Answer {
+    uint64_t point = 0;
+    uint32_t flags = 0;
+    std::set<PeerId> told;  // the rails known to have it
+  };
   // Answers every rail of `node` and closes the point when nobody is missing.
   void answer_if_complete(const Node& node);
+  // Gives `answer` to `rails`, and records it as `node`'s last.
+  void give_answer(NodeId node, uint64_t point, uint32_t flags, const std::vector<PeerId>& rails);
+  void forget(NodeId node);
 
   Outbox& out_;
   const Membership& membership_;
   std::map<NodeId, Point> open_;
+  std::map<NodeId, Answer> answered_;
 };
 
 }  // namespace longhaul::master

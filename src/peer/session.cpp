@@ -272,7 +272,7 @@ Result<uint32_t> PeerSession::agree_in_node(uint32_t kind, uint32_t flags) {
         node_kind_ = kind;
         node_flags_ = flags;
         ++node_point_;
-        return wire::NodeAgreeMsg{node_point_, kind, flags, node_answer_};
+        return wire::NodeAgreeMsg{node_point_, kind, flags};
       },
       std::nullopt, "the node agreement");
   if (!s) return s;

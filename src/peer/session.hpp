@@ -251,7 +251,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   uint64_t node_point_ = 0;                  // node agreement points reached
   std::shared_ptr<uint32_t> node_agreed_;    // set while agree_in_node waits for node_point_
   uint32_t node_kind_ = 0, node_flags_ = 0;  // what this rail reported at node_point_
-  uint32_t node_answer_ = 0;                 // the answer it had at node_point_ - 1
+  uint32_t node_answer_ = 0;  // its last answer: to node_point_ (node_point_ - 1 while waiting)
   // Reconnecting (session_reconnect.cpp): the state to resume after REJOIN (kActive or kUpdating),
   // the admit flag of an update_topology in progress, the proposal that was being linked when the
   // master was lost, the deadline and the next backoff.

@@ -141,7 +141,7 @@ Status PeerSession::on(const wire::NodeAgreedMsg& agreed) {
     return protocol_error(fmt::format("NODE_AGREED for point {} not awaited", agreed.point));
   *node_agreed_ = agreed.flags;
   node_agreed_.reset();
-  node_answer_ = agreed.flags;  // the next report carries it (wire::NodeAgreeMsg::previous)
+  node_answer_ = agreed.flags;  // a REJOIN carries it (wire::RejoinMsg::node_answer)
   complete_call(Status::ok());
   return Status::ok();
 }

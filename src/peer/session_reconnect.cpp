@@ -112,6 +112,10 @@ wire::RejoinMsg PeerSession::rejoin_report() const {
   }
   m.decided_attempt = decided_attempt_;
   m.decided_ok = decided_ok_;
+  // A restarted master passes this rail's last node agreement answer on to a sibling still
+  // waiting for it (master/node_agreement.hpp).
+  m.node_answered = node_agreed_ ? node_point_ - 1 : node_point_;
+  m.node_answer = m.node_answered != 0 ? node_answer_ : 0;
   return m;
 }
 
@@ -130,7 +134,7 @@ Status PeerSession::resume_after_rejoin(const wire::WelcomeMsg& welcome) {
     send(wire::UpdateTopologyMsg{epoch_, update_admit_});
   }
   if (batch_decision_) send(wire::BatchReportMsg{epoch_, batch_attempt_, batch_ok_});
-  if (node_agreed_) send(wire::NodeAgreeMsg{node_point_, node_kind_, node_flags_, node_answer_});
+  if (node_agreed_) send(wire::NodeAgreeMsg{node_point_, node_kind_, node_flags_});
   return Status::ok();
 }
 

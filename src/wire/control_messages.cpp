@@ -218,7 +218,6 @@ void fields(V& v, M& m) {
   v.u64(m.point);
   v.u32(m.kind);
   v.u32(m.flags);
-  v.u32(m.previous);
 }
 
 template <class V, OneOf<NodeAgreedMsg> M>
@@ -278,6 +277,8 @@ void fields(V& v, M& m) {
   v.list(m.proposed_ring, kMaxMembers);
   v.u64(m.decided_attempt);
   v.boolean(m.decided_ok);
+  v.u64(m.node_answered);
+  v.u32(m.node_answer);
 }
 
 namespace {
@@ -342,6 +343,11 @@ Status validate(const RejoinMsg& m) {
       return protocol_error("REJOIN: a proposal not newer than the committed epoch");
     LH_RETURN_IF_ERROR(validate_ring(m.proposed_ring, m.peer_id, "proposed ring"));
   }
+  if (m.node_answered != 0 && m.rails < 2)
+    return protocol_error(
+        "REJOIN: a node agreement answer from a peer of no node of several rails");
+  if (m.node_answered == 0 && m.node_answer != 0)
+    return protocol_error("REJOIN: a node agreement answer without its point");
   return Status::ok();
 }
 

@@ -321,6 +321,11 @@ struct RejoinMsg {
   std::vector<uint64_t> proposed_ring;
   uint64_t decided_attempt = 0;  // its last batch attempt decided in `epoch`, 0 if none
   bool decided_ok = false;       // that decision
+  // A rail of a node of several rails: the last node agreement point it has the answer to (0 if
+  // none), and that answer. A restarted master gives it to a sibling whose answer the previous
+  // master never delivered (protocol version 10).
+  uint64_t node_answered = 0;
+  uint32_t node_answer = 0;
 };
 
 // Node agreement: the rails of a node of several rails reach the same agreement points in the
@@ -332,9 +337,6 @@ struct NodeAgreeMsg {
   uint64_t point = 0;
   uint32_t kind = 0;
   uint32_t flags = 0;
-  // The answer this rail had at point - 1 (0 at point 1): after a master restart, a sibling
-  // whose answer to that point the previous master never delivered gets the same one.
-  uint32_t previous = 0;
 };
 struct NodeAgreedMsg {
   uint64_t point = 0;

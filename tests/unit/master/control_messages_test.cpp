@@ -27,6 +27,17 @@ RejoinMsg rejoin() {
   return m;
 }
 
+// A REJOIN from rail 1 of a node of 2 rails, with its last node agreement answer.
+RejoinMsg rail_rejoin() {
+  RejoinMsg m = rejoin();
+  m.node = "host-3";
+  m.rail = 1;
+  m.rails = 2;
+  m.node_answered = 9;
+  m.node_answer = 3;
+  return m;
+}
+
 PeerStatsMsg full_peer_stats() {
   PeerStatsMsg m{9, 1, 2, 3, 4, 5, 6, true, 7, 8, true, 9, 10, 11, 12, 13, 14, {}};
   m.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}, {5, 1, 20, 0, 0, 0, 0}};
@@ -80,18 +91,28 @@ std::vector<ControlMessage> samples() {
       StateSourceLostMsg{9, 4},
       NodeWaitingMsg{4, {0, 2}},
       NodeAgreeMsg{1, 1, 0},
-      NodeAgreeMsg{UINT64_MAX, 0xFFFFFFFFu, 0xFFFFFFFFu, 7},
+      NodeAgreeMsg{UINT64_MAX, 0xFFFFFFFFu, 0xFFFFFFFFu},
       NodeAgreedMsg{7, 1},
       RemovedMsg{LH_ERR_NODE_EVICTED, "node 'a' evicted"},
       PeerStatsMsg{},
       full_peer_stats(),
       rejoin(),
+      rail_rejoin(),
   };
 }
 
 TEST(ControlMessages, RejoinsThatCannotBeTrueAreRefused) {
   auto refused = [](const RejoinMsg& m) { return !decode_control(encode_control(m)).is_ok(); };
   EXPECT_FALSE(refused(rejoin()));
+  EXPECT_FALSE(refused(rail_rejoin()));
+  auto rail = rail_rejoin();
+  rail.rails = 1;
+  rail.node = "";
+  rail.rail = 0;
+  EXPECT_TRUE(refused(rail)) << "a node agreement answer from a peer of no node of several rails";
+  rail = rail_rejoin();
+  rail.node_answered = 0;
+  EXPECT_TRUE(refused(rail)) << "an answer without its point";
   auto r = rejoin();
   r.ring = {3, 4};
   EXPECT_TRUE(refused(r)) << "a ring without the peer";

@@ -36,9 +36,25 @@ class NodeAgreementTest : public MasterFixture {
     out.sent.clear();
     return ids;
   }
-  Status agree(PeerId id, uint64_t point, uint32_t flags, uint32_t kind = 1,
-               uint32_t previous = 0) {
-    return agreement.on_agree(id, wire::NodeAgreeMsg{point, kind, flags, previous});
+  Status agree(PeerId id, uint64_t point, uint32_t flags, uint32_t kind = 1) {
+    return agreement.on_agree(id, wire::NodeAgreeMsg{point, kind, flags});
+  }
+  // Rail `rail` of node `name` (2 rails, rail r in group r), peer `id`, rejoins a restarted master
+  // (m.begin_recovery()) with the answer it had to its node's point `answered`, as the server
+  // hands a REJOIN on.
+  Status rejoin(PeerId id, uint32_t rail, const std::string& name, uint64_t answered = 0,
+                uint32_t answer = 0) {
+    Membership::RejoinReport r;
+    r.id = id;
+    r.group = rail;
+    r.host = "10.0.0.1";
+    r.port = static_cast<uint16_t>(2000 + id);
+    r.node = NodeClaim{name, rail, 2, rail, "10.0.0.1"};
+    r.epoch = 4;
+    r.world = 2;
+    r.ring = {id};
+    LH_RETURN_IF_ERROR(m.add_rejoined(r));
+    return agreement.on_rejoin(id, answered, answer);
   }
   // The answers sent since the last call: recipient -> (point, flags).
   std::map<PeerId, std::pair<uint64_t, uint32_t>> answers() {
@@ -71,7 +87,6 @@ TEST_F(NodeAgreementTest, EveryRailGetsTheOrOfAllFlagsOnceTheLastReachedThePoint
 TEST_F(NodeAgreementTest, ARailAtAnotherPointThanItsSiblingsBreaksTheProtocol) {
   const auto a = node("a", 2);
   ASSERT_TRUE(agree(a[0], 1, 0).is_ok());
-  // (One point ahead is a rail whose answer a restarted master's predecessor gave: below.)
   const Status ahead = agree(a[1], 3, 0);
   EXPECT_EQ(ahead.code(), LH_ERR_PROTOCOL);
   EXPECT_NE(ahead.message().find("rail 1 reached node agreement point 3 (kind 1) while its "
@@ -81,6 +96,14 @@ TEST_F(NodeAgreementTest, ARailAtAnotherPointThanItsSiblingsBreaksTheProtocol) {
   EXPECT_EQ(agree(a[0], 1, 0).code(), LH_ERR_PROTOCOL) << "the same point twice";
   EXPECT_EQ(agree(a[0], 2, 0).code(), LH_ERR_PROTOCOL) << "past a point without its answer";
   EXPECT_TRUE(answers().empty());
+  ASSERT_TRUE(agree(a[1], 1, 0).is_ok());
+  EXPECT_EQ(answers().size(), 2u);
+  const Status answered = agree(a[1], 1, 0);
+  EXPECT_EQ(answered.code(), LH_ERR_PROTOCOL) << "a point it has the answer to";
+  EXPECT_NE(answered.message().find("reported node agreement point 1, which has its answer "
+                                    "already"),
+            std::string::npos)
+      << answered.to_string();
   // The same point reached for another reason: the rails have diverged.
   const auto b = node("b", 2);
   ASSERT_TRUE(agree(b[0], 1, 0, /*kind=*/1).is_ok());
@@ -133,50 +156,57 @@ TEST_F(NodeAgreementTest, ARailLeavingGracefullyLetsTheOthersAgreeWithoutIt) {
 // before its sibling is back waits for it (the node record is incomplete meanwhile).
 TEST_F(NodeAgreementTest, ARestartedMasterAnswersANodeOnceAllItsRailsRejoinedAndReported) {
   m.begin_recovery();
-  const auto rejoin = [&](PeerId id, uint32_t rail) {
-    Membership::RejoinReport r;
-    r.id = id;
-    r.group = rail;
-    r.host = "10.0.0.1";
-    r.port = static_cast<uint16_t>(2000 + id);
-    r.node = NodeClaim{"a", rail, 2, rail, "10.0.0.1"};
-    r.epoch = 4;
-    r.world = 2;
-    r.ring = {id};
-    return m.add_rejoined(r);
-  };
-  ASSERT_TRUE(rejoin(1, 0).is_ok());
+  ASSERT_TRUE(rejoin(1, 0, "a", 6, 2).is_ok());
   ASSERT_TRUE(agree(1, 7, 1).is_ok());
   EXPECT_TRUE(answers().empty()) << "rail 1 has not rejoined";
-  ASSERT_TRUE(rejoin(2, 1).is_ok());
+  ASSERT_TRUE(rejoin(2, 1, "a", 6, 2).is_ok());
   EXPECT_TRUE(answers().empty()) << "rail 1 is back but has not reported";
   ASSERT_TRUE(agree(2, 7, 0).is_ok());
   using Answer = std::pair<uint64_t, uint32_t>;
   EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{1, {7, 1}}, {2, {7, 1}}}));
 }
 
-// The previous master answered point 1 to rail 0 and died before its answer reached rail 1. Both
-// rails report to the new one (rail 0 already at point 2, with the answer it had at point 1):
-// rail 1 gets that same answer, in either order of arrival, and point 2 is agreed as usual.
-TEST_F(NodeAgreementTest, ARailWhoseAnswerTheLastMasterLostGetsItsSiblingsAnswer) {
+// The previous master answered point 7 to rail 0 and died before its answer reached rail 1.
+// Rail 0 reports nothing more (the answer said "re-form": it waits in update_topology for every
+// member, rail 1 too), but its REJOIN says what it had: rail 1 gets that same answer, whether
+// the REJOIN or rail 1's report reaches the new master first. Point 8 is agreed as usual.
+TEST_F(NodeAgreementTest, ARailWhoseAnswerTheLastMasterLostGetsTheAnswerItsSiblingRejoinedWith) {
   using Answer = std::pair<uint64_t, uint32_t>;
+  m.begin_recovery();
+  PeerId next = 1;
   for (const bool ahead_first : {true, false}) {
-    SCOPED_TRACE(ahead_first ? "the rail ahead reports first" : "the rail behind reports first");
-    const auto a = node(ahead_first ? "a" : "b", 2);
+    SCOPED_TRACE(ahead_first ? "the rail ahead rejoins first" : "the rail behind reports first");
+    const std::string name = ahead_first ? "a" : "b";
+    const PeerId ahead = next++, behind = next++;
     if (ahead_first) {
-      ASSERT_TRUE(agree(a[0], 2, 0, /*kind=*/1, /*previous=*/5).is_ok());
+      ASSERT_TRUE(rejoin(ahead, 0, name, 7, 5).is_ok());
+      ASSERT_TRUE(rejoin(behind, 1, name, 6, 1).is_ok());
       EXPECT_TRUE(answers().empty());
-      ASSERT_TRUE(agree(a[1], 1, 4).is_ok());
+      ASSERT_TRUE(agree(behind, 7, 4).is_ok());
     } else {
-      ASSERT_TRUE(agree(a[1], 1, 4).is_ok());
-      EXPECT_TRUE(answers().empty());
-      ASSERT_TRUE(agree(a[0], 2, 0, /*kind=*/1, /*previous=*/5).is_ok());
+      ASSERT_TRUE(rejoin(behind, 1, name, 6, 1).is_ok());
+      ASSERT_TRUE(agree(behind, 7, 4).is_ok());
+      EXPECT_TRUE(answers().empty()) << "its sibling has not rejoined";
+      ASSERT_TRUE(rejoin(ahead, 0, name, 7, 5).is_ok());
     }
-    EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{a[1], {1, 5}}}));
-    ASSERT_TRUE(agree(a[1], 2, 2, /*kind=*/1, /*previous=*/5).is_ok());
-    EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{a[0], {2, 2}}, {a[1], {2, 2}}}));
+    EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{behind, {7, 5}}}));
     EXPECT_EQ(agreement.open_points(), 0u);
+    EXPECT_EQ(agree(ahead, 7, 0).code(), LH_ERR_PROTOCOL) << "it had that answer";
+    ASSERT_TRUE(agree(ahead, 8, 2).is_ok());
+    ASSERT_TRUE(agree(behind, 8, 0).is_ok());
+    EXPECT_EQ(answers(), (std::map<PeerId, Answer>{{ahead, {8, 2}}, {behind, {8, 2}}}));
   }
+}
+
+// Two rails of one node cannot have had different answers to one point.
+TEST_F(NodeAgreementTest, RailsRejoiningWithDifferentAnswersToOnePointBreakTheProtocol) {
+  m.begin_recovery();
+  ASSERT_TRUE(rejoin(1, 0, "a", 3, 1).is_ok());
+  const Status other = rejoin(2, 1, "a", 3, 0);
+  EXPECT_EQ(other.code(), LH_ERR_PROTOCOL);
+  EXPECT_NE(other.message().find("had answer 0 to node agreement point 3, a sibling had answer 1"),
+            std::string::npos)
+      << other.to_string();
 }
 
 TEST_F(NodeAgreementTest, ARailLeavingWithNoPointOpenChangesNothing) {

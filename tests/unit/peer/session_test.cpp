@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -191,6 +194,11 @@ class ScriptedMaster {
     if (link_) link_->close();
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(listener_->port()); }
+  // Closes the control link, as a master that died would; the listener stays for the reconnect.
+  void drop_link() {
+    std::lock_guard lock(mu_);
+    if (link_) link_->close();
+  }
 
  private:
   void serve(const std::shared_ptr<net::Link>& link) {
@@ -235,11 +243,13 @@ struct ScriptedPeer {
   net::IoRuntime io{2};
   std::shared_ptr<PeerSession> session;
 
-  explicit ScriptedPeer(const ScriptedMaster& master) {
+  explicit ScriptedPeer(const ScriptedMaster& master,
+                        const std::function<void(CommunicatorOptions&)>& adjust = {}) {
     CommunicatorOptions o;
     o.master_address = master.address();
     o.listen_address = "127.0.0.1:0";
     o.connect_timeout = 10s;
+    if (adjust) adjust(o);
     auto s = PeerSession::create(io, o);
     EXPECT_TRUE(s.is_ok()) << s.status().to_string();
     if (s) session = std::move(*s);
@@ -280,8 +290,8 @@ TEST(PeerSessionDispatch, AMessageTheStateDoesNotAllowEndsTheSessionAsAProtocolE
       {wire::BatchDecisionMsg{1, 1, true}, "BATCH_DECISION for attempt 1 of epoch 1 not awaited"},
       {wire::NodeAgreedMsg{1, 0}, "NODE_AGREED for point 1 not awaited"},
       {wire::NodeAgreeMsg{1, 1, 0}, "unexpected NODE_AGREE"},  // only rails send it
-      {wire::RegisterMsg{}, "unexpected REGISTER"},         // only peers send it
-      {wire::PeerHelloMsg{1, 1}, "unexpected PEER_HELLO"},  // only on data links
+      {wire::RegisterMsg{}, "unexpected REGISTER"},            // only peers send it
+      {wire::PeerHelloMsg{1, 1}, "unexpected PEER_HELLO"},     // only on data links
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.error);
@@ -294,6 +304,61 @@ TEST(PeerSessionDispatch, AMessageTheStateDoesNotAllowEndsTheSessionAsAProtocolE
         << s.to_string();
     EXPECT_EQ(peer.session->failure().code(), LH_ERR_PROTOCOL) << "the failure sticks";
   }
+}
+
+// A rail whose master dies while it waits at node agreement point 2 tells the restarted master,
+// in its REJOIN, the answer it had to point 1 (which that master gives a sibling the previous one
+// never answered), and reports point 2 again.
+TEST(PeerSessionDispatch, ARailsRejoinCarriesItsLastNodeAgreementAnswer) {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::optional<wire::RejoinMsg> rejoin;
+  std::vector<uint64_t> points;  // of every NODE_AGREE, in order
+  bool died = false;
+  const auto admit = admit_after({});
+  ScriptedMaster master([&](const wire::ControlMessage& m) -> std::vector<wire::ControlMessage> {
+    std::lock_guard lock(mu);
+    if (const auto* agree = std::get_if<wire::NodeAgreeMsg>(&m)) {
+      points.push_back(agree->point);
+      if (agree->point == 1) return {wire::NodeAgreedMsg{1, 5}};
+      if (!rejoin) {  // dies before answering point 2
+        died = true;
+        changed.notify_all();
+        return {};
+      }
+      return {wire::NodeAgreedMsg{2, 6}};
+    }
+    if (const auto* r = std::get_if<wire::RejoinMsg>(&m)) {
+      rejoin = *r;
+      return {wire::WelcomeMsg{kScriptedId, 1000, 3}};
+    }
+    return admit(m);
+  });
+  ScriptedPeer peer(master, [](CommunicatorOptions& o) {
+    o.node = "host-1";
+    o.rail = 0;
+    o.rails = 2;
+  });
+  ASSERT_TRUE(peer.session);
+  ASSERT_TRUE(peer.session->connect().is_ok());
+  auto first = peer.session->agree_in_node(/*kind=*/1, /*flags=*/0);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_EQ(*first, 5u);
+  auto second = std::async(std::launch::async, [&] { return peer.session->agree_in_node(1, 2); });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(changed.wait_for(lock, 10s, [&] { return died; }));
+  }
+  master.drop_link();
+  ASSERT_EQ(second.wait_for(20s), std::future_status::ready) << "point 2 was never answered";
+  auto answer = second.get();
+  ASSERT_TRUE(answer.is_ok()) << answer.status().to_string();
+  EXPECT_EQ(*answer, 6u);
+  std::lock_guard lock(mu);
+  ASSERT_TRUE(rejoin);
+  EXPECT_EQ(rejoin->node_answered, 1u) << "it waits at point 2: its last answer is point 1's";
+  EXPECT_EQ(rejoin->node_answer, 5u);
+  EXPECT_EQ(points, (std::vector<uint64_t>{1, 2, 2})) << "point 2 reported again after the REJOIN";
 }
 
 TEST(PeerSessionDispatch, ARemovalEndsTheSessionWithTheMastersReason) {
