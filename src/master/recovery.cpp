@@ -120,11 +120,12 @@ Status MasterServer::on_rejoin(Session& session, uint64_t conn, const wire::Rejo
   recorder_.joined(rejoin.peer_id, rejoin.group, unix_now());
   if (rejoin.decided_attempt != 0)
     batch_.record_decision(rejoin.group, rejoin.epoch, rejoin.decided_attempt, rejoin.decided_ok);
-  // After the WELCOME: a violation drops the peer as a member, its node with it.
-  LH_RETURN_IF_ERROR(
-      node_agreement_.on_rejoin(rejoin.peer_id, rejoin.node_answered, rejoin.node_answer));
+  // After the WELCOME: a violation drops the peer as a member, its node with it. Recovery ends
+  // first if this was the last member to rejoin, so that it need not wait for its timer.
+  const Status agreed =
+      node_agreement_.on_rejoin(rejoin.peer_id, rejoin.node_answered, rejoin.node_answer);
   if (membership_.everyone_rejoined()) finish_recovery();
-  return Status::ok();
+  return agreed;
 }
 
 }  // namespace longhaul::master

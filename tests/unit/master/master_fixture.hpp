@@ -92,6 +92,20 @@ class MasterFixture : public ::testing::Test {
     out.sent.clear();
     return ids;
   }
+  // What peer `id` of `group` reports in its REJOIN to a restarted master (m.begin_recovery()):
+  // `epoch` and its group's `ring` in it, as the server hands it to Membership.
+  static Membership::RejoinReport rejoin_report(PeerId id, uint64_t epoch, std::vector<PeerId> ring,
+                                                uint32_t group = 0) {
+    Membership::RejoinReport r;
+    r.id = id;
+    r.group = group;
+    r.host = "127.0.0.1";
+    r.port = static_cast<uint16_t>(2000 + id);
+    r.epoch = epoch;
+    r.world = static_cast<uint32_t>(ring.size());
+    r.ring = std::move(ring);
+    return r;
+  }
 };
 
 }  // namespace longhaul::master

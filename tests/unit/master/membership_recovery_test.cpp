@@ -16,25 +16,13 @@ class RecoveryTest : public MasterFixture {
     out.on_group_epoch_failed = [this](uint32_t g) { batch.on_group_epoch_failed(g); };
     m.begin_recovery();
   }
-  Membership::RejoinReport report(PeerId id, uint64_t epoch, std::vector<PeerId> ring,
-                                  uint32_t group = 0) {
-    Membership::RejoinReport r;
-    r.id = id;
-    r.group = group;
-    r.host = "127.0.0.1";
-    r.port = static_cast<uint16_t>(2000 + id);
-    r.epoch = epoch;
-    r.world = static_cast<uint32_t>(ring.size());
-    r.ring = std::move(ring);
-    return r;
-  }
 };
 
 TEST_F(RecoveryTest, MembersRejoinAndTheRingIsReformedInANewerEpoch) {
   const std::vector<PeerId> ring{3, 5, 9};
   for (PeerId id : ring) {
     EXPECT_FALSE(m.everyone_rejoined());
-    ASSERT_TRUE(m.add_rejoined(report(id, 7, ring)).is_ok());
+    ASSERT_TRUE(m.add_rejoined(rejoin_report(id, 7, ring)).is_ok());
   }
   EXPECT_TRUE(m.everyone_rejoined());
   EXPECT_TRUE(out.take<wire::TopologyMsg>().empty()) << "no round while recovering";
@@ -53,11 +41,11 @@ TEST_F(RecoveryTest, MembersRejoinAndTheRingIsReformedInANewerEpoch) {
 
 TEST_F(RecoveryTest, RecoveryWaitsForOtherGroupsAndWholeNodes) {
   // Two groups of one: each ring is complete on its own, but the epoch had two members.
-  auto one = report(1, 4, {1}, 0);
+  auto one = rejoin_report(1, 4, {1}, 0);
   one.world = 2;
   ASSERT_TRUE(m.add_rejoined(one).is_ok());
   EXPECT_FALSE(m.everyone_rejoined()) << "group 1's member is not back";
-  auto other = report(2, 4, {2}, 1);
+  auto other = rejoin_report(2, 4, {2}, 1);
   other.world = 2;
   ASSERT_TRUE(m.add_rejoined(other).is_ok());
   EXPECT_TRUE(m.everyone_rejoined());
@@ -66,7 +54,7 @@ TEST_F(RecoveryTest, RecoveryWaitsForOtherGroupsAndWholeNodes) {
 // While recovering, the rings are not rebuilt yet: a rejoined member still shows its group's
 // shape to a REGISTER (docs/protocol.md, "Claims").
 TEST_F(RecoveryTest, ARejoinedRailShowsItsGroupsShapeToARegistration) {
-  auto rail = report(1, 4, {1}, 0);
+  auto rail = rejoin_report(1, 4, {1}, 0);
   rail.node = NodeClaim{"a", 0, 2, 0, "127.0.0.1"};
   rail.world = 2;
   ASSERT_TRUE(m.add_rejoined(rail).is_ok());
@@ -80,9 +68,9 @@ TEST_F(RecoveryTest, ARejoinedRailShowsItsGroupsShapeToARegistration) {
 
 TEST_F(RecoveryTest, AMemberWhoseViewConflictsWithItsGroupIsToldToResync) {
   const std::vector<PeerId> ring{1, 2, 3};
-  ASSERT_TRUE(m.add_rejoined(report(1, 4, ring)).is_ok());
-  ASSERT_TRUE(m.add_rejoined(report(2, 4, ring)).is_ok());
-  ASSERT_TRUE(m.add_rejoined(report(3, 2, {3, 1, 2})).is_ok());  // a stale epoch and ring
+  ASSERT_TRUE(m.add_rejoined(rejoin_report(1, 4, ring)).is_ok());
+  ASSERT_TRUE(m.add_rejoined(rejoin_report(2, 4, ring)).is_ok());
+  ASSERT_TRUE(m.add_rejoined(rejoin_report(3, 2, {3, 1, 2})).is_ok());  // a stale epoch and ring
   m.finish_recovery();
   ASSERT_EQ(out.disconnected.size(), 1u);
   EXPECT_EQ(out.disconnected[0].first, 3u);
@@ -96,14 +84,14 @@ TEST_F(RecoveryTest, AGroupSplitByALostCommitAgreesWithItself) {
   // linking for it. Nobody conflicts.
   const std::vector<PeerId> old_ring{2, 3}, new_ring{1, 2, 3};
   auto linking = [&](PeerId id) {
-    auto r = report(id, 4, old_ring);
+    auto r = rejoin_report(id, 4, old_ring);
     r.proposed_epoch = 5;
     r.proposed_ring = new_ring;
     return r;
   };
   ASSERT_TRUE(m.add_rejoined(linking(2)).is_ok());
   ASSERT_TRUE(m.add_rejoined(linking(3)).is_ok());
-  ASSERT_TRUE(m.add_rejoined(report(1, 5, new_ring)).is_ok());
+  ASSERT_TRUE(m.add_rejoined(rejoin_report(1, 5, new_ring)).is_ok());
   m.finish_recovery();
   EXPECT_TRUE(out.disconnected.empty());
   EXPECT_EQ(m.active_count(), 3u);
@@ -113,13 +101,13 @@ TEST_F(RecoveryTest, AGroupSplitByALostCommitAgreesWithItself) {
 TEST_F(RecoveryTest, ARejoinTakingAnIdOfThisMasterIsRefused) {
   m.raise_floors(0, 0);
   const PeerId fresh = join();
-  const Status s = m.add_rejoined(report(fresh, 3, {fresh}));
+  const Status s = m.add_rejoined(rejoin_report(fresh, 3, {fresh}));
   EXPECT_EQ(s.code(), LH_ERR_STATE_MISMATCH);
 }
 
 TEST_F(RecoveryTest, ANodeThatDidNotComeBackWholeIsEvicted) {
   auto rail = [&](PeerId id, uint32_t r) {
-    auto rep = report(id, 3, {id}, r);
+    auto rep = rejoin_report(id, 3, {id}, r);
     rep.node = NodeClaim{"n0", r, 2, r, "127.0.0.1"};
     return rep;
   };
@@ -131,7 +119,7 @@ TEST_F(RecoveryTest, ANodeThatDidNotComeBackWholeIsEvicted) {
 
 TEST_F(RecoveryTest, BatchDecisionsTheOldMasterMadeAreKeptAndOthersDecidedAfresh) {
   const std::vector<PeerId> ring{1, 2, 3};
-  for (PeerId id : ring) ASSERT_TRUE(m.add_rejoined(report(id, 6, ring)).is_ok());
+  for (PeerId id : ring) ASSERT_TRUE(m.add_rejoined(rejoin_report(id, 6, ring)).is_ok());
   // Peer 1 heard that attempt 2 failed before the master died; 2 and 3 still wait for it.
   batch.record_decision(0, 6, 2, false);
   ASSERT_TRUE(batch.on_report(2, {6, 2, true}).is_ok());

@@ -44,15 +44,9 @@ class NodeAgreementTest : public MasterFixture {
   // hands a REJOIN on.
   Status rejoin(PeerId id, uint32_t rail, const std::string& name, uint64_t answered = 0,
                 uint32_t answer = 0) {
-    Membership::RejoinReport r;
-    r.id = id;
-    r.group = rail;
-    r.host = "10.0.0.1";
-    r.port = static_cast<uint16_t>(2000 + id);
-    r.node = NodeClaim{name, rail, 2, rail, "10.0.0.1"};
-    r.epoch = 4;
+    Membership::RejoinReport r = rejoin_report(id, /*epoch=*/4, {id}, /*group=*/rail);
     r.world = 2;
-    r.ring = {id};
+    r.node = NodeClaim{name, rail, 2, rail, "10.0.0.1"};
     LH_RETURN_IF_ERROR(m.add_rejoined(r));
     return agreement.on_rejoin(id, answered, answer);
   }
