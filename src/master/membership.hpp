@@ -256,6 +256,8 @@ class Membership {
   // Nodes (membership_nodes.cpp). A rail registered: tell an incomplete node's rails what is
   // missing, or log that the node is complete.
   void note_rail_registered(const Node& node);
+  // A member of `group`, which shows the group's shape (check_node_claim), or 0 if it has none.
+  PeerId member_of_group(uint32_t group) const;
   // `id` is being forgotten: its node goes with it. After an abrupt loss every other rail is
   // evicted with LH_ERR_NODE_EVICTED; after a graceful leave the node is departing, and its rails
   // that cannot leave on their own any more (not admitted, or waiting in update_topology) go now.

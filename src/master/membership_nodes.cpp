@@ -21,18 +21,7 @@ Status Membership::check_node_claim(const NodeClaim& claim) const {
   LH_RETURN_IF_ERROR(nodes_.check(claim));
   const uint32_t rails = claim.name.empty() ? 1 : claim.rails;
   const uint32_t rail = rails <= 1 ? 0 : claim.rail;
-  // Every member of a group has the group's shape, so one member shows it: the first of its
-  // committed ring still a member (the ring keeps lost members until the next commit), else a
-  // pending one. While recovering, the rings are not rebuilt yet and the rejoined members are
-  // not pending: any member of the group then.
-  PeerId sample = 0;
-  if (auto ring = rings_.find(claim.group); ring != rings_.end())
-    for (auto it = ring->second.begin(); sample == 0 && it != ring->second.end(); ++it)
-      if (members_.contains(*it)) sample = *it;
-  for (auto it = pending_.begin(); sample == 0 && it != pending_.end(); ++it)
-    if (members_.at(*it).group == claim.group) sample = *it;
-  for (auto it = members_.begin(); recovering_ && sample == 0 && it != members_.end(); ++it)
-    if (it->second.group == claim.group) sample = it->first;
+  const PeerId sample = member_of_group(claim.group);
   if (sample == 0) return Status::ok();
   const Node* node = nodes_.node_of(sample);
   const uint32_t their_rails = node ? node->rails : 1;
@@ -42,6 +31,22 @@ Status Membership::check_node_claim(const NodeClaim& claim) const {
       "peer group {} holds {} (peer {}) and this rank is {}: a group holds the same rail of "
       "nodes of as many rails, or peers of no node (docs/protocol.md, \"Node agreement\")",
       claim.group, shape_label(their_rails, their_rail), sample, shape_label(rails, rail)));
+}
+
+// Every member of a group has the group's shape, so one member shows it: the first of its
+// committed ring still a member (the ring keeps lost members until the next commit), else a
+// pending one, without scanning every member. While recovering, the rings are not rebuilt yet and
+// the rejoined members are not pending: any member of the group then.
+PeerId Membership::member_of_group(uint32_t group) const {
+  if (auto ring = rings_.find(group); ring != rings_.end())
+    for (PeerId id : ring->second)
+      if (members_.contains(id)) return id;
+  for (PeerId id : pending_)
+    if (members_.at(id).group == group) return id;
+  if (recovering_)
+    for (const auto& [id, member] : members_)
+      if (member.group == group) return id;
+  return 0;
 }
 
 void Membership::note_rail_registered(const Node& node) {

@@ -36,8 +36,7 @@ Status NodeAgreement::on_agree(PeerId id, const wire::NodeAgreeMsg& agree) {
                       node.label(), node.rail_of(id), agree.point, known.point));
     // Only after a master restart: a sibling had this point's answer from the previous master,
     // which never delivered it to this rail. It gets the same answer.
-    known.told.insert(id);
-    out_.send(id, wire::NodeAgreedMsg{agree.point, known.flags});
+    give_answer(node.id, agree.point, known.flags, {id});
     return Status::ok();
   }
   Point& open = open_[node.id];
