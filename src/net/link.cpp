@@ -322,8 +322,8 @@ bool Link::next_write(size_t index, WriteItem* out) {
   return true;
 }
 
-void Link::finish_write(const WriteItem& item, const Status& s) {
-  if (!s) fail(s);
+void Link::finish_write(size_t index, const WriteItem& item, const Status& s) {
+  if (!s) fail_after_reading(index, s);
   Pending pending;
   MutexLock lock(mu_);
   if (item.op) {
@@ -333,6 +333,19 @@ void Link::finish_write(const WriteItem& item, const Status& s) {
   } else {
     pending.add(item.done, s);
   }
+}
+
+// A write fails once the remote end has closed or reset the connection, and what it wrote before
+// it closed (a REMOVED, a REJECT, the last control message) is still in this side's receive
+// buffer: the kernel hands queued bytes to a read before the reset. Failing the link at once would
+// drop them and report "broken pipe" instead of the remote's reason, so the reader gets a moment to
+// deliver them and reach the end of the stream, which fails the link; the write's error fails it
+// if the reader has not by then (a reader parked for lack of a posted receive).
+void Link::fail_after_reading(size_t index, Status why) {
+  auto grace = std::make_shared<asio::steady_timer>(connections_[index]->strand(),
+                                                    kReadGraceAfterWriteError);
+  grace->async_wait(
+      [self = shared_from_this(), grace, why](const asio::error_code&) { self->fail(why); });
 }
 
 void Link::fail(Status why) {

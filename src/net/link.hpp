@@ -8,7 +8,10 @@
 // TransportOptions::max_unexpected_bytes, then the connection stops reading until the recv comes).
 //
 // Failure: any error on any connection fails the whole link: every pending op on this side
-// completes with the error, and closing the sockets makes the other side fail too. cancel(op)
+// completes with the error, and closing the sockets makes the other side fail too. A write error
+// fails it only after that connection's reader has delivered the frames the remote end sent before
+// it closed (a second at most), so a remote's last word (its reason for closing) is never lost to a
+// write that raced with it. cancel(op)
 // ends one op early on this side, tells the other side, and discards its late segments.
 //
 // Traffic: count_traffic() gives the link a TrafficCounter; every frame it writes or reads from
@@ -20,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -112,7 +116,8 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   asio::awaitable<void> writer(size_t index);
   asio::awaitable<Status> receive_data(Connection& conn, const FrameHeader& h, size_t index);
   bool next_write(size_t index, WriteItem* out) REQUIRES(mu_);
-  void finish_write(const WriteItem& item, const Status& s);
+  void finish_write(size_t index, const WriteItem& item, const Status& s);
+  void fail_after_reading(size_t index, Status why);
   void fail(Status why);
   void wake_writers();
   void wake_writer(size_t index);
@@ -130,6 +135,10 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   bool is_cancelled(uint64_t op_id) const REQUIRES(mu_);
   void cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pending& pending)
       REQUIRES(mu_);
+
+  // How long a write error waits for the connection's reader to deliver what the remote sent
+  // before it closed (fail_after_reading).
+  static constexpr std::chrono::milliseconds kReadGraceAfterWriteError{1000};
 
   const TransportOptions options_;
   const std::string peer_;

@@ -36,7 +36,8 @@ asio::awaitable<void> Link::writer(size_t index) {
     }
     Status s = co_await conn.write_frame(item.header, item.payload);
     if (s) count_sent(kFrameHeaderBytes + item.payload.size());
-    finish_write(item, s);
+    finish_write(index, item, s);
+    if (!s) co_return;  // the link fails once the reader has read what came before the end
   }
 }
 

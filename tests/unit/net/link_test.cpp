@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -187,6 +189,38 @@ TEST(Link, ControlMessagesArriveInOrder) {
   std::iota(want.begin(), want.end(), 0u);
   EXPECT_EQ(got, want);
   client->close();
+  listener->close();
+}
+
+// A remote that writes its last control message and closes while this side is writing: this
+// side's write fails (the remote reset the connection), and the message still arrives, before
+// the link reports its failure. Each round races the two anew.
+TEST(Link, TheRemotesLastMessageArrivesBeforeTheFailureOfAWriteThatRacedItsClose) {
+  IoRuntime io(2);
+  auto listener = *Listener::create(io, "127.0.0.1", 0, {});
+  listener->start([](std::shared_ptr<Link> link, Role) {
+    link->start();
+    link->send_control({std::byte{42}}, [link](Status) { link->close(closed_error("goodbye")); });
+  });
+  constexpr int kRounds = 200;
+  int last_message_lost = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    auto client = *connect_link(io, "127.0.0.1", listener->port(), 1, {});
+    auto heard = std::make_shared<std::atomic<bool>>(false);
+    auto heard_before_failure = std::make_shared<std::promise<bool>>();
+    auto outcome = heard_before_failure->get_future();
+    client->start([heard](std::vector<std::byte>) { heard->store(true); },
+                  [heard, heard_before_failure](const Status&) {
+                    heard_before_failure->set_value(heard->load());
+                  });
+    // Writes until the remote's reset fails one.
+    for (int i = 0; i < 100000 && client->failure().is_ok(); ++i)
+      client->send_control(std::vector<std::byte>(256));
+    ASSERT_EQ(outcome.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    if (!outcome.get()) ++last_message_lost;
+    client->close();
+  }
+  EXPECT_EQ(last_message_lost, 0) << "of " << kRounds << " rounds";
   listener->close();
 }
 
