@@ -39,6 +39,7 @@ Status BatchArbiter::on_report(PeerId id, const wire::BatchReportMsg& report) {
   if (!report.ok || report.epoch < epoch ||
       (failed != failed_epoch_.end() && failed->second == report.epoch)) {
     decide(key, attempt, false);
+    if (report.epoch == epoch) membership_.on_batch_failed();
   } else if (everyone_reported(group, attempt)) {
     decide(key, attempt, true);
   }
@@ -83,6 +84,7 @@ void BatchArbiter::forget_old_epochs() {
 std::vector<std::pair<PeerId, Status>> BatchArbiter::expire(Clock::time_point now,
                                                             std::chrono::milliseconds timeout) {
   std::vector<std::pair<PeerId, Status>> silent;
+  bool failed_one = false;
   const uint64_t epoch = membership_.epoch();
   for (auto& [key, attempt] : attempts_) {
     const auto [group, attempt_epoch, number] = key;
@@ -101,7 +103,9 @@ std::vector<std::pair<PeerId, Status>> BatchArbiter::expire(Clock::time_point no
               "epoch {}: batch attempt {} of group {} waited {} ms for reports; failing it", epoch,
               number, group, timeout.count());
     decide(key, attempt, false);
+    failed_one = true;
   }
+  if (failed_one) membership_.on_batch_failed();
   return silent;
 }
 

@@ -2,7 +2,9 @@
 // attempt each member reports whether all of its all-reduces succeeded (BATCH_REPORT); the master
 // decides once per (group, epoch, attempt) and tells every member that reported or will report
 // (BATCH_DECISION), so the members of a group never disagree on an attempt's outcome, however
-// late an abort reached each of them.
+// late an abort reached each of them. A FAILED attempt of the committed epoch ends the epoch
+// (Membership::on_batch_failed): every member re-forms before its next collective, so they all
+// enter the next epoch from this attempt.
 //
 // The decision is OK once every active member of the group has reported OK, and FAILED as soon
 // as one reports a failure or the group's epoch fails (Outbox::group_epoch_failed: a member lost

@@ -185,7 +185,15 @@ void Membership::expel(PeerId id, const Status& why) {
   sync_pending_flags();
 }
 
+void Membership::on_batch_failed() {
+  ring_broken_ = true;
+  sync_pending_flags();
+}
+
+// An aborted epoch runs no more collectives (its batch attempts fail), so its members re-form even
+// if the reason for the abort goes away (a joiner that a waiting member came for leaves first).
 void Membership::abort_group(uint32_t group, lh_status code, const std::string& reason) {
+  ring_broken_ = true;
   std::vector<PeerId> to;
   for (const auto& [id, m] : members_)
     if (m.state == State::kActive && m.group == group) to.push_back(id);

@@ -144,6 +144,13 @@ class Membership {
   // The retry that held joiners back has been decided: raise the peers-pending flag again so the
   // members admit them at their next update_topology.
   void release_held_joiners();
+  // A batch attempt of the committed epoch failed (BatchArbiter): every member that hears so calls
+  // update_topology next, and each of them must get the same answer. The master may learn why the
+  // attempt failed only after the first of them asks (a killed peer's link can fail at the master
+  // after a neighbour's abort has failed everyone's attempt): answering that one "unchanged" and a
+  // later one with a new epoch would start them in the new epoch from different rounds, one round
+  // apart for good. So the epoch is over: its members re-form, whatever the master knows.
+  void on_batch_failed();
   // Claims of unreachable (LINKS_READY) or lost (REPORT_PEER_LOST) links (membership_claims.cpp)
   // are accepted only about the claimer's ring neighbours, or any member of its group when it
   // links as a full mesh; a claim about anyone else is a protocol violation. A claimed pair is
@@ -312,7 +319,9 @@ class Membership {
   uint64_t committed_epoch_ = 0;
   uint64_t last_epoch_ = 0;    // last epoch number proposed
   uint64_t op_sequence_ = 0;   // advanced by the collective layer (issue 4)
-  bool ring_broken_ = false;   // an active member or a link was lost since the last commit
+  // Since the last commit: an active member or a link was lost, or the epoch failed (an ABORT, a
+  // failed batch attempt). The members must re-form.
+  bool ring_broken_ = false;
   bool joiners_held_ = false;  // the committed epoch's round held pending peers back
   bool recovering_ = false;    // restarted: members rejoin, no round starts (begin_recovery)
   std::map<PeerId, RejoinReport> rejoined_;  // the reports of this recovery

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/log.hpp"
 #include "sync/engine.hpp"
@@ -118,6 +119,9 @@ Status SyncEngine::settle(Round& round, bool* applied) {
       auto decision = comm_.session().decide_batch(local.is_ok());
       if (!decision) return decision.status();
       *applied = decided = *decision;
+      log::debug("sync", "round {} of fragment {} (step {}, attempt {}, epoch {}): the group {} it",
+                 round.number, round.fragment, state_.step(), round.attempts,
+                 comm_.ring_view().epoch, decided ? "applies" : "failed");
     }
     auto reform = any_rail_of_node(NodePoint::kRound, !decided);
     if (!reform) return reform.status();
@@ -130,9 +134,14 @@ Status SyncEngine::settle(Round& round, bool* applied) {
     const bool lost_a_peer = ring_ids() != before;
     if (delayed() || options_.on_loss == LossPolicy::kDrop || !lost_a_peer ||
         round.attempts >= options_.max_attempts) {
+      log::debug("sync", "round {} of fragment {}: dropped in epoch {} (ring [{}], {})",
+                 round.number, round.fragment, comm_.ring_view().epoch, fmt::join(ring_ids(), " "),
+                 lost_a_peer ? "no retry left" : "no peer lost");
       decided = true;  // dropped
       continue;
     }
+    log::debug("sync", "round {} of fragment {}: retried in epoch {} over [{}]", round.number,
+               round.fragment, comm_.ring_view().epoch, fmt::join(ring_ids(), " "));
     {
       MutexLock lock(stats_mu_);
       ++stats_.retries;
@@ -164,9 +173,15 @@ Status SyncEngine::finish_round(bool restart) {
     report.event_bytes = (now.data_sent - round.traffic_at_launch.data_sent) +
                          (now.data_received - round.traffic_at_launch.data_received);
   const Tally t = applied ? tally(round.masks, round_identity(round)) : Tally{};
-  // A member that was in another round (members that drifted apart when rounds were dropped at
-  // their deadline, then met in a new epoch): the group drops this round everywhere.
-  if (applied && t.misaligned) applied = false;
+  // A member that was in another round: every member enters an epoch from the same round
+  // (docs/protocol.md, "Batch decisions"), so members a round apart are a bug, and they would drop
+  // every round from here on. Every member sees the same masks: they all stop here, loudly.
+  if (applied && t.misaligned)
+    return internal_error(fmt::format(
+        "round {} of fragment {}: the members of the ring [{}] sent rounds [{}] (identities mod "
+        "2^24); members in different rounds can never apply one",
+        round.number, round.fragment, fmt::join(round.ring, " "),
+        fmt::join(std::span(round.masks).subspan(round.masks.size() / 2), " ")));
   report.applied = applied;
   if (applied && t.change_pending) admission_due_ = true;
   if (applied) {

@@ -288,10 +288,9 @@ TEST_F(SyncEngineTest, CO2AndEagerEndBitIdenticalWithinTheirMemoryBound) {
 }
 
 // A round not done in time (one member trains much slower) is dropped on every peer that settles
-// it, counted as late where the deadline passed. The group does not wait for the slow member, so
-// the two on-time peers go on together and end identical (the slow one, left behind, trains on);
-// when they meet the slow one again in a new epoch, in different rounds, the rounds' identities
-// differ and the round is dropped everywhere instead of mixing two rounds' averages.
+// it, counted as late where the deadline passed. The failed round ends the epoch: the on-time
+// peers re-form once the slow one has reached the round too, so all three enter the next epoch
+// from the same round (none runs a round ahead of another) and end with one θ_g.
 TEST_F(SyncEngineTest, RoundsPastTheirDeadlineAreDroppedEverywhereAndCounted) {
   const Training run{3, 60, 10, 1, 0, {"--deadline-ms", "100"}};
   std::vector<Child*> peers;
@@ -303,6 +302,7 @@ TEST_F(SyncEngineTest, RoundsPastTheirDeadlineAreDroppedEverywhereAndCounted) {
   const std::vector<Final> finals = finals_of(peers);
   ASSERT_EQ(finals.size(), peers.size());
   EXPECT_EQ(finals[0].hash, finals[1].hash);
+  EXPECT_EQ(finals[2].hash, finals[0].hash);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(finals[i].applied, 2u);  // the rounds before the slowdown
     EXPECT_EQ(finals[i].dropped, run.steps / run.sync_every - 2);
@@ -311,7 +311,7 @@ TEST_F(SyncEngineTest, RoundsPastTheirDeadlineAreDroppedEverywhereAndCounted) {
   // Late counts where the deadline passed. The two on-time peers launch the first late round
   // within a millisecond of each other; the first whose deadline passes aborts the round, which
   // can fail the other's before its own deadline: that one drops it without counting it late.
-  // The others are dropped with a member in another round, late or not.
+  // Every later round is dropped too: the slow member misses each deadline.
   EXPECT_GE(finals[0].late + finals[1].late, 1u);
   // The first late round is dropped by the slow peer too: nobody applied a round another dropped.
   const auto slow = rounds_of(*peers[2]);

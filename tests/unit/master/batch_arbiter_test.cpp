@@ -166,9 +166,6 @@ TEST_F(BatchArbiterTest, ReportForAnEpochTheGroupHasLeftIsFailed) {
   const auto ids = form(2);
   const uint64_t old_epoch = m.epoch();
   ASSERT_TRUE(report(ids[0], 1, false).is_ok());
-  for (PeerId id : ids) ASSERT_TRUE(m.on_update_topology(id, m.epoch(), false).is_ok());
-  // Nothing to re-form (no member lost, nobody pending): the epoch stays.
-  EXPECT_EQ(m.epoch(), old_epoch);
   join();
   for (PeerId id : ids) ASSERT_TRUE(m.on_update_topology(id, m.epoch()).is_ok());
   all_ready();
@@ -179,6 +176,39 @@ TEST_F(BatchArbiterTest, ReportForAnEpochTheGroupHasLeftIsFailed) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].second.epoch, old_epoch);
   EXPECT_FALSE(d[0].second.ok);
+}
+
+// A failed attempt ends its epoch, even when nothing the master knows asks for a re-formation:
+// the members re-form with the same ring. (No member lost, nobody pending: a peer's deadline, or
+// an abort that reached the group before the loss behind it reached the master.)
+TEST_F(BatchArbiterTest, AFailedAttemptEndsTheEpochWithNothingElseToReForm) {
+  const auto ids = form(2);
+  const uint64_t old_epoch = m.epoch();
+  ASSERT_TRUE(report(ids[0], 1, false).is_ok());
+  out.sent.clear();
+  for (PeerId id : ids) ASSERT_TRUE(m.on_update_topology(id, m.epoch(), false).is_ok());
+  EXPECT_TRUE(out.take<wire::TopologyUnchangedMsg>().empty());
+  all_ready();
+  EXPECT_EQ(m.epoch(), old_epoch + 1);
+  EXPECT_EQ(m.rings().at(0), ids);
+}
+
+// The race CI found (a θ_g divergence under churn): a peer is killed; its neighbour's abort fails
+// everyone's round before the master learns of the loss. The first member to ask must not be told
+// "unchanged" while the next, asking once the master knows, waits for a new epoch: the first would
+// go on to its next round and enter the new epoch a round ahead of the other, and every round
+// after would be dropped (the members sent different rounds), training nothing.
+TEST_F(BatchArbiterTest, EveryMemberOfAFailedAttemptEntersTheNextEpochFromIt) {
+  const auto ids = form(3);
+  ASSERT_TRUE(report(ids[0], 1, false).is_ok());
+  ASSERT_TRUE(report(ids[1], 1, false).is_ok());
+  out.sent.clear();
+  ASSERT_TRUE(m.on_update_topology(ids[0], m.epoch(), false).is_ok());
+  m.drop_peer(ids[2], "connection lost");  // the loss reaches the master only now
+  ASSERT_TRUE(m.on_update_topology(ids[1], m.epoch(), false).is_ok());
+  EXPECT_TRUE(out.take<wire::TopologyUnchangedMsg>().empty());
+  all_ready();
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{ids[0], ids[1]}));
 }
 
 TEST_F(BatchArbiterTest, ProtocolViolationsAreRefused) {

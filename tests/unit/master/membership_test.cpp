@@ -275,21 +275,47 @@ TEST_F(MembershipTest, RoundTimeoutEvictsTheSilentParticipants) {
   EXPECT_EQ(m.active_count(), 1u);
 }
 
-TEST_F(MembershipTest, JoinerLeavingBeforeAdmissionReleasesTheWaiters) {
-  const PeerId a = join();
+// A member alone in its group aborts nobody when it waits; the member of the other group has not
+// come to wait yet when the joiner gives up.
+TEST_F(MembershipTest, JoinerLeavingBeforeAdmissionReleasesTheWaiter) {
+  const PeerId a = join(0);
   all_ready();
-  const PeerId b = join();
+  const PeerId b = join(1);
   all_update({a});
   all_ready();
-  const PeerId c = join();
+  const PeerId c = join(1);
   out.sent.clear();
   ASSERT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
+  EXPECT_TRUE(out.take<wire::AbortMsg>().empty());
   m.drop_peer(c, "gave up");
   auto unchanged = out.take<wire::TopologyUnchangedMsg>();
   ASSERT_EQ(unchanged.size(), 1u);
   EXPECT_EQ(unchanged[0].first, a);
   ASSERT_TRUE(m.on_update_topology(b, m.epoch()).is_ok());
   EXPECT_EQ(out.take<wire::TopologyUnchangedMsg>().size(), 1u);
+}
+
+// The first member to wait for a joiner aborted the rest of its group: that epoch is over even if
+// the joiner leaves before anyone is admitted. Telling the waiter "unchanged" would leave the group
+// in an epoch whose every batch attempt fails.
+TEST_F(MembershipTest, AnEpochAbortedForAJoinerReFormsEvenIfTheJoinerLeaves) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId b = join();
+  all_update({a});
+  all_ready();
+  const uint64_t epoch = m.epoch();
+  const PeerId c = join();
+  out.sent.clear();
+  ASSERT_TRUE(m.on_update_topology(a, m.epoch()).is_ok());
+  EXPECT_FALSE(out.take<wire::AbortMsg>().empty());
+  m.drop_peer(c, "gave up");
+  EXPECT_TRUE(out.take<wire::TopologyUnchangedMsg>().empty());
+  ASSERT_TRUE(m.on_update_topology(b, m.epoch()).is_ok());
+  EXPECT_TRUE(out.take<wire::TopologyUnchangedMsg>().empty());
+  all_ready();
+  EXPECT_EQ(m.epoch(), epoch + 1);
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{a, b}));
 }
 
 // Peers sample the peers-pending flag at their own times: one may enter update_topology while
