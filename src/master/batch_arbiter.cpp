@@ -84,7 +84,6 @@ void BatchArbiter::forget_old_epochs() {
 std::vector<std::pair<PeerId, Status>> BatchArbiter::expire(Clock::time_point now,
                                                             std::chrono::milliseconds timeout) {
   std::vector<std::pair<PeerId, Status>> silent;
-  bool failed_one = false;
   const uint64_t epoch = membership_.epoch();
   for (auto& [key, attempt] : attempts_) {
     const auto [group, attempt_epoch, number] = key;
@@ -103,9 +102,8 @@ std::vector<std::pair<PeerId, Status>> BatchArbiter::expire(Clock::time_point no
               "epoch {}: batch attempt {} of group {} waited {} ms for reports; failing it", epoch,
               number, group, timeout.count());
     decide(key, attempt, false);
-    failed_one = true;
+    membership_.on_batch_failed();
   }
-  if (failed_one) membership_.on_batch_failed();
   return silent;
 }
 

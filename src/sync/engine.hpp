@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "collective/engine.hpp"
@@ -134,6 +135,7 @@ class SyncEngine {
   Status settle(Round& round, bool* applied);
   Status finish_round(bool restart = true);
   Status settle_ahead(Round& round);
+  void log_round(const Round& round, std::string_view what);
   Status apply_diloco(uint32_t f, std::span<const float> average);
   Status apply_delayed(uint32_t f, std::span<const float> average, bool restart);
   // Part 0, 1 or 2 of eager_state_ (previous Δ, deviation, its momentum); empty for other methods.

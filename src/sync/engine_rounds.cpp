@@ -119,9 +119,7 @@ Status SyncEngine::settle(Round& round, bool* applied) {
       auto decision = comm_.session().decide_batch(local.is_ok());
       if (!decision) return decision.status();
       *applied = decided = *decision;
-      log::debug("sync", "round {} of fragment {} (step {}, attempt {}, epoch {}): the group {} it",
-                 round.number, round.fragment, state_.step(), round.attempts,
-                 comm_.ring_view().epoch, decided ? "applies" : "failed");
+      log_round(round, decided ? "applied by the group" : "failed for the group");
     }
     auto reform = any_rail_of_node(NodePoint::kRound, !decided);
     if (!reform) return reform.status();
@@ -134,14 +132,11 @@ Status SyncEngine::settle(Round& round, bool* applied) {
     const bool lost_a_peer = ring_ids() != before;
     if (delayed() || options_.on_loss == LossPolicy::kDrop || !lost_a_peer ||
         round.attempts >= options_.max_attempts) {
-      log::debug("sync", "round {} of fragment {}: dropped in epoch {} (ring [{}], {})",
-                 round.number, round.fragment, comm_.ring_view().epoch, fmt::join(ring_ids(), " "),
-                 lost_a_peer ? "no retry left" : "no peer lost");
+      log_round(round, lost_a_peer ? "dropped (no retry left)" : "dropped (no peer lost)");
       decided = true;  // dropped
       continue;
     }
-    log::debug("sync", "round {} of fragment {}: retried in epoch {} over [{}]", round.number,
-               round.fragment, comm_.ring_view().epoch, fmt::join(ring_ids(), " "));
+    log_round(round, "retried");
     {
       MutexLock lock(stats_mu_);
       ++stats_.retries;
@@ -150,6 +145,16 @@ Status SyncEngine::settle(Round& round, bool* applied) {
     round.late = false;
     round.launch_failure = start_ops(round);
   }
+}
+
+// Debug logs of how a round settles, with the epoch and ring it settles in (taken only when
+// debug logging is on: once per round and step).
+void SyncEngine::log_round(const Round& round, std::string_view what) {
+  if (log::level() > log::Level::kDebug) return;
+  const auto view = comm_.session().view();
+  log::debug("sync", "round {} of fragment {} (step {}, attempt {}): {} in epoch {} over [{}]",
+             round.number, round.fragment, state_.step(), round.attempts, what, view.epoch,
+             fmt::join(view.ring, " "));
 }
 
 Status SyncEngine::settle_ahead(Round& round) {
