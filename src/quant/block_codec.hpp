@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/isa_namespace.hpp"
+
 #if defined(__CUDACC__)
 #define LH_BLOCK_FN __host__ __device__ __forceinline__
 #else
@@ -19,6 +21,7 @@
 #endif
 
 namespace longhaul::quant::block {
+inline namespace LH_QUANT_ISA_NS {
 
 // 1.5 * 2^23: for 0 <= v <= 2^22, (v + kRound) - kRound is v rounded to the nearest integer,
 // ties to even, because the sum's ulp is exactly 1.
@@ -163,4 +166,5 @@ LH_BLOCK_FN float e3m0_value(std::uint32_t c, float a) {
   return (c & 8u) != 0 ? a * -level : a * level;
 }
 
+}  // namespace LH_QUANT_ISA_NS
 }  // namespace longhaul::quant::block

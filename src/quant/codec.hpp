@@ -81,8 +81,8 @@ Result<std::size_t> encoded_size(std::size_t count, Codec codec, std::size_t blo
 Status encode(std::span<const float> in, std::span<std::byte> out, Codec codec,
               std::size_t block = kDefaultBlock);
 
-// encode() through the portable loops only, never the AVX-512 ones (codec_avx512.hpp). Same
-// bytes by design; the tests hold the vector path to it.
+// encode() through the scalar build of the kernels (common/cpu_isa.hpp), whatever the selected
+// ISA: the portable loops, the reference every other build is held to. Same bytes by design.
 Status encode_portable(std::span<const float> in, std::span<std::byte> out, Codec codec,
                        std::size_t block = kDefaultBlock);
 

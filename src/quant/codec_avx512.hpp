@@ -34,7 +34,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "quant/isa_namespace.hpp"
+
 namespace longhaul::quant::avx512 {
+inline namespace LH_QUANT_ISA_NS {
 
 constexpr int kNearestNoExc = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
@@ -209,6 +212,7 @@ template <class Put>
   return _mm512_cvtepi32_epi16(r);
 }
 
+}  // namespace LH_QUANT_ISA_NS
 }  // namespace longhaul::quant::avx512
 
 #endif

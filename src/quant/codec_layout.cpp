@@ -2,6 +2,8 @@
 // like, apart from the kernels that write and read it (codec.cpp).
 #include "quant/codec_layout.hpp"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "quant/e3m0.hpp"
@@ -24,6 +26,21 @@ Status check_sizes(std::size_t count, std::size_t bytes, Codec codec, std::size_
 }
 
 }  // namespace layout
+
+namespace e3m0 {
+
+std::size_t encoded_size(std::size_t count, std::size_t block) {
+  const std::size_t rest = count % block;
+  return count / block * block_bytes(block) + (rest != 0 ? block_bytes(rest) : 0);
+}
+
+float block_scale(const std::byte* encoded, std::size_t block, std::size_t index) {
+  float a;
+  std::memcpy(&a, encoded + index * block_bytes(block), sizeof a);
+  return a;
+}
+
+}  // namespace e3m0
 
 using layout::check_sizes;
 using layout::is_blockwise;

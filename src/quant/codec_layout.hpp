@@ -8,8 +8,10 @@
 
 #include "common/status.hpp"
 #include "quant/codec.hpp"
+#include "quant/isa_namespace.hpp"
 
 namespace longhaul::quant::layout {
+inline namespace LH_QUANT_ISA_NS {
 
 inline constexpr std::size_t kHeaderBytes = 2 * sizeof(float);
 
@@ -27,11 +29,14 @@ constexpr std::size_t payload_bytes(Codec c, std::size_t n) {
   std::memcpy(p + sizeof(float), &scale, sizeof(float));
 }
 [[gnu::always_inline]] inline BlockHeader read_header(const std::byte* p) {
-  BlockHeader h;
-  std::memcpy(&h.lo, p, sizeof(float));
-  std::memcpy(&h.scale, p + sizeof(float), sizeof(float));
-  return h;
+  float lo;
+  float scale;
+  std::memcpy(&lo, p, sizeof(float));
+  std::memcpy(&scale, p + sizeof(float), sizeof(float));
+  return {lo, scale};  // aggregate initialisation: no constructor of BlockHeader to emit
 }
+
+}  // namespace LH_QUANT_ISA_NS
 
 // OK when `bytes` is the encoded size of `count` elements (LH_ERR_INVALID_ARGUMENT naming `fn`
 // otherwise).

@@ -1,6 +1,7 @@
-// E3M0 encoders and decoders (e3m0.hpp). The portable loops are the definition. The AVX-512 loops
-// compute the same thing another way where that is faster, each step argued exact where it is
-// written and held to the portable loops bit for bit by tests/unit/quant/e3m0_test.cpp: the
+// E3M0 encoders and decoders (e3m0.hpp), compiled once per ISA (isa_namespace.hpp). The portable
+// loops are the definition. The AVX-512 build's loops compute the same thing another way where
+// that is faster, each step argued exact where it is written and held to the scalar build bit for
+// bit by tests/unit/quant/e3m0_test.cpp and isa_test.cpp: the
 // thresholds of 16 blocks in one vector (a conversion rounding up in place of ceil_key), codes
 // from two thresholds and a shift in place of seven compares, and decoding by a 16-entry
 // permutation of the same products.
@@ -22,6 +23,7 @@
 #include <type_traits>
 
 namespace longhaul::quant::e3m0 {
+inline namespace LH_QUANT_ISA_NS {
 
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
@@ -33,7 +35,6 @@ using block::kExponentMask;
 using block::kMagnitudeMask;
 using block::kNever;
 using block::kQuietNan;
-constexpr int kThresholds = block::kE3m0Thresholds;
 using Encoding = block::E3m0Encoding;
 using block::magnitude_key;
 
@@ -50,11 +51,6 @@ LH_E3M0_INLINE std::uint32_t max_magnitude_key(const float* __restrict x, std::s
   return m;
 }
 
-// Threshold j (code e >= j + 1) over A, as block::e3m0_encoding uses them: A / 128, then
-// 0.75 * 2^(e - 7) for e = 2..7 (the vector loops start from the first two).
-constexpr double kThresholdFactor[kThresholds] = {
-    0x1p-7, 0.75 * 0x1p-5, 0.75 * 0x1p-4, 0.75 * 0x1p-3, 0.75 * 0x1p-2, 0.75 * 0x1p-1, 0.75};
-
 Encoding block_encoding(std::uint32_t max_key) {
   return block::e3m0_encoding(max_key);
 }
@@ -63,14 +59,7 @@ LH_E3M0_INLINE std::uint32_t code_of(float x, const Encoding& b) {
   return block::e3m0_code(x, b);
 }
 
-// The value of each of the 16 codes of a block with header a: a * kFactor[c], a single f32
-// multiplication by an exact power of two (exact unless the level is subnormal, then rounded to
-// nearest even in the pinned FP environment; a * -2^k is -(a * 2^k) because that rounding is
-// symmetric); codes 0 and 8 are +0 (8 is never written); every code is the canonical quiet NaN
-// when a is a NaN or +-Inf.
-constexpr float kFactor[16] = {0.0f,     0x1p-6f,  0x1p-5f,  0x1p-4f,  0x1p-3f,  0x1p-2f,
-                               0x1p-1f,  1.0f,     0.0f,     -0x1p-6f, -0x1p-5f, -0x1p-4f,
-                               -0x1p-3f, -0x1p-2f, -0x1p-1f, -1.0f};
+// The value of each of the 16 codes of a block with header a (block::e3m0_value).
 struct Table {
   float value[16];
 };
@@ -130,11 +119,26 @@ LH_E3M0_INLINE std::size_t feedback_block(const float* __restrict x, float* __re
 #if defined(LONGHAUL_QUANT_AVX512)
 
 constexpr std::uint32_t kKeyFltMin = 0x00800000u;  // the smallest normal float
-constexpr __mmask16 kNonzeroCodes = 0xFEFE;        // every code but 0 and 8
+constexpr int kThresholds = block::kE3m0Thresholds;
+
+// Threshold j (code e >= j + 1) over A, as block::e3m0_encoding uses them: A / 128, then
+// 0.75 * 2^(e - 7) for e = 2..7 (the vector loops start from the first two).
+constexpr double kThresholdFactor[kThresholds] = {
+    0x1p-7, 0.75 * 0x1p-5, 0.75 * 0x1p-4, 0.75 * 0x1p-3, 0.75 * 0x1p-2, 0.75 * 0x1p-1, 0.75};
+
+// The value of each of the 16 codes of a block with header a: a * kFactor[c] (table16), a single
+// f32 multiplication by an exact power of two (exact unless the level is subnormal, then rounded to
+// nearest even in the pinned FP environment; a * -2^k is -(a * 2^k) because that rounding is
+// symmetric); codes 0 and 8 are +0 (8 is never written); every code is the canonical quiet NaN
+// when a is a NaN or +-Inf.
+constexpr float kFactor[16] = {0.0f,     0x1p-6f,  0x1p-5f,  0x1p-4f,  0x1p-3f,  0x1p-2f,
+                               0x1p-1f,  1.0f,     0.0f,     -0x1p-6f, -0x1p-5f, -0x1p-4f,
+                               -0x1p-3f, -0x1p-2f, -0x1p-1f, -1.0f};
+constexpr __mmask16 kNonzeroCodes = 0xFEFE;  // every code but 0 and 8
 
 // decode_table as a vector: the same f32 product a * kFactor[c] lane by lane, 0 and 8 zeroed.
 LH_E3M0_INLINE __m512 table16(float a) {
-  if ((std::bit_cast<std::uint32_t>(a) & kExponentMask) == kExponentMask)
+  if ((__builtin_bit_cast(std::uint32_t, a) & kExponentMask) == kExponentMask)
     return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kQuietNan)));
   return _mm512_maskz_mul_ps(kNonzeroCodes, _mm512_set1_ps(a), _mm512_loadu_ps(kFactor));
 }
@@ -239,7 +243,7 @@ LH_E3M0_INLINE void block_codes(std::conditional_t<kFeedback, float*, const floa
   if constexpr (kFeedback) table = table16(header);
   auto step = [&](std::size_t i, __m512 v, __mmask16 m) __attribute__((always_inline)) {
     const __m512i q = codes_of(v, m);
-    pack16(q, codes + i / 2, std::min<std::size_t>(16, n - i));
+    pack16(q, codes + i / 2, min_of(16, n - i));
     if constexpr (kFeedback) put16<Sink::kResidual>(x + i, _mm512_permutexvar_ps(q, table), m);
   };
   avx512::for_each_f32x16(x, n, step);
@@ -298,7 +302,14 @@ LH_E3M0_INLINE std::size_t decode_block_avx512(const std::byte* __restrict in, s
 
 // ---- block loops: kFixed != 0 is the block size known at compile time ---------------------------
 
-template <bool kVector, std::size_t kFixed>
+// The AVX-512 build takes its own loops; the others the portable ones.
+#if defined(LONGHAUL_QUANT_AVX512)
+constexpr bool kVector = true;
+#else
+constexpr bool kVector = false;
+#endif
+
+template <std::size_t kFixed>
 void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __restrict out,
                    std::size_t block) {
   const std::size_t bs = kFixed != 0 ? kFixed : block;
@@ -307,7 +318,7 @@ void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __re
 #if defined(LONGHAUL_QUANT_AVX512)
   if constexpr (kVector) {
     for (std::size_t b = 0; b < full; b += 16)
-      out = encode_blocks_avx512<false>(x + b * bs, std::min<std::size_t>(16, full - b), bs, out);
+      out = encode_blocks_avx512<false>(x + b * bs, min_of(16, full - b), bs, out);
     if (rest != 0) encode_blocks_avx512<false>(x + full * bs, 1, rest, out);
     return;
   }
@@ -316,7 +327,7 @@ void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __re
   if (rest != 0) encode_block(x + full * bs, rest, out);
 }
 
-template <bool kVector, Sink S, std::size_t kFixed>
+template <Sink S, std::size_t kFixed>
 void decode_blocks(const std::byte* __restrict in, std::size_t count, float* __restrict o,
                    std::size_t block) {
   const std::size_t bs = kFixed != 0 ? kFixed : block;
@@ -333,7 +344,7 @@ void decode_blocks(const std::byte* __restrict in, std::size_t count, float* __r
   if (rest != 0) decode_block<S>(in, rest, o + full * bs);
 }
 
-template <bool kVector, std::size_t kFixed>
+template <std::size_t kFixed>
 void feedback_blocks(const float* __restrict x, float* __restrict r, std::size_t count,
                      std::byte* __restrict out, std::size_t block) {
   const std::size_t bs = kFixed != 0 ? kFixed : block;
@@ -343,7 +354,7 @@ void feedback_blocks(const float* __restrict x, float* __restrict r, std::size_t
   if constexpr (kVector) {
     // Sixteen blocks at a time (4 KiB of v at the default block, still in L1).
     for (std::size_t b = 0; b < full; b += 16) {
-      const std::size_t m = std::min<std::size_t>(16, full - b);
+      const std::size_t m = min_of(16, full - b);
       for (std::size_t i = b * bs; i < (b + m) * bs; ++i) r[i] = x[i] + r[i];
       out = encode_blocks_avx512<true>(r + b * bs, m, bs, out);
     }
@@ -358,69 +369,47 @@ void feedback_blocks(const float* __restrict x, float* __restrict r, std::size_t
   if (rest != 0) feedback_block(x + full * bs, r + full * bs, rest, out);
 }
 
-// Calls f.template operator()<kVector, kFixed>() with the block size as a compile-time constant
-// where it is one of the common ones, so the loops over a block are fully unrolled.
+// Calls f.template operator()<kFixed>() with the block size as a compile-time constant where it
+// is one of the common ones, so the loops over a block are fully unrolled.
 template <class F>
-void with_block(std::size_t block, Path path, F f) {
-  const bool vector = path == Path::kVector;
+void with_block(std::size_t block, F f) {
   if (block == 128) {
-    vector ? f.template operator()<true, 128>() : f.template operator()<false, 128>();
+    f.template operator()<128>();
   } else if (block == 64) {
-    vector ? f.template operator()<true, 64>() : f.template operator()<false, 64>();
+    f.template operator()<64>();
   } else {
-    vector ? f.template operator()<true, 0>() : f.template operator()<false, 0>();
+    f.template operator()<0>();
   }
 }
 
 template <Sink S>
-void decode_to(const std::byte* in, std::size_t count, float* o, std::size_t block, Path path) {
-  with_block(block, path, [&]<bool kVector, std::size_t kFixed>() {
-    decode_blocks<kVector, S, kFixed>(in, count, o, block);
-  });
+void decode_to(const std::byte* in, std::size_t count, float* o, std::size_t block) {
+  with_block(block, [&]<std::size_t kFixed>() { decode_blocks<S, kFixed>(in, count, o, block); });
 }
 
 }  // namespace
 
-std::size_t encoded_size(std::size_t count, std::size_t block) {
-  const std::size_t rest = count % block;
-  return count / block * block_bytes(block) + (rest != 0 ? block_bytes(rest) : 0);
+void encode(const float* x, std::size_t count, std::byte* out, std::size_t block) {
+  with_block(block, [&]<std::size_t kFixed>() { encode_blocks<kFixed>(x, count, out, block); });
 }
 
-bool has_vector_loops() {
-#if defined(LONGHAUL_QUANT_AVX512)
-  return true;
-#else
-  return false;
-#endif
-}
-
-void encode(const float* x, std::size_t count, std::byte* out, std::size_t block, Path path) {
-  with_block(block, path, [&]<bool kVector, std::size_t kFixed>() {
-    encode_blocks<kVector, kFixed>(x, count, out, block);
-  });
-}
-
-void decode(const std::byte* in, std::size_t count, float* o, std::size_t block, Sink sink,
-            Path path) {
+void decode(const std::byte* in, std::size_t count, float* o, std::size_t block, Sink sink) {
   switch (sink) {
     case Sink::kStore:
-      return decode_to<Sink::kStore>(in, count, o, block, path);
+      return decode_to<Sink::kStore>(in, count, o, block);
     case Sink::kAdd:
-      return decode_to<Sink::kAdd>(in, count, o, block, path);
+      return decode_to<Sink::kAdd>(in, count, o, block);
     case Sink::kResidual:
-      return decode_to<Sink::kResidual>(in, count, o, block, path);
+      return decode_to<Sink::kResidual>(in, count, o, block);
   }
 }
 
 void encode_with_error_feedback(const float* x, float* residual, std::size_t count, std::byte* out,
-                                std::size_t block, Path path) {
-  with_block(block, path, [&]<bool kVector, std::size_t kFixed>() {
-    feedback_blocks<kVector, kFixed>(x, residual, count, out, block);
+                                std::size_t block) {
+  with_block(block, [&]<std::size_t kFixed>() {
+    feedback_blocks<kFixed>(x, residual, count, out, block);
   });
 }
 
-float block_scale(const std::byte* encoded, std::size_t block, std::size_t index) {
-  return read_scale(encoded + index * block_bytes(block));
-}
-
+}  // namespace LH_QUANT_ISA_NS
 }  // namespace longhaul::quant::e3m0

@@ -4,10 +4,13 @@
 #pragma once
 
 #include "quant/codec_avx512.hpp"
+#include "quant/isa_namespace.hpp"
 
 namespace longhaul::quant {
 
 enum class Sink { kStore, kAdd, kResidual };
+
+inline namespace LH_QUANT_ISA_NS {
 
 // kResidual: r = r - v, and a non-finite result becomes 0 (see encode_with_error_feedback).
 template <Sink S>
@@ -39,4 +42,5 @@ template <Sink S>
 }
 #endif
 
+}  // namespace LH_QUANT_ISA_NS
 }  // namespace longhaul::quant

@@ -12,11 +12,14 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "quant/codec.hpp"
 #include "quant/e3m0.hpp"
 #include "quant/error_report.hpp"
+#include "quant/kernels.hpp"
+#include "runnable_isas.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -24,8 +27,6 @@
 
 namespace longhaul::quant {
 namespace {
-
-using e3m0::Path;
 
 constexpr float kUnit = std::numeric_limits<float>::denorm_min();  // 2^-149
 constexpr std::uint32_t kQuietNan = 0x7FC00000u;
@@ -99,15 +100,16 @@ std::vector<float> ref_decode(std::span<const std::byte> in, std::size_t count, 
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-std::vector<std::byte> encode_path(std::span<const float> x, std::size_t block, Path path) {
+// The E3M0 loops of one ISA's build (kernels.hpp): Isa::kScalar is the portable reference.
+std::vector<std::byte> encode_path(std::span<const float> x, std::size_t block, Isa isa) {
   std::vector<std::byte> out(e3m0::encoded_size(x.size(), block));
-  e3m0::encode(x.data(), x.size(), out.data(), block, path);
+  kernels_for(isa).encode(x.data(), x.size(), out.data(), Codec::kE3M0, block);
   return out;
 }
 
 std::vector<float> decode_path(std::span<const std::byte> in, std::size_t count, std::size_t block,
-                               Sink sink, std::vector<float> o, Path path) {
-  e3m0::decode(in.data(), count, o.data(), block, sink, path);
+                               Sink sink, std::vector<float> o, Isa isa) {
+  kernels_for(isa).decode(in.data(), count, o.data(), Codec::kE3M0, block, sink);
   return o;
 }
 
@@ -213,7 +215,7 @@ TEST(QuantE3M0, GoldenBytes) {
   ASSERT_TRUE(encode(x, e, Codec::kE3M0, 8).is_ok());
   for (std::size_t i = 0; i < e.size(); ++i)
     EXPECT_EQ(std::to_integer<int>(e[i]), want[i]) << "byte " << i;
-  EXPECT_EQ(encode_path(x, 8, Path::kPortable), e);
+  EXPECT_EQ(encode_path(x, 8, Isa::kScalar), e);
   EXPECT_EQ(ref_encode(x, 8), e);
 
   const float q = std::bit_cast<float>(kQuietNan);
@@ -246,7 +248,7 @@ TEST(QuantE3M0, EveryCodeDecodesToItsLevel) {
     std::vector<std::byte> e(4 + 8);
     std::memcpy(e.data(), &a, 4);
     for (std::size_t j = 0; j < 8; ++j) e[4 + j] = static_cast<std::byte>(2 * j | (2 * j + 1) << 4);
-    for (const Path path : {Path::kPortable, Path::kVector}) {
+    for (const Isa path : runnable_isas()) {
       const std::vector<float> d =
           decode_path(e, 16, 16, Sink::kStore, std::vector<float>(16), path);
       for (std::uint32_t c = 0; c < 16; ++c)
@@ -262,14 +264,14 @@ TEST(QuantE3M0, ExactThresholdsTiesAndNeighbouringFloats) {
   for (const float a : interesting_scales(rng)) {
     const std::vector<float> x = threshold_block(a, rng);
     const std::vector<std::byte> want = ref_encode(x, x.size());
-    for (const Path path : {Path::kPortable, Path::kVector})
+    for (const Isa path : runnable_isas())
       ASSERT_EQ(encode_path(x, x.size(), path), want) << "scale bits " << bits(a);
     // On the threshold itself the code is the larger level's (checked against the definition).
     const std::vector<double> t = thresholds(a);
     for (std::size_t k = 0; k < t.size(); ++k) {
       const float c = ceil_float(t[k]);
       const std::vector<float> block = {a, c};
-      const std::vector<std::byte> e = encode_path(block, 2, Path::kVector);
+      const std::vector<std::byte> e = encode_path(block, 2, best_supported_isa());
       const std::uint32_t code = std::to_integer<std::uint32_t>(e[4]) >> 4;
       // Rounded-up thresholds can coincide for subnormal scales: then the count is the larger.
       std::uint32_t expect = 0;
@@ -289,8 +291,8 @@ TEST(QuantE3M0, SpecialBlocks) {
       {std::bit_cast<float>(0xFFA00001u), FLT_MAX},
       {-0.0f, inf, -inf}};
   for (const auto& x : nan_blocks) {
-    const std::vector<std::byte> e = encode_path(x, 8, Path::kVector);
-    EXPECT_EQ(encode_path(x, 8, Path::kPortable), e);
+    const std::vector<std::byte> e = encode_path(x, 8, best_supported_isa());
+    EXPECT_EQ(encode_path(x, 8, Isa::kScalar), e);
     std::uint32_t header;
     std::memcpy(&header, e.data(), 4);
     EXPECT_EQ(header, kQuietNan);
@@ -301,7 +303,7 @@ TEST(QuantE3M0, SpecialBlocks) {
   }
   // All zeros, -0 included: A = +0, codes 0, +0 out.
   const std::vector<float> zeros = {-0.0f, 0.0f, -0.0f};
-  const std::vector<std::byte> z = encode_path(zeros, 8, Path::kVector);
+  const std::vector<std::byte> z = encode_path(zeros, 8, best_supported_isa());
   for (const std::byte b : z) EXPECT_EQ(std::to_integer<int>(b), 0);
   std::vector<float> d(3, 1.0f);
   ASSERT_TRUE(decode(z, d, Codec::kE3M0, 8).is_ok());
@@ -310,7 +312,8 @@ TEST(QuantE3M0, SpecialBlocks) {
   for (const float v : {FLT_MAX, -FLT_MAX, kUnit, -kUnit, FLT_MIN, 1e-40f, -7.5f}) {
     const std::vector<float> one = {v};
     std::vector<float> back(1);
-    ASSERT_TRUE(decode(encode_path(one, 128, Path::kVector), back, Codec::kE3M0, 128).is_ok());
+    ASSERT_TRUE(
+        decode(encode_path(one, 128, best_supported_isa()), back, Codec::kE3M0, 128).is_ok());
     EXPECT_EQ(bits(back[0]), bits(v));
   }
 }
@@ -364,8 +367,8 @@ std::vector<float> adversarial(std::size_t n, std::uint64_t seed) {
 }
 
 TEST(QuantE3M0, VectorLoopsMatchThePortableLoopsAndTheDefinitionBitForBit) {
-  std::printf("E3M0 vector loops in this build: %s\n",
-              e3m0::has_vector_loops() ? "AVX-512" : "none");
+  std::printf("E3M0 builds compared with the scalar one on this CPU: up to %s\n",
+              std::string(isa_name(best_supported_isa())).c_str());
   const std::vector<float> data = adversarial(37 * 128 + 77, 41);
   std::mt19937_64 rng(43);
   std::normal_distribution<float> normal;
@@ -375,13 +378,13 @@ TEST(QuantE3M0, VectorLoopsMatchThePortableLoopsAndTheDefinitionBitForBit) {
     const std::span<const float> x(data.data(), count);
     for (const std::size_t block : {std::size_t{128}, std::size_t{64}, std::size_t{7},
                                     std::size_t{1000}, std::size_t{1}, std::size_t{33}}) {
-      const std::vector<std::byte> e = encode_path(x, block, Path::kVector);
-      ASSERT_EQ(e, encode_path(x, block, Path::kPortable)) << count << " block " << block;
+      const std::vector<std::byte> e = encode_path(x, block, best_supported_isa());
+      ASSERT_EQ(e, encode_path(x, block, Isa::kScalar)) << count << " block " << block;
       ASSERT_EQ(e, ref_encode(x, block)) << count << " block " << block;
       const std::vector<float> want = ref_decode(e, count, block);
       std::vector<float> acc0(count);
       for (float& v : acc0) v = normal(rng);
-      for (const Path path : {Path::kPortable, Path::kVector}) {
+      for (const Isa path : runnable_isas()) {
         const auto d = decode_path(e, count, block, Sink::kStore, std::vector<float>(count), path);
         ASSERT_EQ(first_difference(d, want), count) << count << " block " << block;
         std::vector<float> sum(acc0);
@@ -419,7 +422,7 @@ TEST(QuantE3M0, DecodersAgreeOnArbitraryBytes) {
       std::memcpy(e.data() + i * e3m0::block_bytes(block), &h, 4);
     }
     const std::vector<float> want = ref_decode(e, count, block);
-    for (const Path path : {Path::kPortable, Path::kVector}) {
+    for (const Isa path : runnable_isas()) {
       const auto d = decode_path(e, count, block, Sink::kStore, std::vector<float>(count), path);
       ASSERT_EQ(first_difference(d, want), count) << "block " << block;
     }
@@ -444,10 +447,11 @@ TEST(QuantE3M0, ErrorFeedbackLeavesTheCodecsResidual) {
       const float r = v[i] - d[i];
       want_r[i] = std::isfinite(r) ? r : 0.0f;
     }
-    for (const Path path : {Path::kPortable, Path::kVector}) {
+    for (const Isa path : runnable_isas()) {
       std::vector<float> r(r0);
       std::vector<std::byte> e(want_bytes.size());
-      e3m0::encode_with_error_feedback(x.data(), r.data(), x.size(), e.data(), block, path);
+      kernels_for(path).encode_with_error_feedback(x.data(), r.data(), x.size(), e.data(),
+                                                   Codec::kE3M0, block);
       ASSERT_EQ(e, want_bytes) << "block " << block;
       ASSERT_EQ(first_difference(r, want_r), r.size()) << "block " << block;
       for (const float v2 : r) ASSERT_TRUE(std::isfinite(v2));
