@@ -2,32 +2,62 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
 
 #include <fmt/format.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace longhaul {
 namespace {
 
-// libgcc's checks include the operating system's: AVX and AVX-512 count only where XCR0 shows the
-// OS saves their registers.
+#if defined(__x86_64__)
+struct CpuidRegisters {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+CpuidRegisters cpuid(unsigned leaf, unsigned subleaf) {
+  CpuidRegisters r;
+  if (static_cast<unsigned>(__get_cpuid_max(0, nullptr)) < leaf) return r;
+  __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
+  return r;
+}
+
+// The register state the operating system saves on a context switch (XCR0): an instruction set
+// is usable only where its registers are saved.
+unsigned long long os_saved_state() {
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<unsigned long long>(hi) << 32) | lo;
+}
+
+bool all_bits(unsigned reg, std::initializer_list<int> bits) {
+  for (const int b : bits)
+    if (((reg >> b) & 1u) == 0) return false;
+  return true;
+}
+#endif
+
+// CPUID and XCR0 directly (libgcc's and clang's __builtin_cpu_supports do not name every feature
+// below, F16C and MOVBE among them).
 bool detect(Isa isa) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  switch (isa) {
-    case Isa::kScalar:
-      return true;
-    case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
-             __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("movbe") &&
-             __builtin_cpu_supports("popcnt");
-    case Isa::kAvx512:
-      return detect(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  }
-  return false;
+  if (isa == Isa::kScalar) return true;
+  const CpuidRegisters leaf1 = cpuid(1, 0);
+  const CpuidRegisters leaf7 = cpuid(7, 0);
+  // leaf 1 ECX: FMA 12, MOVBE 22, POPCNT 23, OSXSAVE 27, AVX 28, F16C 29.
+  if (!all_bits(leaf1.ecx, {12, 22, 23, 27, 28, 29})) return false;
+  const unsigned long long xcr0 = os_saved_state();
+  if ((xcr0 & 0x6u) != 0x6u) return false;  // SSE and AVX state
+  // leaf 7 EBX: BMI1 3, AVX2 5, BMI2 8.
+  if (!all_bits(leaf7.ebx, {3, 5, 8})) return false;
+  if (isa == Isa::kAvx2) return true;
+  // leaf 7 EBX: AVX512F 16, AVX512DQ 17, AVX512CD 28, AVX512BW 30, AVX512VL 31; XCR0: the opmask
+  // and both halves of the ZMM state.
+  return all_bits(leaf7.ebx, {16, 17, 28, 30, 31}) && (xcr0 & 0xE0u) == 0xE0u;
 #else
   return isa == Isa::kScalar;
 #endif

@@ -8,6 +8,7 @@
 #include "train/fast_math.hpp"
 
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 namespace {
 
@@ -34,13 +35,13 @@ constexpr int kRowBlock = 32;
 // threads and each head runs its GEMMs and softmax while its T x T block is still in cache.
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
   const int hs = C / NH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hs));
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; ++bh) {
     const HeadSlices s = head_slices(bh, T, C, NH);
     float* a = att + s.att;
     for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-      const int rows = std::min(kRowBlock, T - r0), cols = r0 + rows;
+      const int rows = min_of(kRowBlock, T - r0), cols = r0 + rows;
       float* block = a + static_cast<std::ptrdiff_t>(r0) * T;
       // scores = scale * q k^T, for the block's rows and the columns they may attend to
       sgemm(false, true, rows, cols, hs, scale, qkv + s.q + static_cast<std::ptrdiff_t>(r0) * 3 * C,
@@ -65,7 +66,7 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                         const float* att, int B, int T, int C, int NH) {
   const int hs = C / NH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hs));
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; ++bh) {
     const HeadSlices s = head_slices(bh, T, C, NH);
@@ -73,7 +74,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     float* d = scratch + s.att;
     // Row blocks: datt = dout v^T, the softmax backward, dq = scale dscores k.
     for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-      const int rows = std::min(kRowBlock, T - r0), cols = r0 + rows;
+      const int rows = min_of(kRowBlock, T - r0), cols = r0 + rows;
       const std::ptrdiff_t row_off = static_cast<std::ptrdiff_t>(r0) * T;
       sgemm(false, true, rows, cols, hs, 1.0f, dout + s.out + static_cast<std::ptrdiff_t>(r0) * C,
             C, qkv + s.v, 3 * C, 0.0f, d + row_off, T);
@@ -91,7 +92,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     // Column blocks: key/value position c gets gradient from query rows t >= c only:
     // dv = att^T dout, dk = scale dscores^T q.
     for (int c0 = 0; c0 < T; c0 += kRowBlock) {
-      const int cs = std::min(kRowBlock, T - c0), rows = T - c0;
+      const int cs = min_of(kRowBlock, T - c0), rows = T - c0;
       const std::ptrdiff_t corner = static_cast<std::ptrdiff_t>(c0) * T + c0;
       const std::ptrdiff_t tail3 = static_cast<std::ptrdiff_t>(c0) * 3 * C;
       sgemm(true, false, cs, hs, rows, 1.0f, a + corner, T,
@@ -102,4 +103,5 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
   }
 }
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

@@ -7,7 +7,10 @@
 // never computed. Heads run in parallel.
 #pragma once
 
+#include "train/isa_namespace.hpp"
+
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 // qkv: (B, T, 3C) with q, k, v concatenated along the last axis, heads contiguous inside each.
 // out: (B, T, C). att: (B, NH, T, T) receives the probabilities (kept for the backward pass).
@@ -18,4 +21,5 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                         const float* att, int B, int T, int C, int NH);
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

@@ -1,5 +1,7 @@
 #include "train/blas.hpp"
 
+#include "common/cpu_isa.hpp"
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -26,20 +28,28 @@ struct Blas {
   Status status;
 };
 
-bool cpu_has_avx512_skylakex() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-#else
-  return false;
-#endif
+// OpenBLAS's kernel set for the ISA the process runs (common/cpu_isa.hpp), so that
+// LONGHAUL_FORCE_ISA covers the matrix products too; null where the ISA is not usable (the
+// kernels report that).
+const char* core_for_selected_isa() {
+  const Result<Isa> isa = selected_isa();
+  if (!isa) return nullptr;
+  switch (isa.value()) {
+    case Isa::kAvx512:
+      return "SkylakeX";
+    case Isa::kAvx2:
+      return "Haswell";
+    case Isa::kScalar:
+      return "Prescott";
+  }
+  return nullptr;
 }
 
 Blas load() {
   Blas b;
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && cpu_has_avx512_skylakex()) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+  if (const char* core = core_for_selected_isa();
+      std::getenv("OPENBLAS_CORETYPE") == nullptr && core != nullptr) {
+    setenv("OPENBLAS_CORETYPE", core, 0);
   }
   void* h = nullptr;
   for (const char* name : {LH_OPENBLAS_LIBRARY, "libopenblas.so.0", "libopenblas.so"}) {

@@ -4,7 +4,9 @@
 // Cooper Lake and falls back to its SSE3 "Prescott" kernels, 4-5x slower than its AVX-512 ones on
 // those machines. It picks its kernels in a load-time constructor from OPENBLAS_CORETYPE, which a
 // linked library would read before main() could set it. Loading it ourselves lets us set it
-// first: to SkylakeX on a CPU with AVX-512 F/BW/VL/DQ, unless the user already set it.
+// first, unless the user already set it: to the kernel set of the ISA the process runs
+// (common/cpu_isa.hpp; LONGHAUL_FORCE_ISA included): SkylakeX for avx512, Haswell for avx2,
+// Prescott for scalar.
 //
 // Threading: every call runs single-threaded in the calling thread; the kernels split work
 // across OpenMP threads themselves, so there is one thread pool and no oversubscription.

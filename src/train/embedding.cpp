@@ -4,6 +4,7 @@
 #include <cstddef>
 
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 namespace {
 constexpr int kColumnBlock = 16;
@@ -36,7 +37,7 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* 
   const int blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int blk = 0; blk < blocks; ++blk) {
-    const int c0 = blk * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
+    const int c0 = blk * kColumnBlock, c1 = min_of(C, c0 + kColumnBlock);
     for (int bt = 0; bt < B * T; ++bt) {
       float* d = dwte + static_cast<std::ptrdiff_t>(tokens[bt]) * C;
       const float* g = dout + static_cast<std::ptrdiff_t>(bt) * C;
@@ -45,4 +46,5 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* 
   }
 }
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

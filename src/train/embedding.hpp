@@ -1,7 +1,10 @@
 // Token + position embedding: out[b][t] = wte[tokens[b][t]] + wpe[t].
 #pragma once
 
+#include "train/isa_namespace.hpp"
+
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 // tokens: (B, T) in [0, V); wte: (V, C); wpe: (>= T, C); out: (B, T, C).
 void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
@@ -12,4 +15,5 @@ void embedding_forward(float* out, const int* tokens, const float* wte, const fl
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B,
                         int T, int C);
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

@@ -6,8 +6,10 @@
 
 #include <bit>
 #include <cstdint>
+#include "train/isa_namespace.hpp"
 
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 inline float exp_approx(float x) {
   x = x < -87.0f ? -87.0f : x;
@@ -26,7 +28,7 @@ inline float exp_approx(float x) {
   p = p * r + 5.0000001201e-1f;
   const float e = p * r * r + r + 1.0f;
   const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
-  return e * std::bit_cast<float>(bits);
+  return e * __builtin_bit_cast(float, bits);
 }
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1): saturates cleanly to +-1; absolute error ~1e-7 near 0.
@@ -34,9 +36,11 @@ inline float tanh_approx(float u) {
   return 1.0f - 2.0f / (exp_approx(2.0f * u) + 1.0f);
 }
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train
 
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 // Reductions the compiler can vectorise without -ffast-math: kLanes interleaved partial results
 // (lane j takes elements j, j + kLanes, ...) combined in a fixed order at the end. A plain
@@ -72,4 +76,5 @@ inline float lane_max(const float* x, int n) {
   return m;
 }
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

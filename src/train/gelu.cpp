@@ -3,6 +3,7 @@
 #include "train/fast_math.hpp"
 
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 namespace {
 constexpr float kScale = 0.7978845608028654f;  // sqrt(2 / pi)
@@ -36,4 +37,5 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
   }
 }
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

@@ -8,6 +8,7 @@
 #include "train/blas.hpp"
 #include "train/embedding.hpp"
 #include "train/gelu.hpp"
+#include "train/kernels.hpp"
 #include "train/layernorm.hpp"
 #include "train/linear.hpp"
 #include "train/softmax_cross_entropy.hpp"
@@ -27,6 +28,7 @@ Gpt::Gpt(const GptConfig& config)
 
 Result<Gpt> Gpt::create(const GptConfig& config) {
   LH_RETURN_IF_ERROR(config.validate());
+  if (Result<const Kernels*> kernels = selected_kernels(); !kernels) return kernels.status();
   LH_RETURN_IF_ERROR(blas_init());
   return Gpt(config);
 }

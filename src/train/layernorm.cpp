@@ -7,6 +7,7 @@
 #include "train/fast_math.hpp"
 
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 namespace {
 constexpr float kEps = 1e-5f;
@@ -20,7 +21,7 @@ void normalize_row(float* y, float* mean, float* rstd, const float* x, const flo
                    const float* bias, int C) {
   const float m = lane_sum(C, [x](int c) { return x[c]; }) / static_cast<float>(C);
   const float var = lane_sum(C, [x, m](int c) { return (x[c] - m) * (x[c] - m); });
-  const float s = 1.0f / std::sqrt(var / static_cast<float>(C) + kEps);
+  const float s = 1.0f / __builtin_sqrtf(var / static_cast<float>(C) + kEps);
   for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
   *mean = m;
   *rstd = s;
@@ -79,7 +80,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     }
 #pragma omp for schedule(static)
     for (int blk = 0; blk < blocks; ++blk) {
-      const int c0 = blk * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
+      const int c0 = blk * kColumnBlock, c1 = min_of(C, c0 + kColumnBlock);
       float dw[kColumnBlock] = {}, db[kColumnBlock] = {};
       for (int n = 0; n < N; ++n) {
         const std::ptrdiff_t row = static_cast<std::ptrdiff_t>(n) * C;
@@ -98,4 +99,5 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   }
 }
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

@@ -3,7 +3,10 @@
 //   backward: accumulates into dinp, dweight, dbias
 #pragma once
 
+#include "train/isa_namespace.hpp"
+
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 // inp, out: (N, C); weight, bias: (C); mean, rstd: (N) saved for the backward pass.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -23,4 +26,5 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int N, int C);
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

@@ -1,5 +1,7 @@
 #include "train/linear.hpp"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cstddef>
 
@@ -7,6 +9,7 @@
 #include "train/gelu.hpp"
 
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 namespace {
 // Work is cut into fixed tiles, each one single-threaded GEMM, and the tiles are spread over the
@@ -27,13 +30,13 @@ void forward_tiles(float* out, float* out_gelu, const float* inp, const float* w
   const int row_tiles = tiles(N, kRowTile);
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < row_tiles; ++t) {
-    const int n0 = t * kRowTile, rows = std::min(kRowTile, N - n0);
+    const int n0 = t * kRowTile, rows = min_of(kRowTile, N - n0);
     float* o = out + static_cast<std::ptrdiff_t>(n0) * OC;
     float beta = 0.0f;
     if (bias != nullptr) {
       // Seeding the output with the bias lets the GEMM add to it (beta = 1): one pass, not two.
       for (int r = 0; r < rows; ++r)
-        std::copy(bias, bias + OC, o + static_cast<std::ptrdiff_t>(r) * OC);
+        std::memcpy(o + static_cast<std::ptrdiff_t>(r) * OC, bias, sizeof(float) * OC);
       beta = 1.0f;
     }
     sgemm(false, true, rows, OC, C, 1.0f, inp + static_cast<std::ptrdiff_t>(n0) * C, C, weight, C,
@@ -71,18 +74,18 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
     if (task < weight_tiles) {
       // dweight += dout^T @ inp for one (output, input) feature tile, summed over all N rows
       const int o0 = (task / in_tiles) * kOutTile, c0 = (task % in_tiles) * kInTile;
-      const int orows = std::min(kOutTile, OC - o0), ccols = std::min(kInTile, C - c0);
+      const int orows = min_of(kOutTile, OC - o0), ccols = min_of(kInTile, C - c0);
       sgemm(true, false, orows, ccols, N, 1.0f, dout + o0, OC, inp + c0, C, 1.0f,
             dweight + static_cast<std::ptrdiff_t>(o0) * C + c0, C);
     } else if (task < weight_tiles + row_tiles) {
       // dinp = dout @ weight for one row tile
-      const int n0 = (task - weight_tiles) * kRowTile, rows = std::min(kRowTile, N - n0);
+      const int n0 = (task - weight_tiles) * kRowTile, rows = min_of(kRowTile, N - n0);
       sgemm(false, false, rows, C, OC, 1.0f, dout + static_cast<std::ptrdiff_t>(n0) * OC, OC,
             weight, C, 0.0f, dinp + static_cast<std::ptrdiff_t>(n0) * C, C);
     } else {
       // dbias += column sums of dout for one block of columns (fixed summation order)
       const int o0 = (task - weight_tiles - row_tiles) * kBiasBlock;
-      const int o1 = std::min(OC, o0 + kBiasBlock);
+      const int o1 = min_of(OC, o0 + kBiasBlock);
       float acc[kBiasBlock] = {};
       for (int n = 0; n < N; ++n) {
         const float* row = dout + static_cast<std::ptrdiff_t>(n) * OC;
@@ -93,4 +96,5 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   }
 }
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

@@ -4,7 +4,10 @@
 // The matrix products go through BLAS (OpenBLAS), in fixed tiles spread over the OpenMP threads.
 #pragma once
 
+#include "train/isa_namespace.hpp"
+
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 // inp: (N, C); weight: (OC, C); bias: (OC) or nullptr; out: (N, OC).
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
@@ -21,4 +24,5 @@ void linear_gelu_forward(float* out, float* out_gelu, const float* inp, const fl
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC);
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

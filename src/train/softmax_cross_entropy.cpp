@@ -6,6 +6,7 @@
 #include "train/fast_math.hpp"
 
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 float softmax_cross_entropy_forward(float* probs, float* losses, const float* logits,
                                     const int* targets, int N, int V) {
@@ -19,7 +20,7 @@ float softmax_cross_entropy_forward(float* probs, float* losses, const float* lo
     const float inv = 1.0f / sum;
     for (int v = 0; v < V; ++v) p[v] *= inv;
     // log-sum-exp form: exact where probs[target] would underflow
-    losses[n] = std::log(sum) - (z[targets[n]] - maxv);
+    losses[n] = __builtin_logf(sum) - (z[targets[n]] - maxv);
   }
   double total = 0.0;
   for (int n = 0; n < N; ++n) total += losses[n];
@@ -38,4 +39,5 @@ void softmax_cross_entropy_backward(float* dlogits, const float* probs, const in
   }
 }
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

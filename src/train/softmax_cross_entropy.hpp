@@ -4,7 +4,10 @@
 //   backward: dlogits = (probs - onehot(targets)) / N
 #pragma once
 
+#include "train/isa_namespace.hpp"
+
 namespace longhaul::train {
+inline namespace LH_TRAIN_ISA_NS {
 
 // logits, probs: (N, V); targets: (N); losses: (N). Returns the mean loss (summed in double in
 // index order, so it is reproducible).
@@ -15,4 +18,5 @@ float softmax_cross_entropy_forward(float* probs, float* losses, const float* lo
 void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int* targets, int N,
                                     int V);
 
+}  // namespace LH_TRAIN_ISA_NS
 }  // namespace longhaul::train

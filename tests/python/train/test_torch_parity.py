@@ -31,22 +31,48 @@ GRAD_REL = 1e-5          # max |ours - torch| / max |torch| per gradient tensor
 OPT_STEP_ATOL = 1e-6
 # Parameters after several full steps (lr 1e-3, so each moves an element by up to ~1e-3). Adam's
 # update m / (sqrt(v) + eps) amplifies the ~1e-6 relative gradient differences where gradients
-# are tiny or change sign between steps, so: 99.9% of elements within 1e-6, all within 2e-5
-# (1% of the total movement).
+# are tiny or change sign between steps, so: 99.9% of elements within 1e-6, all within 5e-5.
+# The largest difference depends on which kernels run on both sides (our ISA build and its
+# OpenBLAS kernels, PyTorch's own): measured on 2026-11-29 over 8 runs of each ISA build, scalar
+# 4.5e-6, avx2 1.43e-5, avx512 7.4e-6 (every run of one build the same), and 2.01e-5 on an AVX2
+# CPU without AVX-512 (issue 43); the fraction within 1e-6 was never below 99.988%. 5e-5 is 2.5x
+# the largest seen and 2% of the total movement (2.5e-3): a real bug moves far more (docs/trainer.md).
 PARAM_ATOL_MOST = 1e-6
 PARAM_MOST_FRACTION = 0.999
-PARAM_ATOL_ALL = 2e-5
+PARAM_ATOL_ALL = 5e-5
 # The key bias (qkv_b[:, C:2C]) has an exactly zero true gradient (softmax is unchanged by adding
 # the same q.b to every score of a row), so both sides' "gradients" there are float noise that
 # Adam turns into updates of either sign: it is held to PARAM_ATOL_ALL only.
 SCALAR_RTOL = 1e-5       # per-step loss and global grad norm
 
 
+# The CPU flags each ISA build needs (src/common/cpu_isa.cpp asks libgcc for the same).
+ISA_FLAGS = {"scalar": set(),
+             "avx2": {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "popcnt"},
+             "avx512": {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "popcnt", "avx512f",
+                        "avx512bw", "avx512cd", "avx512dq", "avx512vl"}}
+
+
+def cpu_runs(isa):
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    return ISA_FLAGS[isa] <= set(flags)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True, help="path to train_parity_dump")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--isa", choices=["scalar", "avx2", "avx512"],
+                    help="run the trainer's kernels of this ISA build (LONGHAUL_FORCE_ISA); exits "
+                         "77 (skipped) where this CPU cannot run it")
     args = ap.parse_args()
+    env = dict(os.environ)
+    if args.isa:
+        if not cpu_runs(args.isa):
+            print(f"skipped: this CPU cannot run {args.isa}")
+            return 77
+        env["LONGHAUL_FORCE_ISA"] = args.isa
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
 
@@ -58,7 +84,7 @@ def main():
             failures.append(name)
 
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([args.binary, tmp, str(args.steps)], check=True)
+        subprocess.run([args.binary, tmp, str(args.steps)], check=True, env=env)
         with open(os.path.join(tmp, "config.json")) as f:
             cfg = json.load(f)
         init = read_tensors(os.path.join(tmp, "init"))

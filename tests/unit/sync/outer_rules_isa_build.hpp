@@ -1,0 +1,30 @@
+// The outer rules as each ISA's build runs them (outer_rules_isa_build.cpp), for
+// outer_rules_isa_test.cpp.
+#pragma once
+
+#include <vector>
+
+namespace longhaul::sync::test {
+
+struct OuterRulesCase {
+  std::vector<float> average;  // the round's averaged pseudo-gradient
+  float lr = 0.7f;
+  float momentum = 0.9f;
+  float gap_penalty = 1.0f;
+  float clip = 0.0f;
+  float share = 0.25f;
+  bool co2 = false;
+  bool eager = false;
+  bool first = false;
+};
+
+// Everything a round reads and writes, per element.
+struct OuterRulesState {
+  std::vector<float> theta, momentum, previous, deviation, own_momentum, local, staged;
+};
+
+void apply_outer_rules_scalar(const OuterRulesCase& c, OuterRulesState& s);
+void apply_outer_rules_avx2(const OuterRulesCase& c, OuterRulesState& s);
+void apply_outer_rules_avx512(const OuterRulesCase& c, OuterRulesState& s);
+
+}  // namespace longhaul::sync::test
