@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   clang libclang-rt-14-dev libomp-14-dev clang-format
-  iperf3 iproute2 openssl procps patchelf
+  iperf3 iproute2 openssl procps patchelf qemu-user
   libcpp-httplib-dev chromium prometheus
 )
 PIP_PACKAGES=(numpy matplotlib pytest mypy)

@@ -1,7 +1,8 @@
 // AVX-512 forms of the codecs' per-element loops (codec.cpp: the u8/u4 and fp16 encoders, the
 // fp16 decoder, error feedback's residual; reduce.cpp's f16 accumulator uses the fp16 pair, and
 // its half-precision sum both 16-bit pairs), for
-// builds whose target has AVX-512 F/BW/VL and F16C (the avx512 build of the kernels, cmake/isa.cmake).
+// builds whose target has AVX-512 F/BW/VL and F16C (the avx512 build of the kernels,
+// cmake/isa.cmake).
 //
 // Why by hand: at a cache-resident 1 MiB segment the auto-vectorized loops ran at 0.41-0.46x
 // memcpy (u4, u8, fp16 encode on an AVX-512 EPYC). The compiler cannot use the instructions that

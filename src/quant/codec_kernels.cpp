@@ -415,11 +415,11 @@ void decode_entry(const std::byte* in, std::size_t count, float* out, Codec code
 
 }  // namespace
 
-void fill_codec_kernels(Kernels& k) {
-  k.encode = encode_any;
-  k.decode = decode_entry;
-  k.encode_with_error_feedback = feedback_any;
-}
+constinit const CodecEntries kCodecEntries = {
+    .encode = encode_any,
+    .decode = decode_entry,
+    .encode_with_error_feedback = feedback_any,
+};
 
 }  // namespace LH_QUANT_ISA_NS
 }  // namespace longhaul::quant

@@ -24,16 +24,18 @@
 
 namespace longhaul::quant {
 
-struct Kernels {
-  Isa isa;
-  // codec.hpp: encode; decode, decode_accumulate and the residual (by sink);
-  // encode_with_error_feedback.
+// codec.hpp: encode; decode, decode_accumulate and the residual (by sink);
+// encode_with_error_feedback.
+struct CodecEntries {
   void (*encode)(const float* x, std::size_t count, std::byte* out, Codec codec, std::size_t block);
   void (*decode)(const std::byte* in, std::size_t count, float* out, Codec codec, std::size_t block,
                  Sink sink);
   void (*encode_with_error_feedback)(const float* x, float* residual, std::size_t count,
                                      std::byte* out, Codec codec, std::size_t block);
-  // reduce.hpp, of the same names.
+};
+
+// reduce.hpp, of the same names.
+struct ReduceEntries {
   void (*reduce_into)(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op);
   void (*finalize_avg)(void* dst, std::size_t count, DType dtype, std::size_t n);
   void (*accumulate_f32)(float* acc, const void* src, std::size_t count, DType dtype);
@@ -42,11 +44,17 @@ struct Kernels {
                       std::size_t count, DType dtype, std::size_t average_over);
 };
 
-// Each ISA's build fills in its table's codec entries (codec_kernels.cpp) and reduction entries
-// (reduce_kernels.cpp), under its own namespace; tables.cpp names all three.
+struct Kernels : CodecEntries, ReduceEntries {
+  Isa isa = Isa::kScalar;
+};
+
+// Each ISA's build exports its codec entries (codec_kernels.cpp) and reduction entries
+// (reduce_kernels.cpp) as constant data under its own namespace; tables.cpp names all three.
+// Data, not a function that fills a table: no code of an ISA's build may run before the CPU is
+// known to support it (a table filled by AVX-512 code raised SIGILL on a CPU without it).
 inline namespace LH_QUANT_ISA_NS {
-void fill_codec_kernels(Kernels& k);
-void fill_reduce_kernels(Kernels& k);
+extern const CodecEntries kCodecEntries;
+extern const ReduceEntries kReduceEntries;
 }  // namespace LH_QUANT_ISA_NS
 
 // The table of `isa`, whether or not this CPU can run it (calling one it cannot run is SIGILL:

@@ -379,13 +379,13 @@ void store_from_f32_entry(void* dst, const float* acc, std::size_t count, DType 
 
 }  // namespace
 
-void fill_reduce_kernels(Kernels& k) {
-  k.reduce_into = reduce_into_entry;
-  k.finalize_avg = finalize_avg_entry;
-  k.accumulate_f32 = accumulate_f32_entry;
-  k.store_from_f32 = store_from_f32_entry;
-  k.sum_widened = sum_widened_any;
-}
+constinit const ReduceEntries kReduceEntries = {
+    .reduce_into = reduce_into_entry,
+    .finalize_avg = finalize_avg_entry,
+    .accumulate_f32 = accumulate_f32_entry,
+    .store_from_f32 = store_from_f32_entry,
+    .sum_widened = sum_widened_any,
+};
 
 }  // namespace LH_QUANT_ISA_NS
 }  // namespace longhaul::quant

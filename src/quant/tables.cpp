@@ -3,28 +3,26 @@
 
 namespace longhaul::quant {
 
-// Each build's fillers (kernels.hpp), by the namespace it was compiled in.
+// Each build's entries (kernels.hpp), by the namespace it was compiled in.
 namespace isa_scalar {
-void fill_codec_kernels(Kernels& k);
-void fill_reduce_kernels(Kernels& k);
+extern const CodecEntries kCodecEntries;
+extern const ReduceEntries kReduceEntries;
 }  // namespace isa_scalar
 namespace isa_avx2 {
-void fill_codec_kernels(Kernels& k);
-void fill_reduce_kernels(Kernels& k);
+extern const CodecEntries kCodecEntries;
+extern const ReduceEntries kReduceEntries;
 }  // namespace isa_avx2
 namespace isa_avx512 {
-void fill_codec_kernels(Kernels& k);
-void fill_reduce_kernels(Kernels& k);
+extern const CodecEntries kCodecEntries;
+extern const ReduceEntries kReduceEntries;
 }  // namespace isa_avx512
 
 namespace {
 
-template <void (*FillCodec)(Kernels&), void (*FillReduce)(Kernels&)>
-Kernels make_table(Isa isa) {
-  Kernels k{};
+// Copies the entries' addresses: runs no code of the ISA's build.
+Kernels make_table(Isa isa, const CodecEntries& codec, const ReduceEntries& reduce) {
+  Kernels k{codec, reduce};
   k.isa = isa;
-  FillCodec(k);
-  FillReduce(k);
   return k;
 }
 
@@ -32,9 +30,9 @@ Kernels make_table(Isa isa) {
 
 const Kernels& kernels_for(Isa isa) {
   static const Kernels kTables[kNumIsas] = {
-      make_table<isa_scalar::fill_codec_kernels, isa_scalar::fill_reduce_kernels>(Isa::kScalar),
-      make_table<isa_avx2::fill_codec_kernels, isa_avx2::fill_reduce_kernels>(Isa::kAvx2),
-      make_table<isa_avx512::fill_codec_kernels, isa_avx512::fill_reduce_kernels>(Isa::kAvx512),
+      make_table(Isa::kScalar, isa_scalar::kCodecEntries, isa_scalar::kReduceEntries),
+      make_table(Isa::kAvx2, isa_avx2::kCodecEntries, isa_avx2::kReduceEntries),
+      make_table(Isa::kAvx512, isa_avx512::kCodecEntries, isa_avx512::kReduceEntries),
   };
   return kTables[static_cast<int>(isa)];
 }

@@ -15,25 +15,25 @@
 namespace longhaul::train {
 
 namespace isa_scalar {
-const Kernels& kernel_table();
+extern const Kernels kKernelTable;
 }
 namespace isa_avx2 {
-const Kernels& kernel_table();
+extern const Kernels kKernelTable;
 }
 namespace isa_avx512 {
-const Kernels& kernel_table();
+extern const Kernels kKernelTable;
 }
 
 const Kernels& kernels_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
-      return isa_avx512::kernel_table();
+      return isa_avx512::kKernelTable;
     case Isa::kAvx2:
-      return isa_avx2::kernel_table();
+      return isa_avx2::kKernelTable;
     case Isa::kScalar:
       break;
   }
-  return isa_scalar::kernel_table();
+  return isa_scalar::kKernelTable;
 }
 
 Result<const Kernels*> selected_kernels() {

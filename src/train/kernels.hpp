@@ -47,9 +47,10 @@ struct Kernels {
                                          int N, int V);
 };
 
-// This ISA build's table (kernel_table.cpp, compiled once per ISA).
+// This ISA build's table (kernel_table.cpp, compiled once per ISA): constant data, so that no
+// code of a build runs before the CPU is known to support it.
 inline namespace LH_TRAIN_ISA_NS {
-const Kernels& kernel_table();
+extern const Kernels kKernelTable;
 }  // namespace LH_TRAIN_ISA_NS
 
 // The table of `isa` (whether or not this CPU runs it: check cpu_supports() before calling).
