@@ -1,8 +1,10 @@
 // longhaul-churn --workload train (issue 20): longhaul-train peers train one GPT for about a
 // minute while the supervisor SIGKILLs, SIGTERMs and SIGSTOPs them and replacements join. Every
 // peer reports the hash of theta_g after every step: no two may differ at one step. The
-// survivors' final validation loss must be within 1.03x of a churn-free run of the same peers at
-// equal tokens, which longhaul-churn runs after the churn run in the same invocation.
+// survivors' final validation loss must be within 1.075x of a churn-free run of the same peers at
+// equal tokens, which longhaul-churn runs after the churn run in the same invocation. The bound is
+// the mean plus four standard deviations of the ratios measured over seeds, kill intervals and
+// machine speeds (docs/training.md, "What churn costs").
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -93,7 +95,7 @@ TEST(ChurnTrain, TrainersUnderChurnKeepOneThetaAndReachTheChurnFreeLoss) {
   const double loss = j["val_loss"].get<double>(),
                reference = j["reference_val_loss"].get<double>();
   EXPECT_GT(loss, 0);
-  EXPECT_LE(loss / reference, 1.03) << out;
+  EXPECT_LE(loss / reference, 1.075) << out;
   EXPECT_NEAR(j["val_loss_ratio"].get<double>(), loss / reference, 1e-9);
   // The churn run lost peers for a while; the reference trained as many tokens in fewer steps
   // (to the nearest step of the four peers).

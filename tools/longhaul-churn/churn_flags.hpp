@@ -69,7 +69,7 @@ struct Flags {
   int64_t train_steps = 3000;
   // The churn run's final validation loss over a churn-free run's, at the same group steps, above
   // this is a violation.
-  double max_loss_ratio = 1.03;
+  double max_loss_ratio = 1.075;
   uint32_t heartbeat_interval_ms = 1000;
   uint32_t heartbeat_misses = 3;
   std::string bin_dir;  // where longhaul-master, -peer, -train, -wanem are; "" = beside us

@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cpu_isa.hpp"
 #include "common/log.hpp"
+#include "train/blas.hpp"
 #include "train/param_layout.hpp"
 #include "train/threads.hpp"
 
@@ -52,6 +54,8 @@ Json run_fields(const Options& o, const RunSummary& r) {
       {"heads", mc.heads},
       {"params", parameter_count(mc)},
       {"threads", thread_count()},
+      {"isa", selected_isa() ? std::string(isa_name(selected_isa().value())) : "unusable"},
+      {"blas", blas_core()},
       {"final_train_loss", rounded(r.last_loss, 5)},
       {"final_val_loss", r.last_val ? Json(rounded(*r.last_val, 5)) : Json(nullptr)},
       {"unigram_entropy", rounded(r.unigram, 5)},
