@@ -302,13 +302,8 @@ LH_E3M0_INLINE std::size_t decode_block_avx512(const std::byte* __restrict in, s
 
 // ---- block loops: kFixed != 0 is the block size known at compile time ---------------------------
 
-// The AVX-512 build takes its own loops; the others the portable ones.
-#if defined(LONGHAUL_QUANT_AVX512)
-constexpr bool kVector = true;
-#else
-constexpr bool kVector = false;
-#endif
-
+// The AVX-512 build takes its own loops (and returns before the portable ones, which stay
+// compiled there so that both builds see one source); the others the portable ones.
 template <std::size_t kFixed>
 void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __restrict out,
                    std::size_t block) {
@@ -316,7 +311,7 @@ void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __re
   const std::size_t full = count / bs;
   const std::size_t rest = count % bs;
 #if defined(LONGHAUL_QUANT_AVX512)
-  if constexpr (kVector) {
+  {
     for (std::size_t b = 0; b < full; b += 16)
       out = encode_blocks_avx512<false>(x + b * bs, min_of(16, full - b), bs, out);
     if (rest != 0) encode_blocks_avx512<false>(x + full * bs, 1, rest, out);
@@ -334,7 +329,7 @@ void decode_blocks(const std::byte* __restrict in, std::size_t count, float* __r
   const std::size_t full = count / bs;
   const std::size_t rest = count % bs;
 #if defined(LONGHAUL_QUANT_AVX512)
-  if constexpr (kVector) {
+  {
     for (std::size_t b = 0; b < full; ++b) in += decode_block_avx512<S>(in, bs, o + b * bs);
     if (rest != 0) decode_block_avx512<S>(in, rest, o + full * bs);
     return;
@@ -351,7 +346,7 @@ void feedback_blocks(const float* __restrict x, float* __restrict r, std::size_t
   const std::size_t full = count / bs;
   const std::size_t rest = count % bs;
 #if defined(LONGHAUL_QUANT_AVX512)
-  if constexpr (kVector) {
+  {
     // Sixteen blocks at a time (4 KiB of v at the default block, still in L1).
     for (std::size_t b = 0; b < full; b += 16) {
       const std::size_t m = min_of(16, full - b);
