@@ -32,11 +32,13 @@ OPT_STEP_ATOL = 1e-6
 # Parameters after several full steps (lr 1e-3, so each moves an element by up to ~1e-3). Adam's
 # update m / (sqrt(v) + eps) amplifies the ~1e-6 relative gradient differences where gradients
 # are tiny or change sign between steps, so: 99.9% of elements within 1e-6, all within 5e-5.
-# The largest difference depends on which kernels run on both sides (our ISA build and its
-# OpenBLAS kernels, PyTorch's own): measured on 2026-11-29 over 8 runs of each ISA build, scalar
-# 4.5e-6, avx2 1.43e-5, avx512 7.4e-6 (every run of one build the same), and 2.01e-5 on an AVX2
-# CPU without AVX-512 (issue 43); the fraction within 1e-6 was never below 99.988%. 5e-5 is 2.5x
-# the largest seen and 2% of the total movement (2.5e-3): a real bug moves far more (docs/trainer.md).
+# The largest difference depends on which kernels run on both sides (OpenBLAS's kernel set, which
+# follows our ISA build unless OPENBLAS_CORETYPE is set, and PyTorch's own; our own kernels gave
+# the same result on every ISA build): measured on 2026-11-29 over 8 runs of each ISA build,
+# Prescott 4.5e-6, Haswell 1.43e-5, SkylakeX 7.4e-6 (every run of one build the same), and
+# 2.01e-5 on an AVX2 CPU without AVX-512 (issue 43); the fraction within 1e-6 was never below
+# 99.988%. 5e-5 is 2.5x the largest seen and 2% of the total movement (2.5e-3): a real bug moves
+# far more (docs/trainer.md).
 PARAM_ATOL_MOST = 1e-6
 PARAM_MOST_FRACTION = 0.999
 PARAM_ATOL_ALL = 5e-5
