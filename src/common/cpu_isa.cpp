@@ -21,7 +21,8 @@ struct CpuidRegisters {
 
 CpuidRegisters cpuid(unsigned leaf, unsigned subleaf) {
   CpuidRegisters r;
-  if (static_cast<unsigned>(__get_cpuid_max(0, nullptr)) < leaf) return r;
+  // The largest leaf of the range (basic, or extended from 0x80000000) this one is in.
+  if (static_cast<unsigned>(__get_cpuid_max(leaf & 0x80000000u, nullptr)) < leaf) return r;
   __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
   return r;
 }
@@ -48,8 +49,13 @@ bool detect(Isa isa) {
   if (isa == Isa::kScalar) return true;
   const CpuidRegisters leaf1 = cpuid(1, 0);
   const CpuidRegisters leaf7 = cpuid(7, 0);
-  // leaf 1 ECX: FMA 12, MOVBE 22, POPCNT 23, OSXSAVE 27, AVX 28, F16C 29.
-  if (!all_bits(leaf1.ecx, {12, 22, 23, 27, 28, 29})) return false;
+  const CpuidRegisters extended = cpuid(0x80000001u, 0);
+  // Everything x86-64-v3 lets the compiler use. Leaf 1 ECX: SSE3 0, SSSE3 9, FMA 12, CX16 13,
+  // SSE4.1 19, SSE4.2 20, MOVBE 22, POPCNT 23, OSXSAVE 27, AVX 28, F16C 29.
+  if (!all_bits(leaf1.ecx, {0, 9, 12, 13, 19, 20, 22, 23, 27, 28, 29})) return false;
+  // Leaf 0x80000001 ECX: LAHF/SAHF 0, LZCNT 5 (a CPU without it runs LZCNT as BSR: wrong
+  // results, not SIGILL, so it must be checked).
+  if (!all_bits(extended.ecx, {0, 5})) return false;
   const unsigned long long xcr0 = os_saved_state();
   if ((xcr0 & 0x6u) != 0x6u) return false;  // SSE and AVX state
   // leaf 7 EBX: BMI1 3, AVX2 5, BMI2 8.

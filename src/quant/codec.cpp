@@ -15,11 +15,8 @@ using layout::check_sizes;
 Status encode(std::span<const float> in, std::span<std::byte> out, Codec codec, std::size_t block) {
   LH_RETURN_IF_ERROR(check_sizes(in.size(), out.size(), codec, block, "encode"));
   if (in.empty()) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->encode(in.data(), in.size(), out.data(), codec, block);
-  return Status::ok();
+  return run_selected(
+      [&](const Kernels& k) { k.encode(in.data(), in.size(), out.data(), codec, block); });
 }
 
 Status encode_portable(std::span<const float> in, std::span<std::byte> out, Codec codec,
@@ -34,22 +31,18 @@ Status encode_portable(std::span<const float> in, std::span<std::byte> out, Code
 Status decode(std::span<const std::byte> in, std::span<float> out, Codec codec, std::size_t block) {
   LH_RETURN_IF_ERROR(check_sizes(out.size(), in.size(), codec, block, "decode"));
   if (out.empty()) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->decode(in.data(), out.size(), out.data(), codec, block, Sink::kStore);
-  return Status::ok();
+  return run_selected([&](const Kernels& k) {
+    k.decode(in.data(), out.size(), out.data(), codec, block, Sink::kStore);
+  });
 }
 
 Status decode_accumulate(std::span<const std::byte> in, std::span<float> acc, Codec codec,
                          std::size_t block) {
   LH_RETURN_IF_ERROR(check_sizes(acc.size(), in.size(), codec, block, "decode_accumulate"));
   if (acc.empty()) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->decode(in.data(), acc.size(), acc.data(), codec, block, Sink::kAdd);
-  return Status::ok();
+  return run_selected([&](const Kernels& k) {
+    k.decode(in.data(), acc.size(), acc.data(), codec, block, Sink::kAdd);
+  });
 }
 
 Status encode_with_error_feedback(std::span<const float> in, std::span<float> residual,
@@ -63,11 +56,9 @@ Status encode_with_error_feedback(std::span<const float> in, std::span<float> re
   LH_RETURN_IF_ERROR(
       check_sizes(in.size(), out.size(), codec, block, "encode_with_error_feedback"));
   if (in.empty()) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->encode_with_error_feedback(in.data(), residual.data(), in.size(), out.data(), codec, block);
-  return Status::ok();
+  return run_selected([&](const Kernels& k) {
+    k.encode_with_error_feedback(in.data(), residual.data(), in.size(), out.data(), codec, block);
+  });
 }
 
 }  // namespace longhaul::quant

@@ -19,6 +19,7 @@
 #include "common/status.hpp"
 #include "quant/codec.hpp"
 #include "quant/dtype.hpp"
+#include "quant/fp_env.hpp"
 #include "quant/isa_namespace.hpp"
 #include "quant/sink.hpp"
 
@@ -63,5 +64,16 @@ const Kernels& kernels_for(Isa isa);
 
 // The table of selected_isa(), or its error (an unknown or unsupported LONGHAUL_FORCE_ISA).
 Result<const Kernels*> selected_kernels();
+
+// What every public entry point does once its arguments are checked: call(table) on the selected
+// ISA's table in the default FP environment (fp_env.hpp), or return the selection's error.
+template <class Call>
+Status run_selected(Call call) {
+  Result<const Kernels*> k = selected_kernels();
+  if (!k) return k.status();
+  ScopedDefaultFpEnv fp_env;
+  call(*k.value());
+  return Status::ok();
+}
 
 }  // namespace longhaul::quant

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "quant/fp_env.hpp"
 #include "quant/kernels.hpp"
 
 namespace longhaul::quant {
@@ -53,11 +52,7 @@ Status reduce_into(void* dst, const void* src, std::size_t count, DType dtype, R
   LH_RETURN_IF_ERROR(check_buffer(dst, count, dtype, "reduce_into: dst"));
   LH_RETURN_IF_ERROR(check_buffer(src, count, dtype, "reduce_into: src"));
   if (count == 0) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->reduce_into(dst, src, count, dtype, op);
-  return Status::ok();
+  return run_selected([&](const Kernels& k) { k.reduce_into(dst, src, count, dtype, op); });
 }
 
 Status finalize_avg(void* dst, std::size_t count, DType dtype, std::size_t n) {
@@ -67,11 +62,7 @@ Status finalize_avg(void* dst, std::size_t count, DType dtype, std::size_t n) {
   }
   LH_RETURN_IF_ERROR(check_buffer(dst, count, dtype, "finalize_avg: dst"));
   if (count == 0 || n == 1) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->finalize_avg(dst, count, dtype, n);
-  return Status::ok();
+  return run_selected([&](const Kernels& k) { k.finalize_avg(dst, count, dtype, n); });
 }
 
 Status accumulate_f32(float* acc, const void* src, std::size_t count, DType dtype) {
@@ -79,11 +70,7 @@ Status accumulate_f32(float* acc, const void* src, std::size_t count, DType dtyp
   LH_RETURN_IF_ERROR(check_buffer(acc, count, DType::kF32, "accumulate_f32: acc"));
   LH_RETURN_IF_ERROR(check_buffer(src, count, dtype, "accumulate_f32: src"));
   if (count == 0) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->accumulate_f32(acc, src, count, dtype);
-  return Status::ok();
+  return run_selected([&](const Kernels& k) { k.accumulate_f32(acc, src, count, dtype); });
 }
 
 Status store_from_f32(void* dst, const float* acc, std::size_t count, DType dtype) {
@@ -91,11 +78,7 @@ Status store_from_f32(void* dst, const float* acc, std::size_t count, DType dtyp
   LH_RETURN_IF_ERROR(check_buffer(dst, count, dtype, "store_from_f32: dst"));
   LH_RETURN_IF_ERROR(check_buffer(acc, count, DType::kF32, "store_from_f32: acc"));
   if (count == 0) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->store_from_f32(dst, acc, count, dtype);
-  return Status::ok();
+  return run_selected([&](const Kernels& k) { k.store_from_f32(dst, acc, count, dtype); });
 }
 
 Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t count, DType dtype,
@@ -113,11 +96,9 @@ Status sum_widened(void* dst, std::span<const void* const> sources, std::size_t 
   for (const void* s : sources)
     LH_RETURN_IF_ERROR(check_buffer(s, count, dtype, "sum_widened: source"));
   if (count == 0) return Status::ok();
-  Result<const Kernels*> k = selected_kernels();
-  if (!k) return k.status();
-  ScopedDefaultFpEnv fp_env;
-  (*k)->sum_widened(dst, sources.data(), sources.size(), count, dtype, average_over);
-  return Status::ok();
+  return run_selected([&](const Kernels& k) {
+    k.sum_widened(dst, sources.data(), sources.size(), count, dtype, average_over);
+  });
 }
 
 }  // namespace longhaul::quant

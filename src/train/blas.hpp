@@ -6,7 +6,8 @@
 // linked library would read before main() could set it. Loading it ourselves lets us set it
 // first, unless the user already set it: to the kernel set of the ISA the process runs
 // (common/cpu_isa.hpp; LONGHAUL_FORCE_ISA included): SkylakeX for avx512, Haswell for avx2,
-// Prescott for scalar.
+// Prescott for scalar (SSE3, which every x86-64 CPU since 2005 has). The set is chosen once, when
+// OpenBLAS loads: a later select_isa() changes our kernels, not OpenBLAS's.
 //
 // Threading: every call runs single-threaded in the calling thread; the kernels split work
 // across OpenMP threads themselves, so there is one thread pool and no oversubscription.

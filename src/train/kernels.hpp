@@ -5,8 +5,9 @@
 //
 // Unlike the collectives' kernels (src/quant), these need not give the same bits on every ISA:
 // each peer trains its own replica, and only what crosses the network must be bit-identical. The
-// builds differ by their vector width (the order of the lane sums in fast_math.hpp is fixed, the
-// BLAS kernels are OpenBLAS's); docs/trainer.md gives the spread measured across them.
+// builds differ by their vector width only (the order of the lane sums in fast_math.hpp is fixed,
+// no contraction), and gave the same results in every measurement so far; the matrix products are
+// OpenBLAS's, whose kernel set does change them. docs/trainer.md gives the spread measured.
 #pragma once
 
 #include "common/cpu_isa.hpp"

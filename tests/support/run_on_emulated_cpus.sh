@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run_on_emulated_cpus.sh SOURCE_DIR BUILD_DIR: runs programs of a build on CPUs this machine is not, under
-# QEMU's user-mode emulator: Nehalem (x86-64-v2: SSE4.2, no AVX) and Haswell (AVX2, no AVX-512).
+# run_on_emulated_cpus.sh SOURCE_DIR BUILD_DIR: runs programs of a build on CPUs this machine is
+# not, under QEMU's user-mode emulator: qemu64 (baseline x86-64 with SSE3, no SSSE3), Nehalem
+# (x86-64-v2: SSE4.2, no AVX) and Haswell (AVX2, no AVX-512). QEMU emulates no AVX-512.
 # QEMU reports only the emulated CPU's features, and an instruction it lacks raises SIGILL, so
 # this proves what no run on the build machine can: the one build runs on every x86-64, picking
 # the kernels that CPU has (common/cpu_isa.hpp), and nothing outside the per-ISA builds (a static
@@ -31,7 +32,7 @@ run() {  # CPU EXPECTED_ISA PROGRAM [ARGS...]
     status=1
   fi
 }
-for spec in Nehalem:scalar Haswell:avx2; do
+for spec in qemu64:scalar Nehalem:scalar Haswell:avx2; do
   cpu=${spec%%:*}
   isa=${spec#*:}
   run "$cpu" "$isa" "$build/tests/unit/quant/quant_isa_test"

@@ -48,7 +48,7 @@ PARAM_ATOL_ALL = 5e-5
 SCALAR_RTOL = 1e-5       # per-step loss and global grad norm
 
 
-# The CPU flags each ISA build needs (src/common/cpu_isa.cpp asks libgcc for the same).
+# The CPU flags each ISA build needs (src/common/cpu_isa.cpp reads the same from CPUID).
 ISA_FLAGS = {"scalar": set(),
              "avx2": {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "popcnt"},
              "avx512": {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "popcnt", "avx512f",

@@ -5,7 +5,6 @@
 //
 // The header is included inside the build's own namespace: its inline functions would otherwise
 // be one symbol for every build, and the linker would keep one copy for all three.
-#include <cmath>
 #include <cstddef>
 #include <span>
 
@@ -19,21 +18,21 @@ namespace longhaul::sync::test {
 
 namespace rules = OUTER_RULES_ISA_NS::longhaul::sync;
 
-void OUTER_RULES_ISA_FN(const OuterRulesCase& c, OuterRulesState& s) {
+void OUTER_RULES_ISA_FN(const OuterRulesCase& c, const OuterRulesArrays& a) {
   const rules::NesterovParams nesterov{c.lr, c.momentum};
   const rules::Co2Params co2{c.lr, c.momentum, c.gap_penalty, c.clip};
-  const std::size_t n = s.theta.size();
-  float* theta = s.theta.data();
-  float* momentum = s.momentum.data();
-  float* previous = s.previous.data();
-  float* deviation = s.deviation.data();
-  float* own_momentum = s.own_momentum.data();
-  float* local = s.local.data();
-  float* staged = s.staged.data();
-  const float* average = c.average.data();
+  const std::size_t n = a.n;
+  float* theta = a.theta;
+  float* momentum = a.momentum;
+  float* previous = a.previous;
+  float* deviation = a.deviation;
+  float* own_momentum = a.own_momentum;
+  float* local = a.local;
+  float* staged = a.staged;
+  const float* average = a.average;
   for (std::size_t i = 0; i < n; ++i) {
     float fresh = (c.eager ? theta[i] + deviation[i] : theta[i]) - local[i];
-    if (!std::isfinite(fresh)) fresh = 0.0f;
+    if (!__builtin_isfinite(fresh)) fresh = 0.0f;  // std::isfinite would be shared
     if (c.co2)
       rules::co2_element(theta[i], momentum[i], average[i], co2);
     else

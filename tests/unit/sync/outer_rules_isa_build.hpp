@@ -2,6 +2,7 @@
 // outer_rules_isa_test.cpp.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 namespace longhaul::sync::test {
@@ -23,8 +24,22 @@ struct OuterRulesState {
   std::vector<float> theta, momentum, previous, deviation, own_momentum, local, staged;
 };
 
-void apply_outer_rules_scalar(const OuterRulesCase& c, OuterRulesState& s);
-void apply_outer_rules_avx2(const OuterRulesCase& c, OuterRulesState& s);
-void apply_outer_rules_avx512(const OuterRulesCase& c, OuterRulesState& s);
+// What one build reads: plain pointers, so that the per-ISA files instantiate nothing of
+// std::vector (at -O0 its members would be symbols shared between the builds).
+struct OuterRulesArrays {
+  std::size_t n;
+  const float* average;
+  float *theta, *momentum, *previous, *deviation, *own_momentum, *local, *staged;
+};
+
+void apply_outer_rules_scalar(const OuterRulesCase& c, const OuterRulesArrays& a);
+void apply_outer_rules_avx2(const OuterRulesCase& c, const OuterRulesArrays& a);
+void apply_outer_rules_avx512(const OuterRulesCase& c, const OuterRulesArrays& a);
+
+inline OuterRulesArrays arrays_of(const OuterRulesCase& c, OuterRulesState& s) {
+  return {s.theta.size(),    c.average.data(),      s.theta.data(), s.momentum.data(),
+          s.previous.data(), s.deviation.data(),    s.own_momentum.data(),
+          s.local.data(),    s.staged.data()};
+}
 
 }  // namespace longhaul::sync::test

@@ -16,7 +16,7 @@
 namespace longhaul::sync::test {
 namespace {
 
-using Apply = void (*)(const OuterRulesCase&, OuterRulesState&);
+using Apply = void (*)(const OuterRulesCase&, const OuterRulesArrays&);
 
 Apply apply_for(Isa isa) {
   switch (isa) {
@@ -112,8 +112,8 @@ TEST(SyncOuterRulesIsa, EveryRuleGivesTheSameBitsInEveryIsaBuild) {
         c.lr = rule.co2 ? 1.0f : 0.7f;
         c.momentum = rule.co2 ? 0.2f : 0.9f;
         c.first = round == 0;
-        apply_outer_rules_scalar(c, want);
-        apply_for(isa)(c, got);
+        apply_outer_rules_scalar(c, arrays_of(c, want));
+        apply_for(isa)(c, arrays_of(c, got));
         expect_same(got, want,
                     std::string(isa_name(isa)) + " " + rule.name + " round " +
                         std::to_string(round));
