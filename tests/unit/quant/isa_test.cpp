@@ -13,7 +13,10 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include <immintrin.h>
 
 #include "common/cpu_isa.hpp"
 #include "quant/codec.hpp"
@@ -320,15 +323,13 @@ TEST(QuantIsa, TheF32AccumulatorAndHalfPrecisionSumsGiveTheSameBitsOnEveryIsa) {
       // dst and three sources; NaNs only in dst, so no sum has two.
       std::vector<std::uint8_t> dst0 = random_bytes(kCount * 2, 11);
       std::vector<std::vector<std::uint16_t>> sources(3, std::vector<std::uint16_t>(kCount));
+      // Every bit pattern but NaNs: overflow to infinity across sources, subnormals, ties.
       std::mt19937_64 rng(13);
-      std::normal_distribution<float> normal(0.0f, 10.0f);
-      for (auto& s : sources)
-        for (auto& h : s) {
-          const float f = normal(rng);
-          std::uint32_t u;
-          std::memcpy(&u, &f, 4);
-          h = dtype == DType::kBF16 ? static_cast<std::uint16_t>(u >> 16)
-                                    : static_cast<std::uint16_t>(0x3C00 + (u & 0x3FF));
+      for (auto& src : sources)
+        for (auto& h : src) {
+          do {
+            h = static_cast<std::uint16_t>(rng());
+          } while (dtype == DType::kF16 ? (h & 0x7FFF) > 0x7C00 : (h & 0x7FFF) > 0x7F80);
         }
       const void* pointers[] = {sources[0].data(), sources[1].data(), sources[2].data()};
       for (std::size_t k = 1; k <= 3; ++k) {
@@ -344,6 +345,73 @@ TEST(QuantIsa, TheF32AccumulatorAndHalfPrecisionSumsGiveTheSameBitsOnEveryIsa) {
       }
     }
   }
+}
+
+// Arbitrary bytes, as a damaged or hostile message would bring them: every build decodes them to
+// the same values (headers of any bits: NaNs with payloads, infinities, subnormal scales).
+TEST(QuantIsa, ArbitraryBytesDecodeToTheSameValuesOnEveryIsa) {
+  for (const Isa isa : wider_isas()) {
+    for (const Codec c : kCodecs) {
+      for (const std::size_t block : kBlocks) {
+        const std::size_t count = 37 * 128 + 77;
+        const std::vector<std::uint8_t> raw =
+            random_bytes(*encoded_size(count, c, block), 61 + block);
+        const auto* in = reinterpret_cast<const std::byte*>(raw.data());
+        std::vector<float> want(count);
+        std::vector<float> got(count);
+        kernels_for(Isa::kScalar).decode(in, count, want.data(), c, block, Sink::kStore);
+        kernels_for(isa).decode(in, count, got.data(), c, block, Sink::kStore);
+        ASSERT_TRUE(same_bytes(got, want))
+            << isa_name(isa) << " " << codec_name(c) << " block " << block;
+      }
+    }
+  }
+}
+
+// The public entry points, each ISA selected in turn, from a caller running with FTZ and DAZ
+// (they pin the default environment): the same bytes as the scalar kernels in that environment.
+TEST(QuantIsa, ThePublicEntryPointsGiveTheSameBitsWithEveryIsaSelected) {
+  const Result<Isa> before = selected_isa();
+  ASSERT_TRUE(before.is_ok()) << before.status().to_string();
+  const std::vector<float> data = adversarial(37 * 128 + 77, 67);
+  std::vector<float> base = adversarial(37 * 128 + 77, 71);
+  for (float& v : base)
+    if (std::isnan(v)) v = 0.5f;
+  std::vector<std::uint16_t> halves(data.size());
+  for (std::size_t i = 0; i < data.size(); ++i)
+    halves[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(data[i]) >> 16);
+  auto run_all = [&](Codec c) {
+    std::vector<std::byte> e(*encoded_size(data.size(), c));
+    EXPECT_TRUE(encode(data, e, c).is_ok());
+    std::vector<float> acc(base);
+    EXPECT_TRUE(decode_accumulate(e, acc, c).is_ok());
+    std::vector<float> residual(data.size(), 0.0f);
+    std::vector<std::byte> fed(e.size());
+    EXPECT_TRUE(encode_with_error_feedback(data, residual, fed, c).is_ok());
+    std::vector<std::uint16_t> sum(halves);
+    const void* sources[] = {halves.data()};
+    EXPECT_TRUE(sum_widened(sum.data(), sources, halves.size(), DType::kBF16, 3).is_ok());
+    return std::make_tuple(e, acc, residual, fed, sum);
+  };
+  const unsigned saved = _mm_getcsr();
+  for (const Codec c : kCodecs) {
+    ASSERT_TRUE(select_isa(Isa::kScalar).is_ok());
+    _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ
+    const auto want = run_all(c);
+    _mm_setcsr(saved);
+    for (const Isa isa : wider_isas()) {
+      ASSERT_TRUE(select_isa(isa).is_ok());
+      _mm_setcsr(saved | 0x8040u);
+      const auto got = run_all(c);
+      _mm_setcsr(saved);
+      EXPECT_EQ(std::get<0>(got), std::get<0>(want)) << isa_name(isa) << " " << codec_name(c);
+      EXPECT_TRUE(same_bytes(std::get<1>(got), std::get<1>(want))) << isa_name(isa);
+      EXPECT_TRUE(same_bytes(std::get<2>(got), std::get<2>(want))) << isa_name(isa);
+      EXPECT_EQ(std::get<3>(got), std::get<3>(want)) << isa_name(isa) << " " << codec_name(c);
+      EXPECT_EQ(std::get<4>(got), std::get<4>(want)) << isa_name(isa);
+    }
+  }
+  ASSERT_TRUE(select_isa(before.value()).is_ok());
 }
 
 }  // namespace
