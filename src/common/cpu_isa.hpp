@@ -9,8 +9,8 @@
 //
 // The choice: the variable LONGHAUL_FORCE_ISA ("scalar", "avx2", "avx512"), read once at the first
 // call, when set and not empty; otherwise the widest ISA this CPU and its operating system
-// support. Forcing an ISA the CPU cannot run, or an unknown name, is an error every call that runs a
-// kernel returns (never a silent fallback, never SIGILL); quant::encode_portable, the reference
+// support. Forcing an ISA the CPU cannot run, or an unknown name, is an error every call that runs
+// a kernel returns (never a silent fallback, never SIGILL); quant::encode_portable, the reference
 // the tests compare with, runs the scalar build whatever the variable says.
 //
 // Threads: every function is safe to call from any thread.

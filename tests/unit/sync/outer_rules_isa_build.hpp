@@ -37,9 +37,9 @@ void apply_outer_rules_avx2(const OuterRulesCase& c, const OuterRulesArrays& a);
 void apply_outer_rules_avx512(const OuterRulesCase& c, const OuterRulesArrays& a);
 
 inline OuterRulesArrays arrays_of(const OuterRulesCase& c, OuterRulesState& s) {
-  return {s.theta.size(),    c.average.data(),      s.theta.data(), s.momentum.data(),
-          s.previous.data(), s.deviation.data(),    s.own_momentum.data(),
-          s.local.data(),    s.staged.data()};
+  return {s.theta.size(),        c.average.data(),  s.theta.data(),
+          s.momentum.data(),     s.previous.data(), s.deviation.data(),
+          s.own_momentum.data(), s.local.data(),    s.staged.data()};
 }
 
 }  // namespace longhaul::sync::test

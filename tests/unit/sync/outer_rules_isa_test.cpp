@@ -114,9 +114,9 @@ TEST(SyncOuterRulesIsa, EveryRuleGivesTheSameBitsInEveryIsaBuild) {
         c.first = round == 0;
         apply_outer_rules_scalar(c, arrays_of(c, want));
         apply_for(isa)(c, arrays_of(c, got));
-        expect_same(got, want,
-                    std::string(isa_name(isa)) + " " + rule.name + " round " +
-                        std::to_string(round));
+        expect_same(
+            got, want,
+            std::string(isa_name(isa)) + " " + rule.name + " round " + std::to_string(round));
       }
     }
   }
