@@ -302,8 +302,8 @@ LH_E3M0_INLINE std::size_t decode_block_avx512(const std::byte* __restrict in, s
 
 // ---- block loops: kFixed != 0 is the block size known at compile time ---------------------------
 
-// The AVX-512 build takes its own loops (and returns before the portable ones, which stay
-// compiled there so that both builds see one source); the others the portable ones.
+// The AVX-512 build takes its own loops and returns before the portable ones, which stay compiled
+// there too (otherwise clang reports the portable block functions unneeded in that build).
 template <std::size_t kFixed>
 void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __restrict out,
                    std::size_t block) {
@@ -311,12 +311,10 @@ void encode_blocks(const float* __restrict x, std::size_t count, std::byte* __re
   const std::size_t full = count / bs;
   const std::size_t rest = count % bs;
 #if defined(LONGHAUL_QUANT_AVX512)
-  {
-    for (std::size_t b = 0; b < full; b += 16)
-      out = encode_blocks_avx512<false>(x + b * bs, min_of(16, full - b), bs, out);
-    if (rest != 0) encode_blocks_avx512<false>(x + full * bs, 1, rest, out);
-    return;
-  }
+  for (std::size_t b = 0; b < full; b += 16)
+    out = encode_blocks_avx512<false>(x + b * bs, min_of(16, full - b), bs, out);
+  if (rest != 0) encode_blocks_avx512<false>(x + full * bs, 1, rest, out);
+  return;
 #endif
   for (std::size_t b = 0; b < full; ++b) out += encode_block(x + b * bs, bs, out);
   if (rest != 0) encode_block(x + full * bs, rest, out);
@@ -329,11 +327,9 @@ void decode_blocks(const std::byte* __restrict in, std::size_t count, float* __r
   const std::size_t full = count / bs;
   const std::size_t rest = count % bs;
 #if defined(LONGHAUL_QUANT_AVX512)
-  {
-    for (std::size_t b = 0; b < full; ++b) in += decode_block_avx512<S>(in, bs, o + b * bs);
-    if (rest != 0) decode_block_avx512<S>(in, rest, o + full * bs);
-    return;
-  }
+  for (std::size_t b = 0; b < full; ++b) in += decode_block_avx512<S>(in, bs, o + b * bs);
+  if (rest != 0) decode_block_avx512<S>(in, rest, o + full * bs);
+  return;
 #endif
   for (std::size_t b = 0; b < full; ++b) in += decode_block<S>(in, bs, o + b * bs);
   if (rest != 0) decode_block<S>(in, rest, o + full * bs);
@@ -346,19 +342,17 @@ void feedback_blocks(const float* __restrict x, float* __restrict r, std::size_t
   const std::size_t full = count / bs;
   const std::size_t rest = count % bs;
 #if defined(LONGHAUL_QUANT_AVX512)
-  {
-    // Sixteen blocks at a time (4 KiB of v at the default block, still in L1).
-    for (std::size_t b = 0; b < full; b += 16) {
-      const std::size_t m = min_of(16, full - b);
-      for (std::size_t i = b * bs; i < (b + m) * bs; ++i) r[i] = x[i] + r[i];
-      out = encode_blocks_avx512<true>(r + b * bs, m, bs, out);
-    }
-    if (rest != 0) {
-      for (std::size_t i = full * bs; i < count; ++i) r[i] = x[i] + r[i];
-      encode_blocks_avx512<true>(r + full * bs, 1, rest, out);
-    }
-    return;
+  // Sixteen blocks at a time (4 KiB of v at the default block, still in L1).
+  for (std::size_t b = 0; b < full; b += 16) {
+    const std::size_t m = min_of(16, full - b);
+    for (std::size_t i = b * bs; i < (b + m) * bs; ++i) r[i] = x[i] + r[i];
+    out = encode_blocks_avx512<true>(r + b * bs, m, bs, out);
   }
+  if (rest != 0) {
+    for (std::size_t i = full * bs; i < count; ++i) r[i] = x[i] + r[i];
+    encode_blocks_avx512<true>(r + full * bs, 1, rest, out);
+  }
+  return;
 #endif
   for (std::size_t b = 0; b < full; ++b) out += feedback_block(x + b * bs, r + b * bs, bs, out);
   if (rest != 0) feedback_block(x + full * bs, r + full * bs, rest, out);
