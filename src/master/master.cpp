@@ -4,7 +4,7 @@ namespace longhaul::master {
 
 Result<std::unique_ptr<Master>> Master::create(const MasterOptions& options, unsigned io_threads) {
   std::unique_ptr<Master> m(new Master());
-  m->io_ = std::make_unique<net::IoRuntime>(io_threads ? io_threads : 2);
+  m->io_ = std::make_unique<runtime::IoRuntime>(io_threads ? io_threads : 2);
   auto server = MasterServer::create(*m->io_, options);
   if (!server) return server.status();
   m->server_ = std::move(*server);

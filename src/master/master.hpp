@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "master/server.hpp"
-#include "net/io_runtime.hpp"
+#include "runtime/io_runtime.hpp"
 
 namespace longhaul::master {
 
@@ -30,7 +30,7 @@ class Master {
 
  private:
   Master() = default;
-  std::unique_ptr<net::IoRuntime> io_;
+  std::unique_ptr<runtime::IoRuntime> io_;
   std::shared_ptr<MasterServer> server_;
 };
 

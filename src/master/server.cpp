@@ -14,7 +14,7 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io,
+Result<std::shared_ptr<MasterServer>> MasterServer::create(runtime::IoRuntime& io,
                                                            const MasterOptions& options) {
   if (options.heartbeat_interval.count() <= 0 || options.heartbeat_misses == 0)
     return invalid_argument("heartbeat interval and misses must be positive");
@@ -38,7 +38,7 @@ Result<std::shared_ptr<MasterServer>> MasterServer::create(net::IoRuntime& io,
   return server;
 }
 
-MasterServer::MasterServer(net::IoRuntime& io, const MasterOptions& options,
+MasterServer::MasterServer(runtime::IoRuntime& io, const MasterOptions& options,
                            std::shared_ptr<net::Listener> listener)
     : io_(io),
       options_(options),

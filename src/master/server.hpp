@@ -96,7 +96,7 @@ struct MasterSnapshot {
 class MasterServer : public std::enable_shared_from_this<MasterServer>, private Outbox {
  public:
   // Binds the listen address; does not accept yet.
-  static Result<std::shared_ptr<MasterServer>> create(net::IoRuntime& io,
+  static Result<std::shared_ptr<MasterServer>> create(runtime::IoRuntime& io,
                                                       const MasterOptions& options);
   ~MasterServer() override;
 
@@ -121,7 +121,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   };
   using Clock = std::chrono::steady_clock;
 
-  MasterServer(net::IoRuntime& io, const MasterOptions& options,
+  MasterServer(runtime::IoRuntime& io, const MasterOptions& options,
                std::shared_ptr<net::Listener> listener);
 
   void on_link(std::shared_ptr<net::Link> link, net::Role role);
@@ -168,7 +168,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void group_epoch_failed(uint32_t group) override;
   void peer_left(PeerId who, uint32_t group, const std::string& reason, bool graceful) override;
 
-  net::IoRuntime& io_;
+  runtime::IoRuntime& io_;
   const MasterOptions options_;
   std::shared_ptr<net::Listener> listener_;
   uint16_t port_ = 0;

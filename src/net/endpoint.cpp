@@ -24,7 +24,7 @@ namespace longhaul::net {
 // ---------------------------------------------------------------------------------------------
 // Listener
 
-Result<std::shared_ptr<Listener>> Listener::create(IoRuntime& io, const std::string& host,
+Result<std::shared_ptr<Listener>> Listener::create(runtime::IoRuntime& io, const std::string& host,
                                                    uint16_t port, const TransportOptions& options) {
   std::shared_ptr<asio::ssl::context> tls;
   if (options.tls.enabled) {
@@ -47,8 +47,8 @@ Result<std::shared_ptr<Listener>> Listener::create(IoRuntime& io, const std::str
   return std::shared_ptr<Listener>(new Listener(io, std::move(acceptor), options, std::move(tls)));
 }
 
-Listener::Listener(IoRuntime& io, asio::ip::tcp::acceptor acceptor, const TransportOptions& options,
-                   std::shared_ptr<asio::ssl::context> tls)
+Listener::Listener(runtime::IoRuntime& io, asio::ip::tcp::acceptor acceptor,
+                   const TransportOptions& options, std::shared_ptr<asio::ssl::context> tls)
     : io_(io),
       acceptor_(std::move(acceptor)),
       options_(options),
@@ -340,8 +340,8 @@ asio::awaitable<void> connect_one(asio::ip::tcp::resolver::results_type endpoint
 
 }  // namespace
 
-void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, uint16_t connections,
-                        const TransportOptions& options,
+void async_connect_link(runtime::IoRuntime& io, const std::string& host, uint16_t port,
+                        uint16_t connections, const TransportOptions& options,
                         std::function<void(Result<std::shared_ptr<Link>>)> done) {
   if (connections == 0 || connections > kMaxConnectionsPerLink) {
     done(invalid_argument(fmt::format("connections per link must be 1..{}, got {}",
@@ -393,8 +393,9 @@ void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, u
       asio::detached);
 }
 
-Result<std::shared_ptr<Link>> connect_link(IoRuntime& io, const std::string& host, uint16_t port,
-                                           uint16_t connections, const TransportOptions& options) {
+Result<std::shared_ptr<Link>> connect_link(runtime::IoRuntime& io, const std::string& host,
+                                           uint16_t port, uint16_t connections,
+                                           const TransportOptions& options) {
   if (io.in_runtime_thread())
     return internal_error("connect_link would block an I/O thread; use async_connect_link");
   std::promise<Result<std::shared_ptr<Link>>> promise;

@@ -16,9 +16,9 @@
 #include "common/status.hpp"
 #include "net/handshake_flow.hpp"
 #include "net/handshake_slots.hpp"
-#include "net/io_runtime.hpp"
 #include "net/link.hpp"
 #include "net/options.hpp"
+#include "runtime/io_runtime.hpp"
 
 namespace longhaul::net {
 
@@ -35,7 +35,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   using AcceptHandler = std::function<void(std::shared_ptr<Link> link, Role role)>;
 
   // Binds host:port (port 0 = ephemeral; host may be an IPv4 or IPv6 literal or a name).
-  static Result<std::shared_ptr<Listener>> create(IoRuntime& io, const std::string& host,
+  static Result<std::shared_ptr<Listener>> create(runtime::IoRuntime& io, const std::string& host,
                                                   uint16_t port, const TransportOptions& options);
   ~Listener();
   void start(AcceptHandler on_link);
@@ -57,8 +57,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
     size_t arrived = 0;
     std::unique_ptr<asio::steady_timer> deadline;
   };
-  Listener(IoRuntime& io, asio::ip::tcp::acceptor acceptor, const TransportOptions& options,
-           std::shared_ptr<asio::ssl::context> tls);
+  Listener(runtime::IoRuntime& io, asio::ip::tcp::acceptor acceptor,
+           const TransportOptions& options, std::shared_ptr<asio::ssl::context> tls);
   asio::awaitable<void> accept_loop();
   // After a failed accept: out of descriptors, drop the oldest unauthenticated connection, wait a
   // little longer each time in a row (10 ms .. 1 s) and log once per interval, not per failure.
@@ -66,7 +66,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   asio::awaitable<void> admit(std::shared_ptr<Connection> conn, uint64_t slot);
   void add_to_link(std::shared_ptr<Connection> conn, const AdmittedConnection& who);
 
-  IoRuntime& io_;
+  runtime::IoRuntime& io_;
   asio::ip::tcp::acceptor acceptor_;
   TransportOptions options_;
   std::shared_ptr<asio::ssl::context> tls_;
@@ -85,11 +85,12 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
 // Opens K connections to host:port in parallel, handshakes each, and completes with a Link (not
 // yet started) or the first error. `done` runs on an I/O thread.
-void async_connect_link(IoRuntime& io, const std::string& host, uint16_t port, uint16_t connections,
-                        const TransportOptions& options,
+void async_connect_link(runtime::IoRuntime& io, const std::string& host, uint16_t port,
+                        uint16_t connections, const TransportOptions& options,
                         std::function<void(Result<std::shared_ptr<Link>>)> done);
 // Blocking form; must not be called from one of io's threads.
-Result<std::shared_ptr<Link>> connect_link(IoRuntime& io, const std::string& host, uint16_t port,
-                                           uint16_t connections, const TransportOptions& options);
+Result<std::shared_ptr<Link>> connect_link(runtime::IoRuntime& io, const std::string& host,
+                                           uint16_t port, uint16_t connections,
+                                           const TransportOptions& options);
 
 }  // namespace longhaul::net

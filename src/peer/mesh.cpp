@@ -20,7 +20,7 @@ auto oldest(Table& table) {
 
 }  // namespace
 
-Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand,
+Result<std::shared_ptr<Mesh>> Mesh::create(runtime::IoRuntime& io, Strand strand,
                                            const CommunicatorOptions& options,
                                            std::shared_ptr<net::TrafficCounter> data_traffic) {
   std::string host;
@@ -39,7 +39,7 @@ Result<std::shared_ptr<Mesh>> Mesh::create(net::IoRuntime& io, Strand strand,
       new Mesh(io, std::move(strand), options, std::move(*listener), std::move(data_traffic)));
 }
 
-Mesh::Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options,
+Mesh::Mesh(runtime::IoRuntime& io, Strand strand, const CommunicatorOptions& options,
            std::shared_ptr<net::Listener> listener,
            std::shared_ptr<net::TrafficCounter> data_traffic)
     : io_(io),

@@ -71,7 +71,7 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
 
   // Binds the listener (options.listen_address) but accepts nothing until start(). The data links
   // count into `data_traffic` (null: not counted).
-  static Result<std::shared_ptr<Mesh>> create(net::IoRuntime& io, Strand strand,
+  static Result<std::shared_ptr<Mesh>> create(runtime::IoRuntime& io, Strand strand,
                                               const CommunicatorOptions& options,
                                               std::shared_ptr<net::TrafficCounter> data_traffic);
   void start(ReadyHandler on_ready, LostHandler on_lost);
@@ -98,7 +98,7 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
     std::set<PeerId> failed;
     bool answered = false;
   };
-  Mesh(net::IoRuntime& io, Strand strand, const CommunicatorOptions& options,
+  Mesh(runtime::IoRuntime& io, Strand strand, const CommunicatorOptions& options,
        std::shared_ptr<net::Listener> listener, std::shared_ptr<net::TrafficCounter> data_traffic);
 
   void on_inbound(std::shared_ptr<net::Link> link);
@@ -137,7 +137,7 @@ class Mesh : public std::enable_shared_from_this<Mesh> {
   std::optional<PeerId> neighbour_of(const net::Link* link) const;
   void publish_ring_links();
 
-  net::IoRuntime& io_;
+  runtime::IoRuntime& io_;
   Strand strand_;
   const CommunicatorOptions options_;
   std::shared_ptr<net::Listener> listener_;

@@ -32,7 +32,7 @@ Status parse_advertised(const std::string& text, std::string* host, uint16_t* po
 }  // namespace
 
 Result<std::shared_ptr<PeerSession>> PeerSession::create(
-    net::IoRuntime& io, const CommunicatorOptions& options,
+    runtime::IoRuntime& io, const CommunicatorOptions& options,
     std::shared_ptr<net::TrafficCounter> control_traffic,
     std::shared_ptr<net::TrafficCounter> data_traffic) {
   std::string master_host;
@@ -60,7 +60,7 @@ Result<std::shared_ptr<PeerSession>> PeerSession::create(
                                                       master_port, std::move(control_traffic)));
 }
 
-PeerSession::PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
+PeerSession::PeerSession(runtime::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
                          std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port,
                          std::shared_ptr<net::TrafficCounter> control_traffic)
     : io_(io),

@@ -68,7 +68,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // the master counts its frames into `control_traffic`, the mesh's data links into
   // `data_traffic` (Mesh::create); null counts nothing.
   static Result<std::shared_ptr<PeerSession>> create(
-      net::IoRuntime& io, const CommunicatorOptions& options,
+      runtime::IoRuntime& io, const CommunicatorOptions& options,
       std::shared_ptr<net::TrafficCounter> control_traffic = nullptr,
       std::shared_ptr<net::TrafficCounter> data_traffic = nullptr);
   ~PeerSession();
@@ -97,7 +97,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   void set_stats_source(StatsSource source);
   // Inbound service links (Mesh::ServiceHandler) go to `handler`. Thread-safe.
   void set_service_handler(Mesh::ServiceHandler handler);
-  net::IoRuntime& io() { return io_; }
+  runtime::IoRuntime& io() { return io_; }
   const CommunicatorOptions& options() const { return options_; }
 
   // Connects to the master, registers and blocks until admitted into an epoch (or the connect
@@ -157,7 +157,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   using Strand = asio::strand<asio::io_context::executor_type>;
   using Clock = std::chrono::steady_clock;
 
-  PeerSession(net::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
+  PeerSession(runtime::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
               std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port,
               std::shared_ptr<net::TrafficCounter> control_traffic);
 
@@ -218,7 +218,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   void arm_heartbeat();
   void publish_view(const Topology& t);
 
-  net::IoRuntime& io_;
+  runtime::IoRuntime& io_;
   const CommunicatorOptions options_;
   Strand strand_;
   std::shared_ptr<Mesh> mesh_;

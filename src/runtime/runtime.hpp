@@ -6,7 +6,7 @@
 // Lifetime: every service handed the runtime must be destroyed before it. Thread-safe.
 #pragma once
 
-#include "net/io_runtime.hpp"
+#include "runtime/io_runtime.hpp"
 #include "runtime/worker_pool.hpp"
 
 namespace longhaul::runtime {
@@ -26,11 +26,11 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  net::IoRuntime& io() { return io_; }
+  runtime::IoRuntime& io() { return io_; }
   WorkerPool& workers() { return workers_; }
 
  private:
-  net::IoRuntime io_;  // declared first: destroyed after the workers
+  runtime::IoRuntime io_;  // declared first: destroyed after the workers
   WorkerPool workers_;
 };
 

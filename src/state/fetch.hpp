@@ -131,7 +131,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
 
   void arm_stall_timer();
 
-  net::IoRuntime& io_;
+  runtime::IoRuntime& io_;
   runtime::WorkerPool& workers_;  // verifies (and decompresses) the chunks that arrive
   const FetchOptions options_;
   const Registry& registry_;

@@ -28,7 +28,7 @@ uint64_t own_resident_bytes() {
 // the receiver's unexpected-data bound (1 MiB here), so the receiver stops reading instead of
 // growing a table (the old tree stored every one for free: ~120 bytes each, without limit).
 TEST(HostileMember, EmptyDataUnderFreshIdsIsBoundedLikeAnyUnexpectedData) {
-  net::IoRuntime io(2);
+  runtime::IoRuntime io(2);
   net::TransportOptions bounded;
   bounded.max_unexpected_bytes = 1u << 20;
   auto listener = net::Listener::create(io, "127.0.0.1", 0, bounded);
@@ -69,7 +69,7 @@ TEST(HostileMember, EmptyDataUnderFreshIdsIsBoundedLikeAnyUnexpectedData) {
 // old tree buffered up to 256 MiB of it per link).
 TEST(HostileMember, DataSentToTheMasterClosesTheLink) {
   Cluster cluster;
-  net::IoRuntime io(2);
+  runtime::IoRuntime io(2);
   auto link = net::connect_link(io, "127.0.0.1", cluster.port(), 1, {});
   ASSERT_TRUE(link.is_ok()) << link.status().to_string();
   (*link)->start();

@@ -33,7 +33,7 @@ struct Attacker {
   std::shared_ptr<std::atomic<int>> answers = std::make_shared<std::atomic<int>>(0);
 };
 
-Attacker open_link(net::IoRuntime& io, uint16_t port) {
+Attacker open_link(runtime::IoRuntime& io, uint16_t port) {
   Attacker a;
   auto link = net::connect_link(io, "127.0.0.1", port, 1, {});
   if (!link) {
@@ -76,7 +76,7 @@ TEST(HostilePeer, AnUnintroducedLinkMayNotSendALargeControlMessage) {
   const uint16_t port = listen_port(victim);
   ASSERT_NE(port, 0) << victim.stderr_text();
   ASSERT_TRUE(cluster.wait_agreement({&victim}, 1, 30s));
-  net::IoRuntime io(2);
+  runtime::IoRuntime io(2);
   constexpr size_t kLinks = 16;
   std::vector<Attacker> links;
   for (size_t i = 0; i < kLinks; ++i) {
@@ -108,7 +108,7 @@ TEST(HostilePeer, AHelloForAFarFutureEpochIsParkedOnlyUntilTheLinkTimeout) {
   const uint16_t port = listen_port(victim);
   ASSERT_NE(port, 0) << victim.stderr_text();
   ASSERT_TRUE(cluster.wait_agreement({&victim}, 1, 30s));
-  net::IoRuntime io(2);
+  runtime::IoRuntime io(2);
   Attacker a = open_link(io, port);
   ASSERT_TRUE(a.link);
   const auto t0 = Clock::now();
@@ -132,7 +132,7 @@ TEST(HostilePeer, ParkedAndSilentLinksAreBoundedAndAnHonestPeerStillJoins) {
   const uint16_t port = listen_port(victim);
   ASSERT_NE(port, 0) << victim.stderr_text();
   ASSERT_TRUE(cluster.wait_agreement({&victim}, 1, 30s));
-  net::IoRuntime io(2);
+  runtime::IoRuntime io(2);
   constexpr size_t kLinks = 300;
   std::vector<Attacker> parked, silent;
   for (size_t i = 0; i < kLinks; ++i) {
@@ -179,7 +179,7 @@ TEST(HostilePeer, ARefusedStateFetchClosesItsLink) {
   auto line = peer.wait_line([](const std::string& l) { return l.rfind("port ", 0) == 0; }, 10s);
   ASSERT_TRUE(line.has_value());
   const auto port = static_cast<uint16_t>(std::stoul(line->substr(5)));
-  net::IoRuntime io(2);
+  runtime::IoRuntime io(2);
   constexpr size_t kLinks = 50;
   std::vector<Attacker> fetchers;
   const auto t0 = Clock::now();

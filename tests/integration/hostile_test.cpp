@@ -240,7 +240,7 @@ TEST(MasterFuzz, SurvivesRandomTruncatedAndHostileMessagesAndStillAdmitsPeers) {
 
   // Authenticated links that then send garbage control messages, one message per link, plus the
   // same after a valid REGISTER.
-  net::IoRuntime io(2);
+  runtime::IoRuntime io(2);
   net::TransportOptions options;
   auto messages = hostile_control_messages(rng);
   std::vector<std::shared_ptr<net::Link>> links;

@@ -64,7 +64,7 @@ class RogueMember {
     bool waiting = false;  // in update_topology
     std::optional<std::string> removed;
     bool closed = false;
-    net::IoRuntime* io = nullptr;
+    runtime::IoRuntime* io = nullptr;
     // The run as the last proposal (whole, or a change applied) has it: group 0 only.
     std::optional<wire::TopologyMsg> proposal;
     std::vector<std::shared_ptr<net::Link>> data_links;
@@ -82,7 +82,7 @@ class RogueMember {
   };
   void heartbeat_loop();
 
-  net::IoRuntime io_{2};
+  runtime::IoRuntime io_{2};
   std::shared_ptr<State> s_ = std::make_shared<State>();
   std::shared_ptr<net::Listener> listener_;
   std::thread heartbeats_;

@@ -160,7 +160,7 @@ int run_server(const Config& c) {
   std::string host;
   uint16_t port;
   if (Status s = net::parse_host_port(c.listen, &host, &port); !s) return usage_error(s.message());
-  net::IoRuntime io(c.threads);
+  runtime::IoRuntime io(c.threads);
   auto listener = net::Listener::create(io, host, port, c.transport);
   if (!listener) {
     std::fprintf(stderr, "longhaul-linkperf: %s\n", listener.status().to_string().c_str());
@@ -247,7 +247,7 @@ int run_client(const Config& c) {
   std::string host;
   uint16_t port;
   if (Status s = net::parse_host_port(c.connect, &host, &port); !s) return usage_error(s.message());
-  net::IoRuntime io(c.threads);
+  runtime::IoRuntime io(c.threads);
   auto connected = net::connect_link(io, host, port, c.connections, c.transport);
   if (!connected) {
     std::fprintf(stderr, "longhaul-linkperf: %s\n", connected.status().to_string().c_str());

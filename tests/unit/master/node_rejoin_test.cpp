@@ -65,7 +65,7 @@ class ControlClient {
   }
 
  private:
-  net::IoRuntime io_{1};
+  runtime::IoRuntime io_{1};
   std::shared_ptr<net::Link> link_;
   std::mutex mu_;
   std::condition_variable changed_;

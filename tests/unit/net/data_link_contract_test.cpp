@@ -26,10 +26,10 @@ struct Ends {
 
 struct Implementation {
   std::string name;
-  std::function<Ends(net::IoRuntime&)> make;
+  std::function<Ends(runtime::IoRuntime&)> make;
 };
 
-Ends tcp_ends(net::IoRuntime& io, bool tls) {
+Ends tcp_ends(runtime::IoRuntime& io, bool tls) {
   net::TransportOptions options = tls ? net::testing::tls_options() : net::TransportOptions{};
   options.secret = "cluster-secret";
   std::shared_ptr<net::testing::LinkPair> pair =
@@ -42,7 +42,7 @@ Ends tcp_ends(net::IoRuntime& io, bool tls) {
   return e;
 }
 
-Ends in_process_ends(net::IoRuntime& io) {
+Ends in_process_ends(runtime::IoRuntime& io) {
   auto [a, b] = transport::InProcessLink::pair(io.context().get_executor(), "a", "b");
   Ends e;
   e.a = a;
@@ -54,7 +54,7 @@ Ends in_process_ends(net::IoRuntime& io) {
 class DataLinkContract : public ::testing::TestWithParam<Implementation> {
  protected:
   void SetUp() override { ends_ = GetParam().make(io_); }
-  net::IoRuntime io_{2};
+  runtime::IoRuntime io_{2};
   Ends ends_;
 };
 
@@ -142,9 +142,10 @@ TEST_P(DataLinkContract, ABrokenLinkFailsEveryTransferAtBothEndsAndEveryLaterPos
 
 INSTANTIATE_TEST_SUITE_P(
     Implementations, DataLinkContract,
-    ::testing::Values(Implementation{"InProcess", in_process_ends},
-                      Implementation{"Tcp", [](net::IoRuntime& io) { return tcp_ends(io, false); }},
-                      Implementation{"Tls", [](net::IoRuntime& io) { return tcp_ends(io, true); }}),
+    ::testing::Values(
+        Implementation{"InProcess", in_process_ends},
+        Implementation{"Tcp", [](runtime::IoRuntime& io) { return tcp_ends(io, false); }},
+        Implementation{"Tls", [](runtime::IoRuntime& io) { return tcp_ends(io, true); }}),
     [](const ::testing::TestParamInfo<Implementation>& p) { return p.param.name; });
 
 }  // namespace

@@ -14,6 +14,8 @@
 namespace longhaul::net {
 namespace {
 
+using runtime::IoRuntime;
+
 using testing::Done;
 
 class Refusals : public ::testing::Test {
@@ -99,14 +101,17 @@ TEST_F(Refusals, WrongProtocolVersionGetsAReject) {
   HelloMessage hello;
   hello.version = kProtocolVersion + 1;
   auto payload = encode(hello);
-  auto header = encode_header({FrameType::kHello, 0, static_cast<uint32_t>(payload.size()), 0, 0, 0});
+  auto header =
+      encode_header({FrameType::kHello, 0, static_cast<uint32_t>(payload.size()), 0, 0, 0});
   std::vector<std::byte> bytes(header.begin(), header.end());
   bytes.insert(bytes.end(), payload.begin(), payload.end());
   auto reply = raw_exchange(bytes);
   ASSERT_GE(reply.size(), kFrameHeaderBytes);
   FrameHeader h;
-  ASSERT_TRUE(decode_header(std::span<const std::byte, kFrameHeaderBytes>(reply.data(), kFrameHeaderBytes),
-                            FrameLimits{}, &h).is_ok());
+  ASSERT_TRUE(
+      decode_header(std::span<const std::byte, kFrameHeaderBytes>(reply.data(), kFrameHeaderBytes),
+                    FrameLimits{}, &h)
+          .is_ok());
   EXPECT_EQ(h.type, FrameType::kReject);
   RejectMessage reject;
   ASSERT_TRUE(decode(std::span(reply).subspan(kFrameHeaderBytes, h.length), &reject).is_ok());
@@ -159,7 +164,8 @@ TEST_F(Refusals, TlsAndPlaintextDoNotMix) {
   expect_still_accepting(testing::tls_options(with_secret("s")));
   listener_->close();
   start_listener(with_secret("s"));
-  auto tls = connect_link(io_, "127.0.0.1", listener_->port(), 1, testing::tls_options(with_secret("s")));
+  auto tls =
+      connect_link(io_, "127.0.0.1", listener_->port(), 1, testing::tls_options(with_secret("s")));
   EXPECT_FALSE(tls.is_ok());
   EXPECT_EQ(tls.status().code(), LH_ERR_AUTH) << tls.status().to_string();
 }
@@ -175,8 +181,10 @@ TEST_F(Refusals, TlsVerifiesTheServerAgainstACaWhenGiven) {
   // A CA that did not sign the server's certificate.
   char dir_template[] = "/tmp/longhaul-ca-XXXXXX";
   const std::string dir = mkdtemp(dir_template);
-  const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
-                          "-subj /CN=other -keyout " + dir + "/k.pem -out " + dir + "/c.pem >/dev/null 2>&1";
+  const std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
+      "-subj /CN=other -keyout " +
+      dir + "/k.pem -out " + dir + "/c.pem >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   client.tls.ca_file = dir + "/c.pem";
   auto bad = connect_link(io_, "127.0.0.1", listener_->port(), 1, client);
@@ -197,8 +205,10 @@ TEST_F(Refusals, ConnectingToNothingFailsFast) {
 
 TEST_F(Refusals, InvalidConnectionCountIsACallerError) {
   start_listener(with_secret(""));
-  EXPECT_EQ(connect_link(io_, "127.0.0.1", listener_->port(), 0, {}).status().code(), LH_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(connect_link(io_, "127.0.0.1", listener_->port(), 65, {}).status().code(), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(connect_link(io_, "127.0.0.1", listener_->port(), 0, {}).status().code(),
+            LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(connect_link(io_, "127.0.0.1", listener_->port(), 65, {}).status().code(),
+            LH_ERR_INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 namespace longhaul::net {
 namespace {
 
+using runtime::IoRuntime;
+
 using testing::connect_pair;
 using testing::Done;
 

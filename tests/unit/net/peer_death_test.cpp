@@ -8,6 +8,8 @@
 namespace longhaul::net {
 namespace {
 
+using runtime::IoRuntime;
+
 using longhaul::testing::Child;
 using longhaul::testing::TempDir;
 using testing::Done;

@@ -13,8 +13,10 @@ const TlsFiles& test_certificate() {
     const char* dir = mkdtemp(dir_template);
     EXPECT_NE(dir, nullptr);
     TlsFiles f{std::string(dir) + "/cert.pem", std::string(dir) + "/key.pem"};
-    const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-                            "-subj /CN=localhost -keyout " + f.key + " -out " + f.cert + " >/dev/null 2>&1";
+    const std::string cmd =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+        "-subj /CN=localhost -keyout " +
+        f.key + " -out " + f.cert + " >/dev/null 2>&1";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     return f;
   }();
@@ -34,15 +36,18 @@ LinkPair::~LinkPair() {
   if (listener) listener->close();
 }
 
-std::unique_ptr<LinkPair> connect_pair(IoRuntime& io, uint16_t connections, const TransportOptions& server_options,
-                                       const TransportOptions& client_options, const std::string& host) {
+std::unique_ptr<LinkPair> connect_pair(runtime::IoRuntime& io, uint16_t connections,
+                                       const TransportOptions& server_options,
+                                       const TransportOptions& client_options,
+                                       const std::string& host) {
   auto pair = std::make_unique<LinkPair>();
   auto listener = Listener::create(io, host, 0, server_options);
   EXPECT_TRUE(listener.is_ok()) << listener.status().to_string();
   if (!listener) return nullptr;
   pair->listener = *listener;
   std::promise<std::shared_ptr<Link>> accepted;
-  pair->listener->start([&accepted](std::shared_ptr<Link> link, Role) { accepted.set_value(std::move(link)); });
+  pair->listener->start(
+      [&accepted](std::shared_ptr<Link> link, Role) { accepted.set_value(std::move(link)); });
   auto client = connect_link(io, host, pair->listener->port(), connections, client_options);
   EXPECT_TRUE(client.is_ok()) << client.status().to_string();
   if (!client) return nullptr;
@@ -58,7 +63,8 @@ std::unique_ptr<LinkPair> connect_pair(IoRuntime& io, uint16_t connections, cons
 }
 
 Status Done::wait(std::chrono::milliseconds timeout) {
-  if (future_.wait_for(timeout) != std::future_status::ready) return timeout_error("completion did not run");
+  if (future_.wait_for(timeout) != std::future_status::ready)
+    return timeout_error("completion did not run");
   return future_.get();
 }
 

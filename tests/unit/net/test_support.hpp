@@ -27,7 +27,7 @@ struct LinkPair {
 };
 
 // Connects a K-connection link; both ends are started. Fails the test on error.
-std::unique_ptr<LinkPair> connect_pair(IoRuntime& io, uint16_t connections,
+std::unique_ptr<LinkPair> connect_pair(runtime::IoRuntime& io, uint16_t connections,
                                        const TransportOptions& server_options,
                                        const TransportOptions& client_options,
                                        const std::string& host = "127.0.0.1");

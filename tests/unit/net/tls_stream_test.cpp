@@ -20,12 +20,14 @@
 #include <asio/write.hpp>
 
 #include "net/connection.hpp"
-#include "net/io_runtime.hpp"
 #include "net/tls_context.hpp"
+#include "runtime/io_runtime.hpp"
 #include "test_support.hpp"
 
 namespace longhaul::net {
 namespace {
+
+using runtime::IoRuntime;
 
 using asio::ip::tcp;
 

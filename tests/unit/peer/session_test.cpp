@@ -216,7 +216,7 @@ class ScriptedMaster {
   }
 
   Reply reply_;  // outlives io_'s threads, which run it
-  net::IoRuntime io_{1};
+  runtime::IoRuntime io_{1};
   std::shared_ptr<net::Listener> listener_;
   std::mutex mu_;
   std::shared_ptr<net::Link> link_;
@@ -240,7 +240,7 @@ ScriptedMaster::Reply admit_after(std::vector<wire::ControlMessage> extra) {
 }
 
 struct ScriptedPeer {
-  net::IoRuntime io{2};
+  runtime::IoRuntime io{2};
   std::shared_ptr<PeerSession> session;
 
   explicit ScriptedPeer(const ScriptedMaster& master,
@@ -375,7 +375,7 @@ struct DataLinkProbe {
   std::shared_ptr<net::Link> link;
   std::shared_ptr<std::promise<Status>> closed = std::make_shared<std::promise<Status>>();
 
-  DataLinkProbe(net::IoRuntime& io, uint16_t port) {
+  DataLinkProbe(runtime::IoRuntime& io, uint16_t port) {
     net::TransportOptions transport;
     transport.role = net::Role::kPeer;
     auto l = net::connect_link(io, "127.0.0.1", port, 1, transport);
@@ -397,7 +397,7 @@ TEST(MeshDispatch, ADataLinkCarryingAnythingButHellosIsClosed) {
   ScriptedPeer peer(master);
   ASSERT_TRUE(peer.session);
   ASSERT_TRUE(peer.session->connect().is_ok());
-  net::IoRuntime io(1);
+  runtime::IoRuntime io(1);
   const std::vector<std::pair<std::string, std::vector<std::byte>>> cases = {
       {"a control-plane message", wire::encode_control(wire::HeartbeatMsg{})},
       {"a state fetch while no service takes state links",

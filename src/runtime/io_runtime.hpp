@@ -8,7 +8,7 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 
-namespace longhaul::net {
+namespace longhaul::runtime {
 
 class IoRuntime {
  public:
@@ -29,4 +29,4 @@ class IoRuntime {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace longhaul::net
+}  // namespace longhaul::runtime

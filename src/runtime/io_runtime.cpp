@@ -1,8 +1,8 @@
-#include "net/io_runtime.hpp"
+#include "runtime/io_runtime.hpp"
 
 #include <algorithm>
 
-namespace longhaul::net {
+namespace longhaul::runtime {
 
 IoRuntime::IoRuntime(unsigned threads) : work_(asio::make_work_guard(context_)) {
   if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
@@ -17,7 +17,8 @@ IoRuntime::~IoRuntime() {
 
 bool IoRuntime::in_runtime_thread() const {
   const auto self = std::this_thread::get_id();
-  return std::any_of(threads_.begin(), threads_.end(), [&](const std::thread& t) { return t.get_id() == self; });
+  return std::any_of(threads_.begin(), threads_.end(),
+                     [&](const std::thread& t) { return t.get_id() == self; });
 }
 
-}  // namespace longhaul::net
+}  // namespace longhaul::runtime
