@@ -77,7 +77,7 @@ extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* r
   if (!spec) return lh::capi::finish(comm, spec.status());
   if (auto staged = lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options)); !staged)
     return lh::capi::finish(comm, staged.status());
-  return lh::capi::hand_out(comm, comm->impl->allreduce(*spec), out);
+  return lh::capi::hand_out(comm, comm->impl->collectives().allreduce(*spec), out);
 }
 
 extern "C" lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count,
@@ -122,7 +122,7 @@ extern "C" lh_status lh_reduce_scatter_async(lh_comm* comm, const void* send, vo
   if (auto staged = lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options), recv_count);
       !staged)
     return lh::capi::finish(comm, staged.status());
-  return lh::capi::hand_out(comm, comm->impl->allreduce(*spec), out);
+  return lh::capi::hand_out(comm, comm->impl->collectives().allreduce(*spec), out);
 }
 
 extern "C" lh_status lh_reduce_scatter(lh_comm* comm, const void* send, void* recv,
@@ -189,7 +189,7 @@ extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends,
   if (!landings) return lh::capi::finish(comm, landings.status());
   std::vector<lh::peer::Communicator::BatchItem> items;
   for (const auto& b : buffers) items.push_back({b.input, b.output, b.count});
-  lh::Status s = comm->impl->allreduce_batch(items, *spec, max_attempts);
+  lh::Status s = comm->impl->communicator().allreduce_batch(items, *spec, max_attempts);
   for (const auto& land : *landings)
     if (s) s = land();
   return lh::capi::finish(comm, s);

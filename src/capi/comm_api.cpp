@@ -86,16 +86,12 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.rail = o->node_rail;
     options.rails = o->node_rails;
     options.master_reconnect_timeout = std::chrono::milliseconds(o->master_reconnect_timeout_ms);
-    if (lh::Status s = lh::peer::validate_node(options); !s) return lh::capi::fail(s);
     auto h = std::make_unique<lh_comm>();
     lh::runtime::RuntimeOptions runtime;
     runtime.io_threads = o->io_threads;  // 0 picks 2; the workers are sized to the machine
-    h->runtime = std::make_unique<lh::runtime::Runtime>(runtime);
-    auto comm = lh::peer::Communicator::create(options, *h->runtime);
-    if (!comm) return lh::capi::fail(comm.status());
-    h->impl = std::move(*comm);
-    h->block_server =
-        std::make_shared<lh::state::BlockServer>(h->runtime->workers(), h->impl->state_traffic());
+    auto peer = lh::peer::Peer::create(options, runtime);
+    if (!peer) return lh::capi::fail(peer.status());
+    h->impl = std::move(*peer);
     *out = h.release();
     return LH_OK;
   } catch (const std::exception& e) {
@@ -105,24 +101,24 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
 
 extern "C" lh_status lh_comm_connect(lh_comm* c) {
   if (!c) return longhaul::capi::null_argument("lh_comm_connect");
-  return finish(c, c->impl->session().connect());
+  return finish(c, c->impl->connect());
 }
 
 extern "C" lh_status lh_comm_update_topology(lh_comm* c) {
   if (!c) return longhaul::capi::null_argument("lh_comm_update_topology");
-  return finish(c, c->impl->session().update_topology());
+  return finish(c, c->impl->group().update_topology());
 }
 
 extern "C" lh_status lh_comm_are_peers_pending(lh_comm* c, int* pending) {
   if (!c || !pending) return longhaul::capi::null_argument("lh_comm_are_peers_pending");
-  *pending = c->impl->session().peers_pending() ? 1 : 0;
+  *pending = c->impl->group().peers_pending() ? 1 : 0;
   return LH_OK;
 }
 
 extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, int64_t* value) {
   if (!c || !value) return longhaul::capi::null_argument("lh_comm_get_attribute");
-  auto& session = c->impl->session();
-  const auto view = session.view();
+  auto& peer = *c->impl;
+  const auto view = peer.group().view();
   switch (attribute) {
     case LH_ATTR_WORLD_SIZE:
       *value = static_cast<int64_t>(view.world_size);
@@ -143,10 +139,10 @@ extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, i
       *value = static_cast<int64_t>(view.peer_id);
       return LH_OK;
     case LH_ATTR_ABORT_COUNT:
-      *value = static_cast<int64_t>(session.aborts_seen());
+      *value = static_cast<int64_t>(peer.aborts_seen());
       return LH_OK;
     case LH_ATTR_LISTEN_PORT:
-      *value = static_cast<int64_t>(session.listen_port());
+      *value = static_cast<int64_t>(peer.listen_port());
       return LH_OK;
   }
   return finish(c, longhaul::invalid_argument(
@@ -156,7 +152,7 @@ extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, i
 extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity, size_t* count) {
   if (!c || !count || (!ids && capacity > 0))
     return longhaul::capi::null_argument("lh_comm_get_ring");
-  const auto view = c->impl->session().view();
+  const auto view = c->impl->group().view();
   *count = view.ring.size();
   const size_t n = std::min(capacity, view.ring.size());
   if (n > 0) std::memcpy(ids, view.ring.data(), n * sizeof(uint64_t));
@@ -165,7 +161,7 @@ extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity
 
 extern "C" lh_status lh_comm_get_traffic(lh_comm* c, lh_traffic* traffic) {
   if (!c || !traffic) return longhaul::capi::null_argument("lh_comm_get_traffic");
-  const longhaul::peer::TrafficTotals t = c->impl->traffic();
+  const longhaul::peer::TrafficTotals t = c->impl->communicator().traffic();
   traffic->data_sent = t.data_sent;
   traffic->data_received = t.data_received;
   traffic->control_sent = t.control_sent;
@@ -179,18 +175,19 @@ extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback ca
                                                 void* user_data) {
   if (!c) return longhaul::capi::null_argument("lh_comm_set_abort_callback");
   if (!callback) {
-    c->impl->set_abort_handler({});
+    c->impl->communicator().set_abort_handler({});
     return LH_OK;
   }
-  c->impl->set_abort_handler([callback, user_data](uint64_t epoch, const Status& why) {
-    callback(user_data, epoch, why.code(), why.message().c_str());
-  });
+  c->impl->communicator().set_abort_handler(
+      [callback, user_data](uint64_t epoch, const Status& why) {
+        callback(user_data, epoch, why.code(), why.message().c_str());
+      });
   return LH_OK;
 }
 
 extern "C" lh_status lh_comm_leave(lh_comm* c, const char* reason) {
   if (!c) return longhaul::capi::null_argument("lh_comm_leave");
-  return finish(c, c->impl->session().leave(str(reason)));
+  return finish(c, c->impl->leave(str(reason)));
 }
 
 extern "C" void lh_comm_destroy(lh_comm* c) {

@@ -38,8 +38,8 @@ lh::Result<lh::collective::GatherSpec> make_spec(lh_dtype dtype,
 
 lh::Result<lh::capi::GroupCounts> lh::capi::group_counts(lh_comm* comm, size_t count,
                                                          const size_t* counts) {
-  if (Status s = comm->impl->session().failure(); !s) return s;
-  const auto view = comm->impl->ring_view();  // before admission: a group of one
+  if (Status s = comm->impl->group().failure(); !s) return s;
+  const auto view = comm->impl->collectives().ring_view();  // before admission: a group of one
   GroupCounts g;
   g.rank = view.rank;
   g.counts = counts ? std::vector<size_t>(counts, counts + view.size)
@@ -67,7 +67,7 @@ extern "C" lh_status lh_allgather_async(lh_comm* comm, const void* send, size_t 
           lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options), layout->rank);
       !staged)
     return lh::capi::finish(comm, staged.status());
-  return lh::capi::hand_out(comm, comm->impl->gather(*spec), out);
+  return lh::capi::hand_out(comm, comm->impl->collectives().gather(*spec), out);
 }
 
 extern "C" lh_status lh_allgather(lh_comm* comm, const void* send, size_t send_count, void* recv,
@@ -101,7 +101,7 @@ extern "C" lh_status lh_broadcast_async(lh_comm* comm, void* buffer, size_t coun
           lh::gpu::stage_device_buffers(*spec, lh::capi::memory_of(options), layout->rank);
       !staged)
     return lh::capi::finish(comm, staged.status());
-  return lh::capi::hand_out(comm, comm->impl->gather(*spec), out);
+  return lh::capi::hand_out(comm, comm->impl->collectives().gather(*spec), out);
 }
 
 extern "C" lh_status lh_broadcast(lh_comm* comm, void* buffer, size_t count, lh_dtype dtype,
@@ -125,7 +125,7 @@ extern "C" lh_status lh_barrier_async(lh_comm* comm, const lh_allreduce_options*
   if (!layout) return lh::capi::finish(comm, layout.status());
   // An all-gather of nothing: every member's empty contribution still reaches every member.
   spec->counts = std::move(layout->counts);
-  return lh::capi::hand_out(comm, comm->impl->gather(*spec), out);
+  return lh::capi::hand_out(comm, comm->impl->collectives().gather(*spec), out);
 }
 
 extern "C" lh_status lh_barrier(lh_comm* comm, const lh_allreduce_options* options,

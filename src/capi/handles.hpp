@@ -10,9 +10,7 @@
 #include "common/status.hpp"
 #include "gpu/device_memory.hpp"
 #include "master/master.hpp"
-#include "peer/communicator.hpp"
-#include "runtime/runtime.hpp"
-#include "state/block_server.hpp"
+#include "peer/peer.hpp"
 
 struct lh_master {
   std::unique_ptr<longhaul::master::Master> impl;
@@ -21,16 +19,10 @@ struct lh_master {
   std::string last_error GUARDED_BY(mu);
 };
 
-// A communicator and the services it owns, each built by lh_comm_create. Members are destroyed in
-// reverse order, which is the safe one: the block server first (it stops serving and waits for
-// its sends and compressions), then the communicator (closes the session, fails the collectives
-// in flight), and the runtime last (joins the workers, then the I/O threads), once nothing that
-// posts to it is left.
+// A peer (peer/peer.hpp: the runtime, the communicator, the block server and the state sync it
+// owns), built by lh_comm_create.
 struct lh_comm {
-  std::unique_ptr<longhaul::runtime::Runtime> runtime;
-  std::unique_ptr<longhaul::peer::Communicator> impl;
-  // The state sync's (state/sync.hpp): serves this peer's blocks during each lh_sync_state.
-  std::shared_ptr<longhaul::state::BlockServer> block_server;
+  std::unique_ptr<longhaul::peer::Peer> impl;
   mutable longhaul::Mutex mu;
   std::string last_error GUARDED_BY(mu);
 };

@@ -21,7 +21,7 @@ namespace lh = longhaul;
 
 // The session's options already refuse rails > 1 without a node name (node_identity.cpp).
 lh::node::ShmLocalGroupOptions local_options(const lh_comm* comm, const lh_local_group_options& o) {
-  const auto& c = comm->impl->session().options();
+  const auto& c = comm->impl->options();
   lh::node::ShmLocalGroupOptions s;
   s.name = o.name ? std::string(o.name)
                   : lh::node::default_local_group_name(c.master_address, c.node, c.rails);
@@ -63,7 +63,10 @@ extern "C" lh_status lh_local_group_create(lh_comm* comm, const lh_local_group_o
     group = std::move(*nccl);
   }
   *out = new lh_local_group{
-      comm, std::make_unique<lh::node::NodeGroup>(*comm->impl, std::move(group)), on_device};
+      comm,
+      std::make_unique<lh::node::NodeGroup>(comm->impl->group(), comm->impl->collectives(),
+                                            comm->impl->failures(), std::move(group)),
+      on_device};
   return LH_OK;
 }
 

@@ -103,9 +103,8 @@ extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strat
     if (lh::Status pulled = state->device_tensors.pull(); !pulled)
       return sync_failed(comm, state, pulled);
     lh::state::SyncResult r;
-    lh::Status s =
-        lh::state::sync_state(*comm->impl, *comm->runtime, *comm->block_server, state->impl,
-                              static_cast<lh::wire::SyncStrategy>(strategy), &r);
+    lh::Status s = comm->impl->state_sync().sync(state->impl,
+                                                 static_cast<lh::wire::SyncStrategy>(strategy), &r);
     // Fetched blocks were written into the shadows: the device tensors take them (on failure too,
     // where the fetched tensors hold unspecified bytes, as host tensors would).
     if (r.blocks_fetched > 0) {

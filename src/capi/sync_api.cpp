@@ -95,8 +95,14 @@ extern "C" lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_op
   auto converted = convert(*options);
   if (!converted) return lh::capi::finish(comm, converted.status());
   try {
-    auto engine = lh::sync::SyncEngine::start(*comm->impl, *comm->runtime, *comm->block_server,
-                                              std::move(*converted));
+    lh::peer::Peer& peer = *comm->impl;
+    lh::sync::EngineServices services;
+    services.group = &peer.group();
+    services.collectives = &peer.collectives();
+    services.state_sync = &peer.state_sync();
+    services.workers = &peer.workers();
+    services.stats_board = &peer.stats_board();
+    auto engine = lh::sync::SyncEngine::start(services, std::move(*converted));
     if (!engine) return lh::capi::finish(comm, engine.status());
     *out = new lh_sync_engine{std::move(*engine), {}, {}};
     return LH_OK;

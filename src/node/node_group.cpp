@@ -15,15 +15,17 @@
 
 namespace longhaul::node {
 
-NodeGroup::NodeGroup(peer::Communicator& comm, std::unique_ptr<collective::LocalGroup> local)
-    : comm_(comm), local_(std::move(local)) {
-  collective::LocalGroup* group = local_.get();
-  listener_id_ = comm_.add_failure_listener([group](const Status& why) { group->abort(why); });
-  if (Status failed = comm_.session().failure(); !failed) group->abort(failed);
+NodeGroup::NodeGroup(peer::GroupControl& group, peer::Collectives& collectives,
+                     peer::FailureSignal& failures, std::unique_ptr<collective::LocalGroup> local)
+    : group_(group), collectives_(collectives), failures_(failures), local_(std::move(local)) {
+  collective::LocalGroup* siblings = local_.get();
+  listener_id_ =
+      failures_.add_failure_listener([siblings](const Status& why) { siblings->abort(why); });
+  if (Status failed = group_.failure(); !failed) siblings->abort(failed);
 }
 
 NodeGroup::~NodeGroup() {
-  comm_.remove_failure_listener(listener_id_);
+  failures_.remove_failure_listener(listener_id_);
 }
 
 Status NodeGroup::allreduce(const collective::AllReduceSpec& spec, uint32_t max_attempts) {
@@ -42,7 +44,7 @@ Status NodeGroup::allreduce(const collective::AllReduceSpec& spec, uint32_t max_
   // any more, and the others must not count on it: it leaves the run, so the master evicts it
   // as a whole (its other rails too) and the other nodes retry without it.
   if (Status local = local_->failure(); !local) {
-    comm_.session().close();
+    group_.close();
     return node_evicted(
         fmt::format("this node left the run: its local group failed: {}", local.to_string()));
   }
@@ -70,7 +72,7 @@ Status NodeGroup::reduce_over_node_and_rails(const collective::AllReduceSpec& sp
   rail.land_output = {};
   if (Status s = run_attempts(rail, max_attempts); !s) return s;
   if (spec.op == quant::ReduceOp::kAvg && mine.count > 0) {
-    const size_t contributions = comm_.ring_view().size * local_->size();
+    const size_t contributions = collectives_.ring_view().size * local_->size();
     if (Status s = quant::finalize_avg(chunk, mine.count, spec.dtype, contributions); !s) {
       local_->abort(s);
       return s;
@@ -80,11 +82,11 @@ Status NodeGroup::reduce_over_node_and_rails(const collective::AllReduceSpec& sp
 }
 
 Status NodeGroup::admit_pending_peers() {
-  const bool pending = comm_.session().peers_pending();
+  const bool pending = group_.peers_pending();
   const Status seen = local_->agree(pending ? aborted_error("peers are pending") : Status::ok());
   if (Status finished = local_->failure(); !finished) return finished;
   if (seen.is_ok()) return Status::ok();
-  if (Status s = comm_.session().update_topology(); !s) {
+  if (Status s = group_.update_topology(); !s) {
     local_->abort(s);
     return s;
   }
@@ -102,25 +104,58 @@ Status NodeGroup::run_attempts(const collective::AllReduceSpec& rail, uint32_t m
     residual_before_.assign(rail.residual, rail.residual + rail.count);
   else
     residual_before_.clear();
-  for (uint32_t attempt = 1;; ++attempt) {
-    // A rank whose chunk is empty (fewer elements than ranks) has nothing to send on its rail;
-    // neither has its rail's rank on any other node, whose buffers have the same count.
-    Status mine = rail.count == 0
-                      ? Status::ok()
-                      : comm_.allreduce_batch({{rail.input, rail.output, rail.count}}, rail, 1);
-    Status all = local_->agree(mine);
-    if (all.is_ok() || !peer::retryable(all)) return all;
-    if (Status finished = local_->failure(); !finished) return finished;  // no retry helps
+  // A rank whose chunk is empty (fewer elements than ranks) has nothing to send on its rail;
+  // neither has its rail's rank on any other node, whose buffers have the same count.
+  const bool on_rail = rail.count > 0;
+  peer::SettleSteps steps;
+  steps.attempt = [&](uint32_t) { return on_rail ? reduce_rail(rail) : Status::ok(); };
+  steps.decide = [&](const Status& local) { return decide_with_siblings(local, on_rail); };
+  steps.restore = [&] {
     std::copy(node_sum_.begin(), node_sum_.end(), chunk);
     std::copy(residual_before_.begin(), residual_before_.end(), rail.residual);
-    if (attempt == max_attempts)
-      return all.with_context(fmt::format("node all-reduce failed on all {} attempts", attempt));
-    // Every rank of every node still in the run failed this attempt and re-forms its rail here.
-    if (Status s = comm_.session().update_topology(/*admit_joiners=*/false); !s) {
-      local_->abort(s);  // the siblings would wait for this rank's next attempt
-      return s;
-    }
+  };
+  peer::SettlePolicy policy;
+  policy.max_attempts = max_attempts;
+  // No retry helps a node whose local group failed. A failure judged here is the node's (every
+  // rank agreed on it); any other error of the settle (re-forming failed) is this rank's alone.
+  bool node_failed = false;
+  policy.fatal = [&](const Status& s) {
+    node_failed = !peer::retryable(s) || !local_->failure();
+    return node_failed;
+  };
+  auto settled = peer::settle(group_, steps, policy);
+  if (!settled) {
+    // The siblings would wait for this rank's next attempt.
+    if (!node_failed) local_->abort(settled.status());
+    return settled.status();
   }
+  if (settled->applied) return Status::ok();
+  return settled->failure.with_context(
+      fmt::format("node all-reduce failed on all {} attempts", settled->attempts));
+}
+
+Status NodeGroup::reduce_rail(const collective::AllReduceSpec& rail) {
+  collective::AllReduceSpec spec = rail;
+  spec.restore_input = false;  // run_attempts restores the node's sum itself
+  auto op = collectives_.allreduce(spec);
+  if (!op) return op.status();
+  return (*op)->wait();
+}
+
+Result<peer::SettleSteps::Outcome> NodeGroup::decide_with_siblings(const Status& local,
+                                                                   bool on_rail) {
+  Status mine = local;
+  if (on_rail) {
+    auto decision = group_.decide(local.is_ok());
+    if (!decision)
+      mine = decision.status();
+    else if (!decision->all_succeeded && local.is_ok())
+      mine = Status(LH_ERR_PEER_LOST, "the rail's attempt failed on another peer");
+  }
+  peer::SettleSteps::Outcome outcome;
+  outcome.failure = local_->agree(mine);
+  outcome.applied = outcome.failure.is_ok();
+  return outcome;
 }
 
 std::string default_local_group_name(const std::string& master_address, const std::string& node,

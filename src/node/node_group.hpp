@@ -7,11 +7,11 @@
 //      update_topology (a rank alone in it would wait for its siblings, who would wait for it in
 //      the local group);
 //   1. local reduce-scatter: rank r holds chunk r of the node's sum;
-//   2. rank r all-reduces chunk r over its rail, as a batch of one (Communicator::allreduce_batch
-//      with one attempt): the master decides the outcome for the whole rail;
+//   2. rank r all-reduces chunk r over its rail; the master decides the outcome for the whole
+//      rail (peer/settle.hpp);
 //   3. the node's ranks agree (LocalGroup::agree): the operation succeeded exactly when every
 //      rail did, and since each rail's outcome is the same on all its members, every node comes
-//      to the same answer;
+//      to the same answer; a failure anywhere is retried by every rank of every node;
 //   4. local all-gather of the chunks into the output.
 // The network carries 1/L of the buffer per rank, L rails in parallel: the node as a whole sends
 // what one flat all-reduce would, over L sets of links.
@@ -24,17 +24,21 @@
 
 #include "collective/allreduce_spec.hpp"
 #include "collective/local_group.hpp"
-#include "peer/communicator.hpp"
+#include "peer/collectives.hpp"
+#include "peer/group.hpp"
+#include "peer/settle.hpp"
 
 namespace longhaul::node {
 
 class NodeGroup {
  public:
-  // Binds `local` (whose rank and size must be the communicator's rail and rail count) to
-  // `comm`: from now on, when the communicator fails for good (the master evicted the node
-  // because a sibling died, or removed this rank), the local group is aborted, so no sibling
-  // waits in it. `comm` must outlive the NodeGroup.
-  NodeGroup(peer::Communicator& comm, std::unique_ptr<collective::LocalGroup> local);
+  // Binds `local` (whose rank and size must be the rail's index and the rail count) to the
+  // rail's group: from now on, when the rail's member fails for good (`failures`: the master
+  // evicted the node because a sibling died, or removed this rank), the local group is aborted,
+  // so no sibling waits in it. `group`, `collectives` and `failures` (the rail's member: a
+  // Communicator is all three) must outlive the NodeGroup.
+  NodeGroup(peer::GroupControl& group, peer::Collectives& collectives,
+            peer::FailureSignal& failures, std::unique_ptr<collective::LocalGroup> local);
   ~NodeGroup();
   NodeGroup(const NodeGroup&) = delete;
   NodeGroup& operator=(const NodeGroup&) = delete;
@@ -64,8 +68,14 @@ class NodeGroup {
   Status reduce_over_node_and_rails(const collective::AllReduceSpec& spec, uint32_t max_attempts);
   // Step 0 above.
   Status admit_pending_peers();
+  // Steps 2 and 3 above, settled with the rail's group and the node.
   Status run_attempts(const collective::AllReduceSpec& rail_spec, uint32_t max_attempts);
-  peer::Communicator& comm_;
+  Status reduce_rail(const collective::AllReduceSpec& rail);
+  // The master's decision on the rail's attempt, ANDed with the node's other rails' (step 3).
+  Result<peer::SettleSteps::Outcome> decide_with_siblings(const Status& local, bool on_rail);
+  peer::GroupControl& group_;
+  peer::Collectives& collectives_;
+  peer::FailureSignal& failures_;
   std::unique_ptr<collective::LocalGroup> local_;
   uint64_t listener_id_ = 0;
   // Kept from call to call (a trainer calls with the same sizes every step): this rank's chunk,

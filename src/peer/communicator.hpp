@@ -18,28 +18,16 @@
 #include "collective/engine.hpp"
 #include "common/mutex.hpp"
 #include "net/traffic.hpp"
+#include "peer/batch.hpp"
+#include "peer/collectives.hpp"
 #include "peer/peer_stats.hpp"
 #include "peer/session.hpp"
+#include "peer/settle.hpp"
 #include "runtime/runtime.hpp"
 
 namespace longhaul::peer {
 
-// Bytes the communicator's links have written (sent) and read (received) since it was created,
-// frame headers included, by kind of link (see Communicator). Each field only grows.
-struct TrafficTotals {
-  uint64_t data_sent = 0;
-  uint64_t data_received = 0;
-  uint64_t control_sent = 0;
-  uint64_t control_received = 0;
-  uint64_t state_sent = 0;
-  uint64_t state_received = 0;
-};
-
-// A collective's failure that the group mends by re-forming its ring (update_topology) and
-// trying again: a peer or link lost, or the operation aborted.
-bool retryable(const Status& s);
-
-class Communicator {
+class Communicator final : public Collectives, public FailureSignal {
  public:
   // The session runs on runtime.io(). `runtime` must outlive the communicator.
   static Result<std::unique_ptr<Communicator>> create(const CommunicatorOptions& options,
@@ -52,37 +40,32 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
+  // The session with the master, for the peer layer (src/peer) only: the layers above take its
+  // control port, group().
   PeerSession& session() { return *session_; }
-  collective::CollectiveEngine& collectives() { return *engine_; }
+  // The control port (group.hpp): what the layers above need of the session.
+  GroupControl& group() { return *session_; }
+  collective::CollectiveEngine& engine() { return *engine_; }
 
-  // The committed epoch's ring as the collectives see it.
-  collective::RingView ring_view() const;
-  // Starts an all-reduce over the current epoch's ring (see collective::AllReduceSpec). Fails at
-  // once with the session's failure when the communicator is unusable.
-  Result<std::shared_ptr<collective::AllReduceOp>> allreduce(const collective::AllReduceSpec& spec);
-  // Starts an all-gather, a broadcast or a barrier (collective::GatherSpec) likewise.
-  Result<std::shared_ptr<collective::GatherOp>> gather(const collective::GatherSpec& spec);
+  // Collectives (collectives.hpp), over the committed epoch's ring. They fail at once with the
+  // session's failure when the communicator is unusable.
+  collective::RingView ring_view() const override;
+  Result<std::shared_ptr<collective::AllReduceOp>> allreduce(
+      const collective::AllReduceSpec& spec) override;
+  Result<std::shared_ptr<collective::GatherOp>> gather(const collective::GatherSpec& spec) override;
+  collective::BufferPool& buffers() override { return engine_->buffers(); }
 
-  // One all-reduce of a batch: spec.input/output/count as in AllReduceSpec.
-  struct BatchItem {
-    const void* input = nullptr;
-    void* output = nullptr;
-    size_t count = 0;
-  };
-  // Runs every item with `spec`'s type, op and codec, all in flight at once, all or nothing. After
-  // each attempt every member reports its outcome to the master, which decides for the whole
-  // group (OK once every member succeeded; FAILED as soon as one failed or a member is lost, leaves
-  // or waits in update_topology). On FAILED every member restores its inputs (and residual), calls
-  // update_topology without admitting joiners, and retries on the new ring, up to max_attempts
-  // attempts. Returns OK exactly when every member of the group returns OK, with the results; on
-  // any error the inputs (and residual) are as they were on entry. See docs/collectives.md.
+  // peer::allreduce_batch (batch.hpp) over this communicator's group and collectives.
+  using BatchItem = peer::BatchItem;
   Status allreduce_batch(const std::vector<BatchItem>& items, collective::AllReduceSpec spec,
-                         uint32_t max_attempts);
+                         uint32_t max_attempts) {
+    return peer::allreduce_batch(group(), *this, items, std::move(spec), max_attempts);
+  }
 
   // A snapshot of the traffic counters: cumulative over the communicator's life, links that have
   // closed included. The six fields are read one after another, not as one atomic cut.
   // Thread-safe; never blocks.
-  TrafficTotals traffic() const;
+  TrafficTotals traffic() const override;
   // The counter the state sync's links count into (state::BlockServer, state::FetchOptions).
   const std::shared_ptr<net::TrafficCounter>& state_traffic() const { return state_traffic_; }
 
@@ -98,16 +81,12 @@ class Communicator {
   // a library thread, after the collectives in flight were failed; never for a local close. The
   // node-local groups hang here (node/node_group.hpp): a dead sibling's rank must not leave
   // the others waiting. Returns an id for remove_failure_listener. Must not block.
-  using FailureListener = std::function<void(const Status& why)>;
-  uint64_t add_failure_listener(FailureListener listener);
+  uint64_t add_failure_listener(FailureListener listener) override;
   // Once it returns, the listener is not running and is not called again.
-  void remove_failure_listener(uint64_t id);
+  void remove_failure_listener(uint64_t id) override;
 
  private:
   Communicator() = default;
-  // Starts every item's all-reduce and waits for all of them; the first failure.
-  Status run_batch_attempt(const std::vector<BatchItem>& items,
-                           const collective::AllReduceSpec& spec);
   // Created with the communicator and never replaced: links hold them as long as they live.
   const std::shared_ptr<net::TrafficCounter> data_traffic_ =
       std::make_shared<net::TrafficCounter>();

@@ -263,6 +263,15 @@ Result<bool> PeerSession::decide_batch(bool ok) {
   return *decision;
 }
 
+Result<Decision> PeerSession::decide(bool ok) {
+  auto all_succeeded = decide_batch(ok);
+  if (!all_succeeded) return all_succeeded.status();
+  Decision decision;
+  decision.all_succeeded = *all_succeeded;
+  if (decision.all_succeeded) decision.members = view().ring;  // the epoch did not change
+  return decision;
+}
+
 Result<uint32_t> PeerSession::agree_in_node(uint32_t kind, uint32_t flags) {
   if (options_.rails <= 1) return flags;
   auto agreed = std::make_shared<uint32_t>(0);

@@ -33,6 +33,7 @@
 #include "common/mutex.hpp"
 #include "net/endpoint.hpp"
 #include "net/traffic.hpp"
+#include "peer/group.hpp"
 #include "peer/mesh.hpp"
 #include "peer/options.hpp"
 #include "peer/topology.hpp"
@@ -45,18 +46,7 @@ namespace longhaul::peer {
 // batches.
 inline constexpr std::chrono::milliseconds kBatchDecisionTimeout{std::chrono::minutes(10)};
 
-// A consistent snapshot of the committed epoch as this peer sees it.
-struct TopologyView {
-  uint64_t epoch = 0;  // 0 until admitted
-  PeerId peer_id = 0;
-  size_t world_size = 0;
-  size_t group_world_size = 0;
-  size_t rank = 0;  // own position in the group's ring
-  size_t group_count = 0;
-  std::vector<PeerId> ring;
-};
-
-class PeerSession : public std::enable_shared_from_this<PeerSession> {
+class PeerSession final : public GroupControl, public std::enable_shared_from_this<PeerSession> {
  public:
   // Runs on the session strand when the master aborts the group's in-flight operations of
   // `epoch` (LH_ERR_PEER_LOST with the reason when a member was lost, LH_ERR_ABORTED when the
@@ -84,12 +74,11 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // state messages (STATE_PLAN, STATE_SOURCE_LOST, STATE_COMPLETE) go to the state handler on the
   // session strand (a STATE_SOURCE_LOST that arrives with no handler set is dropped);
   // when the session fails (or is closed) the handler gets that Status instead. Must not block.
-  using StateHandler = std::function<void(Result<wire::ControlMessage> message)>;
-  void set_state_handler(StateHandler handler);
+  void set_state_handler(StateHandler handler) override;
   // Queues a state message to the master. Thread-safe. The session's failure if it has failed,
   // LH_ERR_INVALID_ARGUMENT unless admitted and not in another blocking call, LH_ERR_UNSUPPORTED
   // when the message is longer than a control frame may be (TransportOptions::limits, 16 MiB).
-  Status send_state_message(wire::ControlMessage message);
+  Status send_state_message(wire::ControlMessage message) override;
   // Once admitted, every heartbeat also sends the master what `source` returns for the committed
   // ring's links (PEER_STATS, peer_stats.hpp). Runs on the session strand; must not block. Empty:
   // none is sent. Thread-safe.
@@ -107,13 +96,15 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // (admitting waiting peers, re-forming the ring without lost ones). Every active peer must call
   // it for a reconfiguration to happen. `admit_joiners` false (a batch retry follows at once): the
   // new epoch admits no waiting peer; they stay pending (docs/protocol.md).
-  Status update_topology(bool admit_joiners = true);
+  Status update_topology(bool admit_joiners = true) override;
   // Reports this member's outcome of its next batch attempt in the current epoch (attempts count
   // from 1 per epoch; every member of an epoch runs the same ones) and blocks until the master
   // decides the group's outcome: true when every member succeeded, false when the attempt failed
   // somewhere. Not deciding within kBatchDecisionTimeout ends the session with LH_ERR_TIMEOUT
   // (this member no longer knows the outcome, so it must not go on).
   Result<bool> decide_batch(bool ok);
+  // GroupControl: decide_batch's answer as a Decision (the whole ring, or nobody).
+  Result<Decision> decide(bool ok) override;
   // A rank of a node of several rails: reports `flags` at this rail's next agreement point, of
   // kind `kind` (the caller's: what the point is), and blocks until every rail of the node has
   // reached that point; returns the OR of all their flags (docs/protocol.md, "Node agreement").
@@ -122,22 +113,22 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // rails gets `flags` back at once. No timeout, as in update_topology (a sibling may be retrying
   // a round over a slow network): a sibling lost ends the wait by the node's eviction
   // (LH_ERR_NODE_EVICTED). Losing the master, the call waits for it and reports again once back.
-  Result<uint32_t> agree_in_node(uint32_t kind, uint32_t flags);
+  Result<uint32_t> agree_in_node(uint32_t kind, uint32_t flags) override;
   // Announces the leave and waits (bounded) for the master's acknowledgement, then closes.
   Status leave(const std::string& reason);
   // Closes everything without telling the master (it notices the closed socket). Idempotent.
-  void close();
+  void close() override;
 
   // Whether update_topology has work to do; also true once the session has failed, so that a loop
   // that calls update_topology only when this is set learns of the failure from that call.
-  bool peers_pending() const { return pending_.load() || failed_.load(); }
-  TopologyView view() const;
+  bool peers_pending() const override { return pending_.load() || failed_.load(); }
+  TopologyView view() const override;
   RingLinks ring_links() const { return mesh_->ring_links(); }
   uint64_t aborts_seen() const { return aborts_.load(); }
   // The port the data listener is bound to (fixed at create).
   uint16_t listen_port() const { return mesh_->port(); }
   // OK while the session works.
-  Status failure() const;
+  Status failure() const override;
 
  private:
   void report_failed_links();  // on the strand, before UPDATE_TOPOLOGY

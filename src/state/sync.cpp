@@ -134,8 +134,8 @@ uint64_t planned_state_hash(const Registry& registry, const wire::StateReportMsg
 // Sends the session's inbound state links to `server` while it lives (afterwards they are
 // refused). Until a communicator's first sync the mesh refuses them itself, as no fetcher has a
 // reason to come; setting the same route again at a later sync changes nothing.
-void route_state_links(peer::PeerSession& session, BlockServer& server) {
-  session.set_service_handler(
+void route_state_links(const StateNetwork& network, BlockServer& server) {
+  network.route_service_links(
       [weak = server.weak_from_this()](const std::shared_ptr<net::Link>& link,
                                        Result<wire::ControlMessage> m) {
         if (auto self = weak.lock())
@@ -146,8 +146,8 @@ void route_state_links(peer::PeerSession& session, BlockServer& server) {
 }
 
 // Sends the report; one too long for a control message fails here, saying what to change.
-Status send_report(peer::PeerSession& session, const wire::StateReportMsg& report) {
-  Status sent = session.send_state_message(report);
+Status send_report(peer::GroupControl& group, const wire::StateReportMsg& report) {
+  Status sent = group.send_state_message(report);
   if (sent.code() != LH_ERR_UNSUPPORTED) return sent;
   return Status(LH_ERR_UNSUPPORTED,
                 fmt::format("the state report of {} tensors is too large for the master: {} (each "
@@ -158,15 +158,18 @@ Status send_report(peer::PeerSession& session, const wire::StateReportMsg& repor
 
 }  // namespace
 
-Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServer& server,
-                  Registry& registry, wire::SyncStrategy strategy, SyncResult* result) {
+Status sync_state(peer::GroupControl& group, const StateNetwork& network, Registry& registry,
+                  wire::SyncStrategy strategy, SyncResult* result) {
   *result = {};
-  auto& session = comm.session();
-  if (Status f = session.failure(); !f) return f;
-  const uint64_t epoch = session.view().epoch;
+  if (!network.runtime || !network.server || !network.route_service_links)
+    return invalid_argument("a state sync needs a runtime, a block server and a route for links");
+  runtime::Runtime& runtime = *network.runtime;
+  BlockServer& server = *network.server;
+  if (Status f = group.failure(); !f) return f;
+  const uint64_t epoch = group.view().epoch;
   if (epoch == 0) return invalid_argument("lh_sync_state needs a connected communicator");
 
-  route_state_links(session, server);
+  route_state_links(network, server);
   // From the report on, fetchers may ask for blocks: serve until the master releases the group.
   LH_RETURN_IF_ERROR(server.begin(registry));
   struct Serving {
@@ -176,7 +179,7 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
   } serving{server, result};
   auto inbox = std::make_shared<Inbox>();
   auto lost = std::make_shared<LostSources>();
-  session.set_state_handler([inbox, lost, epoch](Result<wire::ControlMessage> m) {
+  group.set_state_handler([inbox, lost, epoch](Result<wire::ControlMessage> m) {
     // A lost source goes straight to the fetch (which may be running), not through the inbox.
     if (m)
       if (auto* l = std::get_if<wire::StateSourceLostMsg>(&*m)) {
@@ -186,9 +189,9 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
     inbox->push(std::move(m));
   });
   struct Cleanup {
-    peer::PeerSession& session;
-    ~Cleanup() { session.set_state_handler({}); }
-  } cleanup{session};
+    peer::GroupControl& group;
+    ~Cleanup() { group.set_state_handler({}); }
+  } cleanup{group};
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -197,19 +200,16 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
   };
   auto report = make_report(registry, runtime.workers(), epoch, strategy);
   const auto hashed = Clock::now();
-  LH_RETURN_IF_ERROR(send_report(session, report));
+  LH_RETURN_IF_ERROR(send_report(group, report));
   auto plan = await<wire::StatePlanMsg>(*inbox);
   const auto planned = Clock::now();
   if (!plan) return plan.status();
   if (plan->code != LH_OK) return Status(plan->code, plan->reason);
   LH_RETURN_IF_ERROR(check_plan(registry, *plan));
 
-  FetchOptions options;
-  options.transport = session.options().transport;
-  options.connections_per_link = session.options().connections_per_link;
-  options.stall_timeout = stall_timeout(session.options().state_stall_timeout);
+  FetchOptions options = network.fetch;
+  options.stall_timeout = stall_timeout(network.fetch.stall_timeout);
   options.zstd = zstd_policy();
-  options.traffic = comm.state_traffic();
   FetchStats stats;
   Status fetched = fetch_blocks(runtime, options, registry, *plan, lost.get(), &stats);
   result->rx_bytes = stats.rx_bytes;
@@ -217,7 +217,7 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
   result->sources = stats.sources;
   if (!fetched) log::warn("state", "state sync fetch failed: {}", fetched.to_string());
 
-  LH_RETURN_IF_ERROR(session.send_state_message(wire::StateDoneMsg{
+  LH_RETURN_IF_ERROR(group.send_state_message(wire::StateDoneMsg{
       epoch, fetched.code(), fetched.message().substr(0, wire::kMaxReasonBytes)}));
   const auto done = Clock::now();
   auto complete = await<wire::StateCompleteMsg>(*inbox);
@@ -229,7 +229,8 @@ Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServ
              ms(done, Clock::now()));
   if (!fetched) return fetched;
   registry.set_revision(plan->revision);
-  comm.stats_board().set_state(plan->revision, planned_state_hash(registry, report, *plan));
+  if (network.stats_board)
+    network.stats_board->set_state(plan->revision, planned_state_hash(registry, report, *plan));
   return Status::ok();
 }
 

@@ -10,11 +10,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "common/status.hpp"
-#include "peer/communicator.hpp"
+#include "peer/group.hpp"
+#include "peer/mesh.hpp"
+#include "peer/peer_stats.hpp"
 #include "runtime/runtime.hpp"
 #include "state/block_server.hpp"
+#include "state/fetcher.hpp"
 #include "state/registry.hpp"
 #include "wire/control_messages.hpp"
 
@@ -27,15 +32,52 @@ struct SyncResult {
   uint64_t sources = 0;         // distinct peers fetched from
 };
 
-// A collective of the communicator's peer group; blocks until this peer's part is over. On
-// success the registry holds the group's content at its new revision. `result` is filled in
-// either way (what was moved before a failure).
-//
-// `runtime` is the one `comm` runs on; the hashing uses its workers, the fetch its I/O threads
-// and workers. `server` is the communicator's block server (one per communicator, owned by a
-// shared_ptr, kept for all its syncs): from this call on the communicator's inbound state links go
-// to it. It serves `registry` from the report until this call returns.
-Status sync_state(peer::Communicator& comm, runtime::Runtime& runtime, BlockServer& server,
-                  Registry& registry, wire::SyncStrategy strategy, SyncResult* result);
+// The shared-state sync as the sync engine sees it: one collective of the group that leaves every
+// member's registry holding the group's content. GroupStateSync below is the network's; tests
+// hold one in memory (tests/support/fake_group.hpp).
+class StateSync {
+ public:
+  virtual ~StateSync() = default;
+  // Blocks until this member's part is over. On success the registry holds the group's content at
+  // its new revision; `result` is filled in either way (what was moved before a failure).
+  virtual Status sync(Registry& registry, wire::SyncStrategy strategy, SyncResult* result) = 0;
+};
+
+// What a sync needs besides the control port: the runtime (the hashing uses its workers, the fetch
+// its I/O threads and workers), the member's block server (one per member, owned by a shared_ptr,
+// kept for all its syncs), how to fetch from the sources, and where the member's inbound state
+// links arrive. Every pointer must outlive the syncs that use it.
+struct StateNetwork {
+  runtime::Runtime* runtime = nullptr;
+  BlockServer* server = nullptr;
+  // transport, connections per link and traffic: the member's. stall_timeout: the member's
+  // configured one, 0 for LONGHAUL_STATE_STALL_TIMEOUT_MS or 30 s; zstd comes from
+  // LONGHAUL_STATE_ZSTD at every sync (docs/state.md).
+  FetchOptions fetch;
+  // Sends the member's inbound service links to the handler from now on (Mesh).
+  std::function<void(peer::Mesh::ServiceHandler)> route_service_links;
+  // Where the synced revision and state hash are posted for the status page; null: nowhere.
+  peer::StatsBoard* stats_board = nullptr;
+};
+
+// A collective of the member's group; blocks until this peer's part is over (the protocol at the
+// top of this file, through `group`'s state channel). From this call on the member's inbound state
+// links go to network.server, which serves `registry` from the report until this call returns.
+Status sync_state(peer::GroupControl& group, const StateNetwork& network, Registry& registry,
+                  wire::SyncStrategy strategy, SyncResult* result);
+
+// sync_state as a StateSync. `group` and what `network` points to must outlive it.
+class GroupStateSync final : public StateSync {
+ public:
+  GroupStateSync(peer::GroupControl& group, StateNetwork network)
+      : group_(group), network_(std::move(network)) {}
+  Status sync(Registry& registry, wire::SyncStrategy strategy, SyncResult* result) override {
+    return sync_state(group_, network_, registry, strategy, result);
+  }
+
+ private:
+  peer::GroupControl& group_;
+  const StateNetwork network_;
+};
 
 }  // namespace longhaul::state

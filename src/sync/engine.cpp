@@ -8,24 +8,23 @@ namespace longhaul::sync {
 
 using Clock = std::chrono::steady_clock;
 
-Result<std::unique_ptr<SyncEngine>> SyncEngine::start(peer::Communicator& comm,
-                                                      runtime::Runtime& runtime,
-                                                      state::BlockServer& server,
+Result<std::unique_ptr<SyncEngine>> SyncEngine::start(const EngineServices& services,
                                                       EngineOptions options) {
+  if (!services.group || !services.collectives || !services.state_sync || !services.workers)
+    return invalid_argument("the sync engine needs a group, collectives, a state sync and workers");
   LH_RETURN_IF_ERROR(validate(options));
   auto layout =
       Layout::make(options.ranges, options.pieces, options.fragments, options.device_copies);
   if (!layout) return layout.status();
   auto schedule = FragmentSchedule::make(options.sync_every, options.fragments, options.delay);
   if (!schedule) return schedule.status();
-  if (Status s = comm.session().failure(); !s) return s;
+  if (Status s = services.group->failure(); !s) return s;
   std::unique_ptr<SyncEngine> engine(
-      new SyncEngine(comm, runtime, server, std::move(options), std::move(*layout), *schedule));
+      new SyncEngine(services, std::move(options), std::move(*layout), *schedule));
   const auto t0 = Clock::now();
   // Until the group's θ_g is known, this peer's own parameters are its vote for it.
   for (size_t f = 0; f < engine->layout_.fragments(); ++f)
-    LH_RETURN_IF_ERROR(
-        engine->layout_.read(f, engine->state_.theta_g(f), engine->runtime_.workers()));
+    LH_RETURN_IF_ERROR(engine->layout_.read(f, engine->state_.theta_g(f), engine->workers_));
   if (engine->options_.resume_path.empty()) {
     LH_RETURN_IF_ERROR(engine->join_group());
   } else {
@@ -39,19 +38,20 @@ Result<std::unique_ptr<SyncEngine>> SyncEngine::start(peer::Communicator& comm,
   return engine;
 }
 
-SyncEngine::SyncEngine(peer::Communicator& comm, runtime::Runtime& runtime,
-                       state::BlockServer& server, EngineOptions options, Layout layout,
+SyncEngine::SyncEngine(const EngineServices& services, EngineOptions options, Layout layout,
                        FragmentSchedule schedule)
-    : comm_(comm),
-      runtime_(runtime),
-      server_(server),
+    : group_(*services.group),
+      collectives_(*services.collectives),
+      state_sync_(*services.state_sync),
+      workers_(*services.workers),
+      stats_board_(services.stats_board),
       options_(std::move(options)),
       layout_(std::move(layout)),
       schedule_(schedule),
       state_(layout_, config_tag(options_, layout_)),
       staging_(layout_.largest_fragment(), 0.0f),
       last_reset_(layout_.fragments(), 0),
-      traffic_at_start_(comm_.traffic()) {
+      traffic_at_start_(collectives_.traffic()) {
   if (options_.method == Method::kEager) eager_state_.assign(3 * layout_.fragment_size(0), 0.0f);
   stats_.memory_bytes = state_.bytes() + (staging_.size() + eager_state_.size()) * sizeof(float) +
                         layout_.mirror_bytes();
@@ -86,7 +86,8 @@ Status SyncEngine::step() {
     }
     figures.blocked_ns = static_cast<uint64_t>(stats_.blocked.count());
   }
-  comm_.stats_board().set_engine(figures);  // for the master's status page (PEER_STATS)
+  // For the master's status page (PEER_STATS).
+  if (stats_board_) stats_board_->set_engine(figures);
   return s;
 }
 
@@ -140,7 +141,7 @@ void SyncEngine::record(const RoundReport& report) {
 }
 
 EngineStats SyncEngine::stats() const {
-  const peer::TrafficTotals now = comm_.traffic();
+  const peer::TrafficTotals now = collectives_.traffic();
   MutexLock lock(stats_mu_);
   EngineStats s = stats_;
   s.traffic.data_sent = now.data_sent - traffic_at_start_.data_sent;
@@ -153,7 +154,7 @@ EngineStats SyncEngine::stats() const {
 }
 
 uint64_t SyncEngine::state_hash() {
-  return state_.registry().hash(runtime_.workers());
+  return state_.registry().hash(workers_);
 }
 
 }  // namespace longhaul::sync

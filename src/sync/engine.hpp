@@ -31,9 +31,12 @@
 
 #include "collective/engine.hpp"
 #include "common/mutex.hpp"
-#include "peer/communicator.hpp"
-#include "runtime/runtime.hpp"
-#include "state/block_server.hpp"
+#include "peer/collectives.hpp"
+#include "peer/group.hpp"
+#include "peer/peer_stats.hpp"
+#include "peer/settle.hpp"
+#include "runtime/worker_pool.hpp"
+#include "state/sync.hpp"
 #include "sync/checkpoint.hpp"
 #include "sync/contribution.hpp"
 #include "sync/layout.hpp"
@@ -70,13 +73,22 @@ struct EngineStats {
   std::optional<RoundReport> last_round;
 };
 
+// What the engine runs on: the group's control port, its collectives, its shared-state sync
+// and the worker pool its parallel loops use; each must outlive the engine.
+struct EngineServices {
+  peer::GroupControl* group = nullptr;
+  peer::Collectives* collectives = nullptr;
+  state::StateSync* state_sync = nullptr;
+  runtime::WorkerPool* workers = nullptr;
+  // Where the engine posts its progress for the master's status page; null: nowhere.
+  peer::StatsBoard* stats_board = nullptr;
+};
+
 class SyncEngine {
  public:
   // Validates `options`, builds the layout and shared state, and runs the start collective.
-  // `comm` must be connected; `comm`, `runtime` and `server` must outlive the engine.
-  static Result<std::unique_ptr<SyncEngine>> start(peer::Communicator& comm,
-                                                   runtime::Runtime& runtime,
-                                                   state::BlockServer& server,
+  // The group must be admitted (connected).
+  static Result<std::unique_ptr<SyncEngine>> start(const EngineServices& services,
                                                    EngineOptions options);
   ~SyncEngine();
 
@@ -102,8 +114,8 @@ class SyncEngine {
   const Layout& layout() const { return layout_; }
 
  private:
-  SyncEngine(peer::Communicator& comm, runtime::Runtime& runtime, state::BlockServer& server,
-             EngineOptions options, Layout layout, FragmentSchedule schedule);
+  SyncEngine(const EngineServices& services, EngineOptions options, Layout layout,
+             FragmentSchedule schedule);
 
   // Membership (engine_membership.cpp).
   Status join_group();
@@ -115,6 +127,8 @@ class SyncEngine {
   // The node agreements (docs/protocol.md, "Node agreement"): each kind of point the engine has.
   enum class NodePoint : uint32_t { kRound = 1, kStateSync = 2, kAdmission = 3 };
   Result<bool> any_rail_of_node(NodePoint kind, bool mine);
+  // How the engine settles a round with the group (settle.hpp).
+  peer::SettlePolicy round_policy() const;
   std::vector<uint64_t> ring_ids() const;
 
   // The schedule's phases of one step (engine.cpp).
@@ -133,6 +147,7 @@ class SyncEngine {
   Status start_ops(Round& round);
   Status wait_for(Round& round);
   Status settle(Round& round, bool* applied);
+  Status attempt(Round& round, uint32_t n);
   Status finish_round(bool restart = true);
   Status settle_ahead(Round& round);
   void log_round(const Round& round, std::string_view what);
@@ -144,9 +159,11 @@ class SyncEngine {
 
   bool delayed() const { return options_.method != Method::kDiLoCo; }
 
-  peer::Communicator& comm_;
-  runtime::Runtime& runtime_;
-  state::BlockServer& server_;
+  peer::GroupControl& group_;
+  peer::Collectives& collectives_;
+  state::StateSync& state_sync_;
+  runtime::WorkerPool& workers_;
+  peer::StatsBoard* const stats_board_;
   const EngineOptions options_;
   const Layout layout_;
   const FragmentSchedule schedule_;

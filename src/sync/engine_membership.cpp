@@ -8,16 +8,9 @@
 #include "sync/engine.hpp"
 
 namespace longhaul::sync {
-namespace {
-
-bool retryable(const Status& s) {
-  return s.code() == LH_ERR_PEER_LOST || s.code() == LH_ERR_ABORTED || s.code() == LH_ERR_TIMEOUT;
-}
-
-}  // namespace
 
 std::vector<uint64_t> SyncEngine::ring_ids() const {
-  return comm_.session().view().ring;
+  return group_.view().ring;
 }
 
 // Adopts the group's shared state and sets the local parameters from θ_g. At the group's first
@@ -28,7 +21,7 @@ Status SyncEngine::join_group() {
   LH_RETURN_IF_ERROR(sync_shared_state());
   const uint64_t t = state_.step();
   for (uint32_t f = 0; f < layout_.fragments(); ++f) {
-    LH_RETURN_IF_ERROR(layout_.merge(f, state_.theta_g(f), 0.0f, runtime_.workers()));
+    LH_RETURN_IF_ERROR(layout_.merge(f, state_.theta_g(f), 0.0f, workers_));
     last_reset_[f] = t;
   }
   if (t == 0) return Status::ok();
@@ -71,7 +64,7 @@ Status SyncEngine::admit() {
   if (!due) return due.status();
   if (*due) {
     const auto before = ring_ids();
-    LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/true));
+    LH_RETURN_IF_ERROR(group_.update_topology(/*admit_joiners=*/true));
     const auto after = ring_ids();
     gained = std::any_of(after.begin(), after.end(), [&](uint64_t id) {
       return std::find(before.begin(), before.end(), id) == before.end();
@@ -82,28 +75,25 @@ Status SyncEngine::admit() {
   return sync_shared_state(/*take_part=*/gained || verify);
 }
 
-// A shared-state sync whose outcome the group agrees on: a sync that failed anywhere (a source
-// lost, the group reconfiguring) is repeated by every member after re-forming the ring. The rails
-// of a node re-form together: a rail whose sync succeeded (or that takes no part) re-forms beside
-// a sibling whose sync failed, and waits with it until the sibling's sync succeeds too.
+// A shared-state sync whose outcome the group agrees on (peer/settle.hpp): a sync that failed
+// anywhere (a source lost, the group reconfiguring, a source too slow) is repeated by every member
+// after re-forming the ring, until it succeeds. The rails of a node re-form together: a rail whose
+// sync succeeded (or that takes no part) re-forms beside a sibling whose sync failed, and waits
+// with it until the sibling's sync succeeds too.
 Status SyncEngine::sync_shared_state(bool take_part) {
-  bool done = !take_part;
-  for (;;) {
-    if (!done) {
+  peer::SettleSteps steps;
+  if (take_part)
+    steps.attempt = [&](uint32_t) {
       state::SyncResult result;
-      const Status s = state::sync_state(comm_, runtime_, server_, state_.registry(),
-                                         wire::SyncStrategy::kEnforcePopular, &result);
-      auto decision = comm_.session().decide_batch(s.is_ok());
-      if (!decision) return decision.status();
-      done = *decision;
-      if (!done && !s.is_ok() && !retryable(s))
-        return s.with_context("the sync engine's shared state");
-    }
-    auto reform = any_rail_of_node(NodePoint::kStateSync, !done);
-    if (!reform) return reform.status();
-    if (!*reform) return Status::ok();
-    LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/false));
-  }
+      return state_sync_.sync(state_.registry(), wire::SyncStrategy::kEnforcePopular, &result);
+    };
+  peer::SettlePolicy policy;
+  policy.max_attempts = 0;
+  policy.node_point = static_cast<uint32_t>(NodePoint::kStateSync);
+  policy.fatal = [](const Status& s) { return !peer::retryable(s) && s.code() != LH_ERR_TIMEOUT; };
+  auto settled = peer::settle(group_, steps, policy);
+  if (!settled) return settled.status().with_context("the sync engine's shared state");
+  return Status::ok();
 }
 
 // Whether any rail of this peer's node says `mine`: the rails of a node call update_topology at
@@ -111,7 +101,7 @@ Status SyncEngine::sync_shared_state(bool take_part) {
 // for it in the trainer's next intra-node collective). A peer that is a node of one rail decides
 // alone. `kind` lets the master catch rails that diverged (at one point for different reasons).
 Result<bool> SyncEngine::any_rail_of_node(NodePoint kind, bool mine) {
-  auto flags = comm_.session().agree_in_node(static_cast<uint32_t>(kind), mine ? 1u : 0u);
+  auto flags = group_.agree_in_node(static_cast<uint32_t>(kind), mine ? 1u : 0u);
   if (!flags) return flags.status();
   return *flags != 0;
 }

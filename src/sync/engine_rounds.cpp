@@ -34,8 +34,8 @@ bool SyncEngine::contributes(uint32_t f) const {
 
 Status SyncEngine::form_delta(uint32_t f, bool full_round) {
   const std::span<float> delta(staging_.data(), layout_.fragment_size(f));
-  LH_RETURN_IF_ERROR(layout_.read(f, delta, runtime_.workers()));
-  staged_finite_ = sync::form_delta(state_.theta_g(f), delta, runtime_.workers());
+  LH_RETURN_IF_ERROR(layout_.read(f, delta, workers_));
+  staged_finite_ = sync::form_delta(state_.theta_g(f), delta, workers_);
   staged_code_ = !full_round       ? Contribution::kNone
                  : !staged_finite_ ? Contribution::kNonFinite
                                    : Contribution::kCounted;
@@ -44,16 +44,16 @@ Status SyncEngine::form_delta(uint32_t f, bool full_round) {
 }
 
 Status SyncEngine::start_ops(Round& round) {
-  const collective::RingView view = comm_.ring_view();
+  const collective::RingView view = collectives_.ring_view();
   round.ring = ring_ids();
   round.masks = contribution_mask(view.size, view.rank, staged_code_, round_identity(round),
-                                  comm_.session().peers_pending());
+                                  group_.peers_pending());
   round.launched_at = Clock::now();
-  if (round.attempts++ == 0) round.traffic_at_launch = comm_.traffic();
+  if (round.attempts++ == 0) round.traffic_at_launch = collectives_.traffic();
   collective::AllReduceSpec masks;
   masks.input = masks.output = round.masks.data();
   masks.count = round.masks.size();
-  auto mask_op = comm_.allreduce(masks);
+  auto mask_op = collectives_.allreduce(masks);
   if (!mask_op) return mask_op.status();
   round.mask_op = *mask_op;
   collective::AllReduceSpec delta;
@@ -61,7 +61,7 @@ Status SyncEngine::start_ops(Round& round) {
   delta.count = round.delta.size();
   delta.codec = options_.codec;
   delta.block = options_.block;
-  auto delta_op = comm_.allreduce(delta);
+  auto delta_op = collectives_.allreduce(delta);
   if (!delta_op) return delta_op.status();
   round.delta_op = *delta_op;
   return Status::ok();
@@ -101,41 +101,43 @@ Status SyncEngine::wait_for(Round& round) {
   return outcome;
 }
 
-// Settles the round with the group: every peer reports its outcome and the master decides for
-// all, so no peer applies a round another one dropped. A failed round is retried over the
-// survivors when a peer was lost (and the policy and method allow it), else dropped. The failed
-// epoch is re-formed before the next collective, and the rails of a node re-form together: a
-// rail whose round was applied re-forms beside a sibling whose round failed, then waits with it
-// until the sibling's round is settled too (docs/protocol.md, "Node agreement").
+// Settles the round with the group (peer/settle.hpp): every peer reports its outcome and the
+// master decides for all, so no peer applies a round another one dropped. A failed round is
+// retried over the survivors when a peer was lost (and the policy and method allow it), else
+// dropped; either way the failed epoch is re-formed before the next collective. The rails of a
+// node re-form together (docs/protocol.md, "Node agreement").
 Status SyncEngine::settle(Round& round, bool* applied) {
-  *applied = false;
-  bool decided = false;  // the group's outcome of this round is final
-  for (;;) {
-    if (!decided) {
-      const Status local = wait_for(round);
-      if (!local.is_ok())
-        log::debug("sync", "round {} of fragment {} failed here: {}", round.number, round.fragment,
-                   local.to_string());
-      auto decision = comm_.session().decide_batch(local.is_ok());
-      if (!decision) return decision.status();
-      *applied = decided = *decision;
-      log_round(round, decided ? "applied by the group" : "failed for the group");
-    }
-    auto reform = any_rail_of_node(NodePoint::kRound, !decided);
-    if (!reform) return reform.status();
-    if (!*reform) return Status::ok();
-    const auto before = ring_ids();
-    // Joiners wait for the next admission point, where every peer calls update_topology at the
-    // same step.
-    LH_RETURN_IF_ERROR(comm_.session().update_topology(/*admit_joiners=*/false));
-    if (decided) continue;  // re-formed beside a sibling
-    const bool lost_a_peer = ring_ids() != before;
-    if (delayed() || options_.on_loss == LossPolicy::kDrop || !lost_a_peer ||
-        round.attempts >= options_.max_attempts) {
-      log_round(round, lost_a_peer ? "dropped (no retry left)" : "dropped (no peer lost)");
-      decided = true;  // dropped
-      continue;
-    }
+  peer::SettleSteps steps;
+  steps.attempt = [&](uint32_t n) { return attempt(round, n); };
+  const peer::SettlePolicy policy = round_policy();
+  auto settled = peer::settle(group_, steps, policy);
+  if (!settled) return settled.status();
+  *applied = settled->applied;
+  log_round(round, settled->applied                          ? "applied by the group"
+                   : settled->attempts < policy.max_attempts ? "dropped (no peer lost)"
+                                                             : "dropped (no retry left)");
+  return Status::ok();
+}
+
+// The engine's rounds: retried only over a ring that lost a member, at most max_attempts times
+// (once for the delayed methods, whose next round already started, and for LossPolicy::kDrop);
+// a round that fails for good is dropped after the ring is re-formed; a local failure is never
+// fatal (the round is dropped and training goes on).
+peer::SettlePolicy SyncEngine::round_policy() const {
+  peer::SettlePolicy policy;
+  const bool retries = !delayed() && options_.on_loss != LossPolicy::kDrop;
+  policy.max_attempts = retries ? options_.max_attempts : 1;
+  policy.node_point = static_cast<uint32_t>(NodePoint::kRound);
+  policy.fatal = [](const Status&) { return false; };
+  policy.retry_only_after_loss = true;
+  policy.reform_after_last = true;
+  return policy;
+}
+
+// Attempt n of a round: the first was launched at its launch step; a retry forms the fragment's
+// pseudo-gradient again and launches it on the re-formed ring. This peer's outcome.
+Status SyncEngine::attempt(Round& round, uint32_t n) {
+  if (n > 1) {
     log_round(round, "retried");
     {
       MutexLock lock(stats_mu_);
@@ -145,13 +147,18 @@ Status SyncEngine::settle(Round& round, bool* applied) {
     round.late = false;
     round.launch_failure = start_ops(round);
   }
+  const Status local = wait_for(round);
+  if (!local.is_ok())
+    log::debug("sync", "round {} of fragment {} failed here: {}", round.number, round.fragment,
+               local.to_string());
+  return local;
 }
 
 // Debug logs of how a round settles, with the epoch and ring it settles in (taken only when
 // debug logging is on: once per round and step).
 void SyncEngine::log_round(const Round& round, std::string_view what) {
   if (log::level() > log::Level::kDebug) return;
-  const auto view = comm_.session().view();
+  const auto view = group_.view();
   log::debug("sync", "round {} of fragment {} (step {}, attempt {}): {} in epoch {} over [{}]",
              round.number, round.fragment, state_.step(), round.attempts, what, view.epoch,
              fmt::join(view.ring, " "));
@@ -173,7 +180,7 @@ Status SyncEngine::finish_round(bool restart) {
   report.round = round.number;
   report.late = round.late;
   report.attempts = round.attempts;
-  const peer::TrafficTotals now = comm_.traffic();
+  const peer::TrafficTotals now = collectives_.traffic();
   if (round.launched_at != Clock::time_point{})  // not a round read from a checkpoint
     report.event_bytes = (now.data_sent - round.traffic_at_launch.data_sent) +
                          (now.data_received - round.traffic_at_launch.data_received);
@@ -192,7 +199,7 @@ Status SyncEngine::finish_round(bool restart) {
   if (applied) {
     report.participants = t.counted;
     for (size_t r : t.non_finite) report.non_finite_peers.push_back(round.ring[r]);
-    average(round.delta, t.counted, runtime_.workers());
+    average(round.delta, t.counted, workers_);
     if (delayed())
       LH_RETURN_IF_ERROR(
           apply_delayed(round.fragment, t.counted > 0 ? round.delta : std::span<float>{}, restart));
@@ -210,13 +217,13 @@ Status SyncEngine::apply_diloco(uint32_t f, std::span<const float> average) {
   const bool first = state_.rounds(f) == 0;
   auto theta = state_.theta_g(f);
   auto buffer = state_.momentum(f);
-  runtime_.workers().parallel_for((theta.size() + kChunk - 1) / kChunk, [&](size_t c) {
+  workers_.parallel_for((theta.size() + kChunk - 1) / kChunk, [&](size_t c) {
     const size_t begin = c * kChunk, n = std::min(kChunk, theta.size() - begin);
     nesterov_step(theta.subspan(begin, n), buffer.subspan(begin, n), average.subspan(begin, n),
                   options_.nesterov, first);
   });
   ++state_.rounds(f);
-  LH_RETURN_IF_ERROR(layout_.merge(f, theta, options_.mix, runtime_.workers()));
+  LH_RETURN_IF_ERROR(layout_.merge(f, theta, options_.mix, workers_));
   last_reset_[f] = state_.step();
   return Status::ok();
 }
@@ -242,7 +249,7 @@ Status SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, boo
   const std::span<float> previous = eager_part(0, size), deviation = eager_part(1, size),
                          own_momentum = eager_part(2, size);
   // Eager's estimate of the mean takes this peer's share as 1/N of it.
-  const float share = 1.0f / static_cast<float>(std::max<size_t>(1, comm_.ring_view().size));
+  const float share = 1.0f / static_cast<float>(std::max<size_t>(1, collectives_.ring_view().size));
   std::atomic<bool> finite{true};
   LH_RETURN_IF_ERROR(layout_.update(
       f,
@@ -272,7 +279,7 @@ Status SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, boo
         }
         if (!ok) finite.store(false, std::memory_order_relaxed);
       },
-      runtime_.workers()));
+      workers_));
   if (update) ++state_.rounds(f);
   last_reset_[f] = state_.step();
   if (!restart) return Status::ok();

@@ -1,0 +1,40 @@
+#include "peer/peer.hpp"
+
+#include "peer/node_identity.hpp"
+
+namespace longhaul::peer {
+
+Result<std::unique_ptr<Peer>> Peer::create(const CommunicatorOptions& options,
+                                           const runtime::RuntimeOptions& runtime) {
+  LH_RETURN_IF_ERROR(validate_node(options));
+  std::unique_ptr<Peer> p(new Peer());
+  p->runtime_ = std::make_unique<runtime::Runtime>(runtime);
+  auto comm = Communicator::create(options, *p->runtime_);
+  if (!comm) return comm.status();
+  p->comm_ = std::move(*comm);
+  p->block_server_ =
+      std::make_shared<state::BlockServer>(p->runtime_->workers(), p->comm_->state_traffic());
+  state::StateNetwork network;
+  network.runtime = p->runtime_.get();
+  network.server = p->block_server_.get();
+  network.fetch.transport = options.transport;
+  network.fetch.connections_per_link = options.connections_per_link;
+  network.fetch.stall_timeout = options.state_stall_timeout;
+  network.fetch.traffic = p->comm_->state_traffic();
+  PeerSession* session = &p->comm_->session();
+  network.route_service_links = [session](Mesh::ServiceHandler handler) {
+    session->set_service_handler(std::move(handler));
+  };
+  network.stats_board = &p->comm_->stats_board();
+  p->state_sync_ = std::make_unique<state::GroupStateSync>(p->comm_->group(), std::move(network));
+  return p;
+}
+
+Peer::~Peer() {
+  state_sync_.reset();
+  block_server_.reset();
+  comm_.reset();
+  runtime_.reset();
+}
+
+}  // namespace longhaul::peer
