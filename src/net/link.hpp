@@ -114,7 +114,16 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
 
   asio::awaitable<void> reader(size_t index);
   asio::awaitable<void> writer(size_t index);
+  // The reader's steps: one frame's effect (an error fails the link), and a connection's end.
+  asio::awaitable<Status> dispatch_frame(Connection& conn, const FrameHeader& h, size_t index);
   asio::awaitable<Status> receive_data(Connection& conn, const FrameHeader& h, size_t index);
+  asio::awaitable<Status> receive_control(Connection& conn, const FrameHeader& h);
+  asio::awaitable<Status> receive_reject(Connection& conn, const FrameHeader& h);
+  void end_of_connection(const Connection& conn, const Status& why);
+  Status finish_segment(const FrameHeader& h, const std::shared_ptr<RecvOp>& op, bool drain,
+                        std::vector<std::byte> early, Status s);
+  Status keep_early_segment(const FrameHeader& h, std::vector<std::byte> early, Pending& pending)
+      REQUIRES(mu_);
   bool next_write(size_t index, WriteItem* out) REQUIRES(mu_);
   void finish_write(size_t index, const WriteItem& item, const Status& s);
   void fail_after_reading(size_t index, Status why);
@@ -179,7 +188,7 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   uint64_t unexpected_bytes_ GUARDED_BY(mu_) = 0;
   // options_.max_unexpected_bytes until set_max_unexpected_bytes.
   uint64_t max_unexpected_bytes_ GUARDED_BY(mu_);
-  std::atomic<uint32_t> max_control_bytes_;  // options_.limits.max_control_payload until set
+  std::atomic<uint32_t> max_control_bytes_;       // options_.limits.max_control_payload until set
   std::set<uint64_t> cancelled_ GUARDED_BY(mu_);  // exact ids
   std::deque<uint64_t> cancelled_order_ GUARDED_BY(mu_);
   // (id & mask, mask)
