@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <regex>
@@ -237,6 +239,43 @@ TEST(Nodes, AFrozenRankIsDeclaredDeadAndItsSiblingEvictedWithinTheHeartbeatBound
   for (Child* rank : ranks[0]) EXPECT_TRUE(steps_with_world(*rank, 1));
   ranks[1][1]->kill(SIGCONT);
   EXPECT_NE(ranks[1][1]->wait_exit(20s), 0) << "the thawed rank finds itself out of the run";
+}
+
+// The library fails an evicted rank's calls in flight before it runs the abort callback, so the
+// call's LH_ERR_NODE_EVICTED can end the process (ERROR, exit status 4) while the callback that
+// prints EVICTED has not run yet. Rank b1's abort callback runs 500 ms late here (a preloaded
+// shim, slow_abort_callback.cpp), as on a library thread the scheduler left waiting, and b1 is
+// in an all-reduce when it is evicted: EVICTED still comes, once, before ERROR.
+TEST(Nodes, AnEvictedRankPrintsEvictedBeforeItsErrorWhenItsAbortCallbackIsLate) {
+  NodeRun run;
+  Child& a0 = run.start("a", 0, 2);
+  Child& a1 = run.start("a", 1, 2);
+  Child& b0 = run.start("b", 0, 2);
+  ::setenv("LD_PRELOAD", LONGHAUL_SLOW_ABORT_SHIM, 1);
+  ::setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);  // the shim is not instrumented
+  Child& b1 = run.start("b", 1, 2);
+  ::unsetenv("LD_PRELOAD");
+  ::unsetenv("ASAN_OPTIONS");
+  for (Child* rank : {&a0, &a1, &b0, &b1}) ASSERT_TRUE(steps_with_world(*rank, 2));
+  // a1 frozen: b1's next all-reduce waits for it. Then b0 dies, and the master evicts b1 while
+  // that all-reduce is in flight (long before a1 has missed its heartbeats).
+  a1.kill(SIGSTOP);
+  std::this_thread::sleep_for(200ms);
+  b0.kill(SIGKILL);
+  EXPECT_EQ(b1.wait_exit(20s), 4) << b1.stderr_text();
+  a1.kill(SIGCONT);
+  const std::vector<std::string> lines = b1.lines();
+  const auto starts = [](const std::string& prefix) {
+    return [prefix](const std::string& l) { return l.rfind(prefix, 0) == 0; };
+  };
+  const auto evicted = std::find_if(lines.begin(), lines.end(), starts("EVICTED"));
+  const auto error = std::find_if(lines.begin(), lines.end(), starts("ERROR"));
+  ASSERT_NE(error, lines.end());
+  EXPECT_NE(error->find("status=LH_ERR_NODE_EVICTED"), std::string::npos) << *error;
+  ASSERT_NE(evicted, lines.end()) << "no EVICTED line before: " << *error;
+  EXPECT_NE(evicted->find("node 'b' evicted"), std::string::npos) << *evicted;
+  EXPECT_LT(evicted - lines.begin(), error - lines.begin()) << "EVICTED after ERROR";
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), starts("EVICTED")), 1);
 }
 
 TEST(Nodes, ANodeMissingARailIsNeverAdmittedAndItsTimeoutSaysWhy) {

@@ -28,11 +28,18 @@ using longhaul_peer::SyntheticWorkload;
 
 // Lines go out whole and flushed: the churn supervisor parses them as they come.
 longhaul::Mutex g_out_mu;
-void emit(const std::string& line) {
-  longhaul::MutexLock lock(g_out_mu);
+// Whether the EVICTED line is out: it goes out once, before the ERROR line (evicted()).
+bool g_evicted_emitted GUARDED_BY(g_out_mu) = false;
+
+void write_line(const std::string& line) REQUIRES(g_out_mu) {
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+}
+
+void emit(const std::string& line) {
+  longhaul::MutexLock lock(g_out_mu);
+  write_line(line);
 }
 
 // Quotes a library message for a key="value" field.
@@ -42,9 +49,21 @@ std::string quoted(const char* message) {
   return out + "\"";
 }
 
+// The EVICTED line, once. The abort callback prints it; but the library fails the calls in flight
+// before it runs the callback (the communicator's failure fails the blocked call, the state sync
+// and the collectives first), so the call's LH_ERR_NODE_EVICTED can reach fail() first, and its
+// _Exit would end the process before the callback's line: fail() prints it then.
+void evicted(const char* reason) {
+  longhaul::MutexLock lock(g_out_mu);
+  if (g_evicted_emitted) return;
+  g_evicted_emitted = true;
+  write_line(fmt::format("EVICTED message={}", quoted(reason)));
+}
+
 // Exit status 4: the node was evicted (another of its ranks died or left), the expected end of
-// a rank whose sibling is gone; 1: any other error.
+// a rank whose sibling is gone, after its EVICTED line; 1: any other error.
 [[noreturn]] void fail(const char* what, lh_status s, const char* message) {
+  if (s == LH_ERR_NODE_EVICTED) evicted(message);
   emit(fmt::format("ERROR what={} status={} message={}", what, lh_status_string(s),
                    quoted(message)));
   std::_Exit(s == LH_ERR_NODE_EVICTED ? 4 : 1);
@@ -52,7 +71,7 @@ std::string quoted(const char* message) {
 
 // The abort callback: only the node's eviction is reported (the other aborts show as RETRY).
 void on_abort(void*, uint64_t, lh_status status, const char* reason) {
-  if (status == LH_ERR_NODE_EVICTED) emit(fmt::format("EVICTED message={}", quoted(reason)));
+  if (status == LH_ERR_NODE_EVICTED) evicted(reason);
 }
 
 // Stop requests: the first SIGTERM/SIGINT asks the loop to leave after the current step, a
