@@ -1,14 +1,13 @@
-// The C API's handles and the one place C++ Status becomes an lh_status plus a stored message.
+// The C API's handles and the one place C++ Status becomes an lh_status plus a stored message
+// (common_api.cpp). The arguments' conversions are convert.hpp's.
 #pragma once
 
-#include <initializer_list>
 #include <memory>
 #include <string>
-#include <vector>
 
+#include "collective/operation.hpp"
 #include "common/mutex.hpp"
 #include "common/status.hpp"
-#include "gpu/device_memory.hpp"
 #include "master/master.hpp"
 #include "peer/peer.hpp"
 
@@ -58,28 +57,8 @@ lh_status hand_out(lh_comm* comm, Result<std::shared_ptr<Op>> started, lh_op** o
   *out = new lh_op{std::move(*started), {}, {}};
   return LH_OK;
 }
-// The group's shape at the call, and each member's count: `counts` (group-size entries) or
-// `count` for every member when it is NULL.
-struct GroupCounts {
-  size_t rank = 0;
-  std::vector<size_t> counts;
-};
-Result<GroupCounts> group_counts(lh_comm* comm, size_t count, const size_t* counts);
-// Waits for, reports and frees an operation: the blocking form of every *_async call.
+// Waits for, reports and frees an operation: the blocking form of every *_async call (op_api.cpp).
 lh_status wait_and_destroy(lh_comm* comm, lh_op* op, lh_op_info* info);
-
-// An all-reduce's arguments as the collective engine's spec: validated (every enum crossing the
-// ABI is checked) and converted. Buffers are taken as they are (no staging).
-Result<collective::AllReduceSpec> allreduce_spec(const void* send, void* recv, size_t count,
-                                                 lh_dtype dtype, lh_reduce_op op,
-                                                 const lh_allreduce_options* options);
-
-// LH_ERR_INVALID_ARGUMENT for a value that is no lh_memory.
-Status check_memory_kind(lh_memory memory);
-// An lh_memory (already validated) as the GPU layer's.
-gpu::Memory memory_kind(lh_memory memory);
-// options->memory as the GPU layer's (kAuto for NULL options).
-gpu::Memory memory_of(const lh_allreduce_options* options);
 
 // "" for NULL.
 inline std::string str(const char* s) {

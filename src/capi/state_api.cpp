@@ -1,36 +1,19 @@
 // lh_state_* and lh_sync_state: the C face of the shared-state registry and its sync.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "capi/handles.hpp"
-#include "gpu/state_shadows.hpp"
-#include "runtime/worker_pool.hpp"
-#include "state/registry.hpp"
-#include "state/sync.hpp"
+#include "peer/staged_state.hpp"
 
+// A registry whose device tensors the peer layer stages (peer/staged_state.hpp).
 struct lh_state {
-  longhaul::state::Registry impl;
-  // lh_state_hash names no communicator, so it has no runtime to borrow: it hashes on this pool,
-  // started by the first lh_state_hash (idle workers block). lh_sync_state hashes on the
-  // communicator's workers instead.
-  std::unique_ptr<longhaul::runtime::WorkerPool> hash_workers;
-  // The tensors in device memory: the registry points at their pinned host shadows.
-  longhaul::gpu::StateShadows device_tensors;
+  longhaul::peer::StagedState impl;
   mutable longhaul::Mutex mu;
   std::string last_error GUARDED_BY(mu);
 };
 
 namespace lh = longhaul;
-
-// A tensor in device memory is registered as a pinned host shadow (gpu/state_shadows.hpp).
-static lh_status add_device_tensor(lh_state* state, const char* name, void* device, size_t count,
-                                   lh::quant::DType type) {
-  auto shadow = lh::gpu::StateShadows::make(count * lh::quant::element_size(type));
-  if (!shadow) return lh::capi::finish(state, shadow.status());
-  if (lh::Status s = state->impl.add_tensor(name, (*shadow)->data(), count, type); !s)
-    return lh::capi::finish(state, s);
-  state->device_tensors.keep(device, count * lh::quant::element_size(type), std::move(*shadow));
-  return LH_OK;
-}
 
 extern "C" lh_status lh_state_create(lh_state** out) {
   if (!out) return lh::capi::null_argument("lh_state_create");
@@ -51,7 +34,6 @@ extern "C" lh_status lh_state_add_tensor(lh_state* state, const char* name, void
                    fmt::format("tensor '{}': unknown dtype {}", name, static_cast<int>(dtype))));
   const auto type = static_cast<lh::quant::DType>(dtype);
   try {
-    if (lh::gpu::is_device_pointer(data)) return add_device_tensor(state, name, data, count, type);
     return lh::capi::finish(state, state->impl.add_tensor(name, data, count, type));
   } catch (const std::exception& e) {
     return lh::capi::finish(state,
@@ -74,11 +56,9 @@ extern "C" lh_status lh_state_get_revision(const lh_state* state, uint64_t* revi
 extern "C" lh_status lh_state_hash(lh_state* state, uint64_t* hash) {
   if (!state || !hash) return lh::capi::null_argument("lh_state_hash");
   try {
-    if (!state->hash_workers) state->hash_workers = std::make_unique<lh::runtime::WorkerPool>();
-    // Device tensors are hashed where they are: nothing crosses PCIe but their block hashes.
-    auto on_device = state->device_tensors.device_block_hashes();
-    if (!on_device) return lh::capi::finish(state, on_device.status());
-    *hash = state->impl.hash(*state->hash_workers, *on_device);
+    auto h = state->impl.hash();
+    if (!h) return lh::capi::finish(state, h.status());
+    *hash = *h;
     return LH_OK;
   } catch (const std::exception& e) {
     return lh::capi::finish(state, lh::internal_error(fmt::format("lh_state_hash: {}", e.what())));
@@ -100,21 +80,14 @@ extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strat
         comm, state,
         lh::invalid_argument(fmt::format("unknown sync strategy {}", static_cast<int>(strategy))));
   try {
-    if (lh::Status pulled = state->device_tensors.pull(); !pulled)
-      return sync_failed(comm, state, pulled);
-    lh::state::SyncResult r;
-    lh::Status s = comm->impl->state_sync().sync(state->impl,
-                                                 static_cast<lh::wire::SyncStrategy>(strategy), &r);
-    // Fetched blocks were written into the shadows: the device tensors take them (on failure too,
-    // where the fetched tensors hold unspecified bytes, as host tensors would).
-    if (r.blocks_fetched > 0) {
-      if (lh::Status pushed = state->device_tensors.push(); !pushed && s) s = pushed;
-    }
-    if (info) {
-      info->tx_bytes = r.tx_bytes;
-      info->rx_bytes = r.rx_bytes;
-      info->blocks_fetched = r.blocks_fetched;
-      info->sources = r.sources;
+    std::optional<lh::state::SyncResult> ran;
+    lh::Status s = state->impl.sync(comm->impl->state_sync(),
+                                    static_cast<lh::wire::SyncStrategy>(strategy), &ran);
+    if (info && ran) {
+      info->tx_bytes = ran->tx_bytes;
+      info->rx_bytes = ran->rx_bytes;
+      info->blocks_fetched = ran->blocks_fetched;
+      info->sources = ran->sources;
       info->revision = state->impl.revision();
     }
     return s ? LH_OK : sync_failed(comm, state, s);

@@ -4,9 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "capi/convert.hpp"
 #include "capi/handles.hpp"
-#include "gpu/device_memory.hpp"
-#include "gpu/param_copies.hpp"
 #include "sync/engine.hpp"
 
 struct lh_sync_engine {
@@ -19,7 +18,8 @@ namespace {
 
 namespace lh = longhaul;
 
-// Validates every enum crossing the ABI and converts the options.
+// Validates every enum crossing the ABI and converts the options (where each range lives is the
+// peer's to find: Peer::start_sync_engine).
 lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
   if (!o.ranges || o.range_count == 0)
     return lh::invalid_argument("the sync engine needs at least one parameter range");
@@ -31,16 +31,14 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
   if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_E3M0)
     return lh::invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
   LH_RETURN_IF_ERROR(lh::capi::check_memory_kind(o.memory));
-  const lh::gpu::Memory declared = lh::capi::memory_kind(o.memory);
   lh::sync::EngineOptions e;
   for (size_t i = 0; i < o.range_count; ++i) {
     const lh_param_range& r = o.ranges[i];
     if (r.dtype < LH_DTYPE_F32 || r.dtype > LH_DTYPE_U64)
       return lh::invalid_argument(
           fmt::format("range {}: unknown dtype {}", i, static_cast<int>(r.dtype)));
-    const bool on_device = lh::gpu::memory_of(r.data, declared) == lh::gpu::Memory::kCuda;
-    e.ranges.push_back({r.data, r.count, static_cast<lh::quant::DType>(r.dtype), on_device});
-    if (on_device && !e.device_copies) e.device_copies = lh::gpu::device_param_copies();
+    e.ranges.push_back(
+        {.data = r.data, .count = r.count, .dtype = static_cast<lh::quant::DType>(r.dtype)});
   }
   for (size_t i = 0; i < o.piece_count; ++i)
     e.pieces.push_back(
@@ -95,14 +93,8 @@ extern "C" lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_op
   auto converted = convert(*options);
   if (!converted) return lh::capi::finish(comm, converted.status());
   try {
-    lh::peer::Peer& peer = *comm->impl;
-    lh::sync::EngineServices services;
-    services.group = &peer.group();
-    services.collectives = &peer.collectives();
-    services.state_sync = &peer.state_sync();
-    services.workers = &peer.workers();
-    services.stats_board = &peer.stats_board();
-    auto engine = lh::sync::SyncEngine::start(services, std::move(*converted));
+    auto engine = comm->impl->start_sync_engine(std::move(*converted),
+                                                lh::capi::memory_kind(options->memory));
     if (!engine) return lh::capi::finish(comm, engine.status());
     *out = new lh_sync_engine{std::move(*engine), {}, {}};
     return LH_OK;

@@ -1,6 +1,8 @@
 #include "peer/peer.hpp"
 
+#include "gpu/param_copies.hpp"
 #include "peer/node_identity.hpp"
+#include "sync/engine.hpp"
 
 namespace longhaul::peer {
 
@@ -12,6 +14,7 @@ Result<std::unique_ptr<Peer>> Peer::create(const CommunicatorOptions& options,
   auto comm = Communicator::create(options, *p->runtime_);
   if (!comm) return comm.status();
   p->comm_ = std::move(*comm);
+  p->staged_ = std::make_unique<StagedOps>(p->comm_->group(), *p->comm_);
   p->block_server_ =
       std::make_shared<state::BlockServer>(p->runtime_->workers(), p->comm_->state_traffic());
   state::StateNetwork network;
@@ -30,9 +33,25 @@ Result<std::unique_ptr<Peer>> Peer::create(const CommunicatorOptions& options,
   return p;
 }
 
+Result<std::unique_ptr<sync::SyncEngine>> Peer::start_sync_engine(sync::EngineOptions options,
+                                                                  gpu::Memory declared) {
+  for (sync::ParamRange& r : options.ranges) {
+    r.on_device = gpu::memory_of(r.data, declared) == gpu::Memory::kCuda;
+    if (r.on_device && !options.device_copies) options.device_copies = gpu::device_param_copies();
+  }
+  sync::EngineServices services;
+  services.group = &group();
+  services.collectives = &collectives();
+  services.state_sync = &state_sync();
+  services.workers = &workers();
+  services.stats_board = &stats_board();
+  return sync::SyncEngine::start(services, std::move(options));
+}
+
 Peer::~Peer() {
   state_sync_.reset();
   block_server_.reset();
+  staged_.reset();
   comm_.reset();
   runtime_.reset();
 }

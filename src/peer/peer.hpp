@@ -1,13 +1,16 @@
 // A peer: the composition root of one member's services. It owns, in the order they are built,
 // the runtime (I/O threads and the worker pool), the communicator (the session with the master,
-// the mesh, the collective engine), the block server and the shared-state sync, and hands the
-// layers above the narrow ports they take: the control port (GroupControl), the collectives, the
-// failure signal, the state sync and the workers. The C API's lh_comm is one Peer.
+// the mesh, the collective engine), the staged collectives (staged_ops.hpp: the collectives on a
+// caller's buffers, device memory staged as they need), the block server and the shared-state
+// sync, and hands the layers above the narrow ports they take: the control port (GroupControl),
+// the collectives, the failure signal, the state sync and the workers. The C API's lh_comm is one
+// Peer; its lh_local_group is a StagedNodeGroup formed over one (staged_node_group.hpp), and its
+// lh_state a StagedState (staged_state.hpp).
 //
 // Destruction runs in reverse: the state sync, the block server (it stops serving and waits for
-// its sends), the communicator (closes the session, fails the collectives in flight), and the
-// runtime last (joins the workers, then the I/O threads), once nothing that posts to it is left.
-// Must not be destroyed on one of its own runtime's threads.
+// its sends), the staged collectives, the communicator (closes the session, fails the collectives
+// in flight), and the runtime last (joins the workers, then the I/O threads), once nothing that
+// posts to it is left. Must not be destroyed on one of its own runtime's threads.
 //
 // Threads: the ports are as thread-safe as their own headers say; Peer adds no state of its own.
 #pragma once
@@ -17,9 +20,15 @@
 
 #include "peer/communicator.hpp"
 #include "peer/options.hpp"
+#include "peer/staged_ops.hpp"
 #include "runtime/runtime.hpp"
 #include "state/block_server.hpp"
 #include "state/sync.hpp"
+#include "sync/options.hpp"
+
+namespace longhaul::sync {
+class SyncEngine;
+}  // namespace longhaul::sync
 
 namespace longhaul::peer {
 
@@ -49,13 +58,21 @@ class Peer {
   state::StateSync& state_sync() { return *state_sync_; }
   runtime::WorkerPool& workers() { return runtime_->workers(); }
   StatsBoard& stats_board() { return comm_->stats_board(); }
-  // The whole communicator (batch calls, traffic, the abort handler).
+  // The whole communicator (traffic, the abort handler).
   Communicator& communicator() { return *comm_; }
+  // The collectives on a caller's buffers, device memory staged through pinned host slots.
+  StagedOps& staged() { return *staged_; }
+  // Starts a sync engine (sync/engine.hpp) over this peer's services. A range whose data is
+  // device memory (detected, or every range where `declared` is kCuda) is reached through the GPU
+  // layer's pinned mirror (gpu/param_copies.hpp). Errors: SyncEngine::start's.
+  Result<std::unique_ptr<sync::SyncEngine>> start_sync_engine(sync::EngineOptions options,
+                                                              gpu::Memory declared);
 
  private:
   Peer() = default;
   std::unique_ptr<runtime::Runtime> runtime_;
   std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<StagedOps> staged_;
   std::shared_ptr<state::BlockServer> block_server_;
   std::unique_ptr<state::GroupStateSync> state_sync_;
 };

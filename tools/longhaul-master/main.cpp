@@ -84,108 +84,151 @@ struct Timing {
   uint32_t topology_grace_ms, round_timeout_ms, misbehaviour_backoff_ms, gather_timeout_ms;
 };
 
-void add_flags(CLI::App& app, Flags& f, Timing& t) {
+// "Network": where the master listens for peers.
+void add_network_flags(CLI::App& app, Flags& f) {
+  const char* group = "Network";
   app.add_option("--listen", f.listen,
                  "address to accept peers on; port 0 picks a free port, IPv6 "
                  "as [addr]:port")
       ->type_name("HOST:PORT")
-      ->group("Network");
+      ->group(group);
   app.add_option("--port-file", f.port_file,
                  "after binding, write the port number to PATH (for scripts and tests)")
       ->type_name("PATH")
-      ->group("Network");
-  cli::add_number(app, "--io-threads", f.io_threads, 1, 256, "network threads")->group("Network");
+      ->group(group);
+  cli::add_number(app, "--io-threads", f.io_threads, 1, 256, "network threads")->group(group);
+}
+
+// "Security": who may join (the cluster secret, TLS).
+void add_security_flags(CLI::App& app, Flags& f) {
+  const char* group = "Security (use both on any network you do not fully trust)";
   app.add_option("--secret-file", f.secret_file,
                  "file holding the cluster secret: every peer must prove it knows the "
                  "same secret (HMAC challenge-response) or it is refused; without this "
                  "option anyone who can reach the port may join")
       ->type_name("PATH")
-      ->group("Security (use both on any network you do not fully trust)");
+      ->group(group);
   app.add_flag("--allow-weak-secret", f.allow_weak_secret,
                "accept a secret file that its group or others may read, or a secret shorter "
                "than 16 bytes (refused otherwise)")
-      ->group("Security (use both on any network you do not fully trust)");
+      ->group(group);
   app.add_option("--tls-cert", f.options.transport.tls.cert_file,
                  "PEM certificate; with --tls-key, every connection uses TLS 1.3 and "
                  "peers must enable TLS too")
       ->type_name("PATH")
-      ->group("Security (use both on any network you do not fully trust)");
+      ->group(group);
   app.add_option("--tls-key", f.options.transport.tls.key_file, "the certificate's private key")
       ->type_name("PATH")
-      ->group("Security (use both on any network you do not fully trust)");
+      ->group(group);
+}
+
+// "Failure detection": when a silent or slow member is declared dead.
+void add_failure_detection_flags(CLI::App& app, Timing& t) {
+  const char* group = "Failure detection";
   cli::add_number(app, "--heartbeat-interval-ms", t.heartbeat_interval_ms, 1, 3'600'000,
                   "heartbeats are exchanged every N ms in both directions")
-      ->group("Failure detection");
+      ->group(group);
   cli::add_number(app, "--heartbeat-misses", t.heartbeat_misses, 1, 1000,
                   "a peer silent for N intervals is declared dead; a closed socket is "
                   "detected at once, without waiting for heartbeats")
-      ->group("Failure detection");
+      ->group(group);
   cli::add_number(app, "--topology-timeout-ms", t.topology_timeout_ms, 1, 86'400'000,
                   "peers that have not set up their links N ms after a membership "
                   "change are evicted")
-      ->group("Failure detection");
+      ->group(group);
   cli::add_number(app, "--topology-grace-ms", t.topology_grace_ms, 1, 86'400'000,
                   "once half of a membership change's peers have set up their links, the rest "
                   "get max(N, 4 x the time the first half took) before they are evicted")
-      ->group("Failure detection");
+      ->group(group);
   cli::add_number(app, "--round-timeout-ms", t.round_timeout_ms, 1, 86'400'000,
                   "a state sync or batch attempt waits N ms for a member's report (a sync's "
                   "fetchers N ms plus 1 s per MiB planned); a state-sync member that misses two "
                   "in a row, or a batch member that misses one, is evicted")
-      ->group("Failure detection");
+      ->group(group);
   cli::add_number(app, "--gather-timeout-ms", t.gather_timeout_ms, 1, 86'400'000,
                   "members waiting in update_topology wait at most N ms for the others to come; "
                   "those that have not are evicted")
-      ->group("Failure detection");
+      ->group(group);
+}
+
+// "Members": how the master treats its members (back-off, journal, state limits).
+void add_member_flags(CLI::App& app, Flags& f, Timing& t) {
+  const char* group = "Members";
   cli::add_number(app, "--misbehaviour-backoff-ms", t.misbehaviour_backoff_ms, 0, 86'400'000,
                   "a member evicted for misbehaving cannot register again from its address for "
                   "N ms, doubled per offence up to 10 minutes (0: no back-off)")
-      ->group("Members");
+      ->group(group);
   app.add_option("--journal", f.options.journal_path,
                  "keep a journal in PATH (fsynced, a few dozen bytes): a master restarted on it "
                  "lets the run's peers rejoin and hands out ids and epochs above the earlier "
                  "master's; a corrupt journal is logged and replaced")
       ->type_name("PATH")
-      ->group("Members");
+      ->group(group);
   cli::add_number(app, "--max-state-tensors", f.options.max_state_tensors, 1, 1u << 20,
                   "a member's shared-state report may name at most N tensors; beyond it the "
                   "member is dropped with the reason")
-      ->group("Members");
+      ->group(group);
+}
+
+// "Connections before authentication": the limits on those that have not proven the secret.
+void add_handshake_flags(CLI::App& app, Flags& f, Timing& t) {
+  const char* group = "Connections before authentication";
   cli::add_number(app, "--handshake-timeout-ms", t.handshake_timeout_ms, 1, 600'000,
                   "a connection that has not proven the secret within N ms is dropped")
-      ->group("Connections before authentication");
+      ->group(group);
   cli::add_number(app, "--max-unauthenticated", f.options.transport.max_unauthenticated, 1,
                   1'000'000,
                   "connections in their handshake at once; beyond this the oldest is "
                   "dropped to make room")
-      ->group("Connections before authentication");
+      ->group(group);
   cli::add_number(app, "--max-unauthenticated-per-address",
                   f.options.transport.max_unauthenticated_per_address, 1, 1'000'000,
                   "connections in their handshake at once from one address; beyond this a "
                   "new one is refused")
-      ->group("Connections before authentication");
+      ->group(group);
+}
+
+// "Status page": the read-only status endpoint.
+void add_status_page_flags(CLI::App& app, Flags& f) {
+  const char* group = "Status page";
   app.add_option("--status-listen", f.status_listen,
                  "serve the read-only status page (/), its JSON (/api/status) and Prometheus "
                  "metrics (/metrics) on HOST:PORT; loopback unless you name another address, "
                  "port 0 picks a free port (see the log or --status-port-file), 'off' serves "
                  "nothing")
       ->type_name("HOST:PORT")
-      ->group("Status page");
+      ->group(group);
   app.add_option("--status-port-file", f.status_port_file,
                  "after binding the status endpoint, write its port number to PATH")
       ->type_name("PATH")
-      ->group("Status page");
+      ->group(group);
+}
+
+// "Other": the log.
+void add_log_flags(CLI::App& app, Flags& f) {
+  const char* group = "Other";
   app.add_option("--log-format", f.log_format,
                  "text, or json for one JSON object per line (ts, level, component, pid, msg)")
       ->type_name("FORMAT")
       ->check(cli::one_of({"text", "json"}))
-      ->group("Other");
+      ->group(group);
   app.add_option("--log-level", f.log_level,
                  "debug, info, warn, error or off; logs go to stderr, one line per "
                  "join, leave (with its reason) and epoch change")
       ->type_name("LEVEL")
       ->check(cli::one_of({"debug", "info", "warn", "error", "off"}))
-      ->group("Other");
+      ->group(group);
+}
+
+// Every flag, group by group in the order --help lists them.
+void add_flags(CLI::App& app, Flags& f, Timing& t) {
+  add_network_flags(app, f);
+  add_security_flags(app, f);
+  add_failure_detection_flags(app, t);
+  add_member_flags(app, f, t);
+  add_handshake_flags(app, f, t);
+  add_status_page_flags(app, f);
+  add_log_flags(app, f);
 }
 
 // The flags into *f; the exit status when the program must stop now (--help, a bad flag).
