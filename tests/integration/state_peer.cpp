@@ -2,10 +2,12 @@
 //
 //   state_peer --master HOST:PORT [--layout NAME:DTYPE:COUNT,...] [--connections K]
 //              [--listen HOST:PORT] [--stall-timeout-ms MS] [--group G] [--tiny-tensors N]
+//              [--upload-mbit M]
 //
 // Registers the tensors of --layout (default "w:f32:1048576"; dtypes f32 f64 f16 bf16 i8 u8 i32 u32
 // i64 u64) and, with --tiny-tensors N, N more of one f32 each ("tiny0000000"...), joins peer
-// group --group (default 0), listens for data links on --listen (default 127.0.0.1:0), connects,
+// group --group (default 0), listens for data links on --listen (default 127.0.0.1:0), caps what
+// each of its links uploads at --upload-mbit (default uncapped), connects,
 // prints "ready id <peer id>", then runs commands from stdin, one per line:
 //   fill SEED            fill every tensor with bytes derived from SEED (same SEED: same bytes)
 //   fill-sparse SEED     the same, but only one 4-byte word in ten is nonzero (compressible state)
@@ -177,7 +179,7 @@ void sync_and_print(lh_comm* comm, lh_state* state, lh_sync_strategy strategy) {
 
 struct Args {
   std::string master, layout = "w:f32:1048576", listen = "127.0.0.1:0";
-  uint32_t connections = 1, stall_timeout_ms = 0, group = 0;
+  uint32_t connections = 1, stall_timeout_ms = 0, group = 0, upload_mbit = 0;
   size_t tiny_tensors = 0;
 };
 
@@ -190,6 +192,7 @@ Args parse_args(int argc, char** argv) {
                                 {"stall-timeout-ms", required_argument, nullptr, 't'},
                                 {"group", required_argument, nullptr, 'g'},
                                 {"tiny-tensors", required_argument, nullptr, 'n'},
+                                {"upload-mbit", required_argument, nullptr, 'u'},
                                 {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "", opts, nullptr)) != -1;) {
     if (c == 'm')
@@ -206,10 +209,12 @@ Args parse_args(int argc, char** argv) {
       a.group = static_cast<uint32_t>(std::stoul(optarg));
     else if (c == 'n')
       a.tiny_tensors = std::stoul(optarg);
+    else if (c == 'u')
+      a.upload_mbit = static_cast<uint32_t>(std::stoul(optarg));
     else
       die("usage", LH_ERR_INVALID_ARGUMENT,
           "state_peer --master HOST:PORT [--layout L] [--connections K] [--listen HOST:PORT] "
-          "[--stall-timeout-ms MS] [--group G] [--tiny-tensors N]");
+          "[--stall-timeout-ms MS] [--group G] [--tiny-tensors N] [--upload-mbit M]");
   }
   return a;
 }
@@ -242,6 +247,7 @@ lh_comm* connect(const Args& args) {
   o.listen_address = args.listen.c_str();
   o.connections_per_link = args.connections;
   o.state_stall_timeout_ms = args.stall_timeout_ms;
+  o.link_upload_mbit = args.upload_mbit;  // 0: uncapped
   o.peer_group = args.group;
   lh_comm* comm = nullptr;
   if (lh_status s = lh_comm_create(&o, &comm); s != LH_OK)

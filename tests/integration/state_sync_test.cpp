@@ -163,13 +163,15 @@ class StateSyncTest : public ::testing::Test {
   struct SourcesAndJoiner {
     Child *a, *b, *c, *joiner;
   };
-  SourcesAndJoiner three_sources_and_a_joiner(const std::string& layout, int seed) {
-    Child& a = add(layout, true, 1);
-    Child& b = add(layout, false, 1);
+  // `source_args`: extra arguments of the three sources (e.g. an upload cap).
+  SourcesAndJoiner three_sources_and_a_joiner(const std::string& layout, int seed,
+                                              const std::vector<std::string>& source_args = {}) {
+    Child& a = add(layout, true, 1, source_args);
+    Child& b = add(layout, false, 1, source_args);
     all({&a}, "world 2", "world 2");
     ready(b);
     all({&b}, "world 2", "world 2");
-    Child& c = add(layout, false, 1);
+    Child& c = add(layout, false, 1, source_args);
     all({&a, &b}, "world 3", "world 3");
     ready(c);
     all({&c}, "world 3", "world 3");
@@ -279,7 +281,11 @@ TEST_F(StateSyncTest, OneFlippedBitMovesExactlyThatBlock) {
 }
 
 TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
-  const auto peers = three_sources_and_a_joiner(mib_layout(256), 11);
+  // The sources upload at 400 Mbit/s each, so each one's share (about 85 MiB) takes about 1.8 s:
+  // uncapped, the whole fetch took 90 ms on loopback, and on a loaded machine it was over before
+  // this thread got to freeze the sources (the joiner then never dropped b: 1 failure in a suite
+  // run of 2026-11-29).
+  const auto peers = three_sources_and_a_joiner(mib_layout(256), 11, {"--upload-mbit", "400"});
   Child &a = *peers.a, &b = *peers.b, &c = *peers.c, &joiner = *peers.joiner;
 
   // Once the master has sent the plans, freeze every source, let only b run for a moment (the
@@ -288,8 +294,8 @@ TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
   start_sync_and_wait_for_the_plans(peers);
   for (Child* p : {&a, &b, &c}) p->kill(SIGSTOP);
   b.kill(SIGCONT);
-  // Short: b alone moves 256 MiB in about 130 ms on loopback (K = 1).
-  std::this_thread::sleep_for(40ms);
+  // b alone serves about 10 MiB of its share meanwhile.
+  std::this_thread::sleep_for(200ms);
   b.kill(SIGKILL);
   a.kill(SIGCONT);
   c.kill(SIGCONT);
