@@ -92,27 +92,6 @@ ZstdPolicy zstd_policy() {
   return ZstdPolicy::kAuto;
 }
 
-wire::StateReportMsg make_report(const Registry& registry, runtime::WorkerPool& workers,
-                                 uint64_t epoch, wire::SyncStrategy strategy) {
-  wire::StateReportMsg r;
-  r.epoch = epoch;
-  r.block_bytes = kBlockBytes;
-  r.revision = registry.revision();
-  r.strategy = strategy;
-  auto digests = registry.digest(workers);
-  for (size_t i = 0; i < digests.size(); ++i) {
-    const Tensor& t = registry.tensors()[i];
-    wire::TensorReport tr;
-    tr.name = t.name;
-    tr.dtype = static_cast<uint8_t>(t.dtype);
-    tr.count = t.count;
-    tr.block_hashes = std::move(digests[i].block_hashes);
-    tr.compressible = std::move(digests[i].compressible);
-    r.tensors.push_back(std::move(tr));
-  }
-  return r;
-}
-
 // The state hash (Registry::hash) of the content this peer holds once `plan` is fetched: the
 // reported block hashes with each fetched block's verified hash in its place. Costs no hashing of
 // tensor data; the status page compares it between the members of a group.
@@ -157,6 +136,27 @@ Status send_report(peer::GroupControl& group, const wire::StateReportMsg& report
 }
 
 }  // namespace
+
+wire::StateReportMsg make_report(const Registry& registry, runtime::WorkerPool& workers,
+                                 uint64_t epoch, wire::SyncStrategy strategy) {
+  wire::StateReportMsg r;
+  r.epoch = epoch;
+  r.block_bytes = kBlockBytes;
+  r.revision = registry.revision();
+  r.strategy = strategy;
+  auto digests = registry.digest(workers);
+  for (size_t i = 0; i < digests.size(); ++i) {
+    const Tensor& t = registry.tensors()[i];
+    wire::TensorReport tr;
+    tr.name = t.name;
+    tr.dtype = static_cast<uint8_t>(t.dtype);
+    tr.count = t.count;
+    tr.block_hashes = std::move(digests[i].block_hashes);
+    tr.compressible = std::move(digests[i].compressible);
+    r.tensors.push_back(std::move(tr));
+  }
+  return r;
+}
 
 Status sync_state(peer::GroupControl& group, const StateNetwork& network, Registry& registry,
                   wire::SyncStrategy strategy, SyncResult* result) {

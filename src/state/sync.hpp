@@ -60,6 +60,11 @@ struct StateNetwork {
   peer::StatsBoard* stats_board = nullptr;
 };
 
+// Step 1's report: every block of `registry` hashed (on `workers` and the caller), with its
+// revision and the strategy, for the sync of `epoch`.
+wire::StateReportMsg make_report(const Registry& registry, runtime::WorkerPool& workers,
+                                 uint64_t epoch, wire::SyncStrategy strategy);
+
 // A collective of the member's group; blocks until this peer's part is over (the protocol at the
 // top of this file, through `group`'s state channel). From this call on the member's inbound state
 // links go to network.server, which serves `registry` from the report until this call returns.

@@ -12,27 +12,6 @@
 namespace longhaul::testing {
 namespace {
 
-wire::StateReportMsg make_report(const state::Registry& registry, runtime::WorkerPool& workers,
-                                 uint64_t epoch, wire::SyncStrategy strategy) {
-  wire::StateReportMsg r;
-  r.epoch = epoch;
-  r.block_bytes = state::kBlockBytes;
-  r.revision = registry.revision();
-  r.strategy = strategy;
-  auto digests = registry.digest(workers);
-  for (size_t i = 0; i < digests.size(); ++i) {
-    const state::Tensor& t = registry.tensors()[i];
-    wire::TensorReport tr;
-    tr.name = t.name;
-    tr.dtype = static_cast<uint8_t>(t.dtype);
-    tr.count = t.count;
-    tr.block_hashes = std::move(digests[i].block_hashes);
-    tr.compressible = std::move(digests[i].compressible);
-    r.tensors.push_back(std::move(tr));
-  }
-  return r;
-}
-
 // The registry's bytes as reported: what a fetcher of this member's blocks gets.
 std::shared_ptr<const std::vector<std::vector<std::byte>>> snapshot(const state::Registry& r) {
   auto bytes = std::make_shared<std::vector<std::vector<std::byte>>>();
@@ -54,7 +33,7 @@ Status FakeWorld::sync_state(Seat& s, state::Registry& registry, wire::SyncStrat
     epoch = s.topo.epoch;
   }
   state::Participant p;
-  p.report = make_report(registry, s.member->workers(), epoch, strategy);
+  p.report = state::make_report(registry, s.member->workers(), epoch, strategy);
   p.host = fmt::format("peer {}", id);
   auto content = snapshot(registry);
   Lock lock(mu_);
