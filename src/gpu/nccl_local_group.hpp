@@ -1,4 +1,4 @@
-// The NCCL implementation of a node's local group (collective/local_group.hpp): the node's ranks
+// The NCCL implementation of a node's local group (node/local_group.hpp): the node's ranks
 // each on its GPU, the local steps in device memory. A reduce-scatter is one ncclReduce per chunk
 // (rooted at the chunk's owner, so chunks of uneven size need no padding) into a device scratch,
 // then the owner's chunk is copied to the host shard; an all-gather copies the shard into its
@@ -18,7 +18,7 @@
 #include <chrono>
 #include <memory>
 
-#include "collective/local_group.hpp"
+#include "node/local_group.hpp"
 #include "common/status.hpp"
 
 namespace longhaul::gpu {
@@ -27,8 +27,8 @@ namespace longhaul::gpu {
 // calls it), each on `device` (-1: the calling thread's current device). The NCCL group owns the
 // bootstrap group. LH_ERR_UNSUPPORTED without CUDA, a device or NCCL; a failure on any rank fails
 // it on every rank.
-Result<std::unique_ptr<collective::LocalGroup>> make_nccl_local_group(
-    std::unique_ptr<collective::LocalGroup> bootstrap, int device,
+Result<std::unique_ptr<node::LocalGroup>> make_nccl_local_group(
+    std::unique_ptr<node::LocalGroup> bootstrap, int device,
     std::chrono::milliseconds timeout);
 
 }  // namespace longhaul::gpu

@@ -85,9 +85,9 @@ ncclRedOp_t nccl_op(quant::ReduceOp op) {
   }
 }
 
-class NcclLocalGroup final : public collective::LocalGroup {
+class NcclLocalGroup final : public node::LocalGroup {
  public:
-  NcclLocalGroup(std::unique_ptr<collective::LocalGroup> bootstrap, int device,
+  NcclLocalGroup(std::unique_ptr<node::LocalGroup> bootstrap, int device,
                  std::chrono::milliseconds timeout, const NcclApi* api)
       : bootstrap_(std::move(bootstrap)), device_(device), timeout_(timeout), api_(api) {}
 
@@ -279,7 +279,7 @@ class NcclLocalGroup final : public collective::LocalGroup {
     comm_ = nullptr;
   }
 
-  std::unique_ptr<collective::LocalGroup> bootstrap_;
+  std::unique_ptr<node::LocalGroup> bootstrap_;
   int device_;
   std::chrono::milliseconds timeout_;
   const NcclApi* api_;
@@ -292,8 +292,8 @@ class NcclLocalGroup final : public collective::LocalGroup {
 
 }  // namespace
 
-Result<std::unique_ptr<collective::LocalGroup>> make_nccl_local_group(
-    std::unique_ptr<collective::LocalGroup> bootstrap, int device,
+Result<std::unique_ptr<node::LocalGroup>> make_nccl_local_group(
+    std::unique_ptr<node::LocalGroup> bootstrap, int device,
     std::chrono::milliseconds timeout) {
   // Every failure below is agreed with the siblings first, so none waits for this rank.
   Status usable = cuda_available();
@@ -303,7 +303,7 @@ Result<std::unique_ptr<collective::LocalGroup>> make_nccl_local_group(
   if (Status all = bootstrap->agree(usable); !all) return all;
   auto group = std::make_unique<NcclLocalGroup>(std::move(bootstrap), device, timeout, *api);
   if (Status s = group->form(); !s) return s;
-  return std::unique_ptr<collective::LocalGroup>(std::move(group));
+  return std::unique_ptr<node::LocalGroup>(std::move(group));
 }
 
 }  // namespace longhaul::gpu

@@ -16,9 +16,9 @@
 namespace longhaul::node {
 
 NodeGroup::NodeGroup(peer::GroupControl& group, peer::Collectives& collectives,
-                     peer::FailureSignal& failures, std::unique_ptr<collective::LocalGroup> local)
+                     peer::FailureSignal& failures, std::unique_ptr<node::LocalGroup> local)
     : group_(group), collectives_(collectives), failures_(failures), local_(std::move(local)) {
-  collective::LocalGroup* siblings = local_.get();
+  node::LocalGroup* siblings = local_.get();
   listener_id_ =
       failures_.add_failure_listener([siblings](const Status& why) { siblings->abort(why); });
   if (Status failed = group_.failure(); !failed) siblings->abort(failed);

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "collective/allreduce_spec.hpp"
-#include "collective/local_group.hpp"
+#include "node/local_group.hpp"
 #include "peer/collectives.hpp"
 #include "peer/group.hpp"
 #include "peer/settle.hpp"
@@ -38,12 +38,12 @@ class NodeGroup {
   // so no sibling waits in it. `group`, `collectives` and `failures` (the rail's member: a
   // Communicator is all three) must outlive the NodeGroup.
   NodeGroup(peer::GroupControl& group, peer::Collectives& collectives,
-            peer::FailureSignal& failures, std::unique_ptr<collective::LocalGroup> local);
+            peer::FailureSignal& failures, std::unique_ptr<node::LocalGroup> local);
   ~NodeGroup();
   NodeGroup(const NodeGroup&) = delete;
   NodeGroup& operator=(const NodeGroup&) = delete;
 
-  collective::LocalGroup& local() { return *local_; }
+  node::LocalGroup& local() { return *local_; }
 
   // The hierarchical all-reduce above of spec.count elements (spec: an all-reduce's, host
   // memory, no reduce-scatter output; a residual holds spec.count floats, of which this rank
@@ -76,7 +76,7 @@ class NodeGroup {
   peer::GroupControl& group_;
   peer::Collectives& collectives_;
   peer::FailureSignal& failures_;
-  std::unique_ptr<collective::LocalGroup> local_;
+  std::unique_ptr<node::LocalGroup> local_;
   uint64_t listener_id_ = 0;
   // Kept from call to call (a trainer calls with the same sizes every step): this rank's chunk,
   // and the node's sum and the residual as they were before the rail's first attempt.

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "collective/local_group.hpp"
+#include "node/local_group.hpp"
 #include "node/shared_barrier.hpp"
 #include "node/shared_segment.hpp"
 
@@ -38,7 +38,7 @@ struct ShmLocalGroupOptions {
   std::chrono::milliseconds timeout{120000};
 };
 
-class ShmLocalGroup final : public collective::LocalGroup {
+class ShmLocalGroup final : public node::LocalGroup {
  public:
   static constexpr uint32_t kMaxLocalRanks = 64;
 

@@ -34,7 +34,7 @@ Result<std::unique_ptr<StagedNodeGroup>> StagedNodeGroup::create(Peer& peer,
   const node::ShmLocalGroupOptions shm = shm_options(peer.options(), options);
   auto shared = node::ShmLocalGroup::create(shm);
   if (!shared) return shared.status();
-  std::unique_ptr<collective::LocalGroup> local = std::move(*shared);
+  std::unique_ptr<node::LocalGroup> local = std::move(*shared);
   const bool on_device = options.memory == gpu::Memory::kCuda;
   if (on_device) {  // the shared-memory group bootstraps NCCL and carries its agreements
     auto nccl = gpu::make_nccl_local_group(std::move(local), options.device, shm.timeout);
@@ -70,7 +70,7 @@ Status StagedNodeGroup::allreduce(collective::AllReduceSpec spec, gpu::Memory me
 }
 
 void StagedNodeGroup::abort(const std::string& reason) {
-  collective::LocalGroup& local = group_->local();
+  node::LocalGroup& local = group_->local();
   local.abort(
       aborted_error(fmt::format("local group aborted by its rank {}: {}", local.rank(), reason)));
 }

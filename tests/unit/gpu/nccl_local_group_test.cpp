@@ -22,7 +22,7 @@ namespace {
 using testing::DeviceBuffer;
 using namespace std::chrono_literals;
 
-Result<std::unique_ptr<collective::LocalGroup>> node_of_one() {
+Result<std::unique_ptr<node::LocalGroup>> node_of_one() {
   node::ShmLocalGroupOptions o;
   o.name = "/lh-nccl-test-" + std::to_string(getpid());
   auto shared = node::ShmLocalGroup::create(o);

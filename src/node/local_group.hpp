@@ -28,7 +28,7 @@
 #include "common/status.hpp"
 #include "quant/dtype.hpp"
 
-namespace longhaul::collective {
+namespace longhaul::node {
 
 class LocalGroup {
  public:
@@ -58,4 +58,4 @@ class LocalGroup {
   virtual Status failure() const = 0;
 };
 
-}  // namespace longhaul::collective
+}  // namespace longhaul::node
