@@ -18,8 +18,8 @@
 #include <chrono>
 #include <memory>
 
-#include "node/local_group.hpp"
 #include "common/status.hpp"
+#include "node/local_group.hpp"
 
 namespace longhaul::gpu {
 
@@ -28,7 +28,6 @@ namespace longhaul::gpu {
 // bootstrap group. LH_ERR_UNSUPPORTED without CUDA, a device or NCCL; a failure on any rank fails
 // it on every rank.
 Result<std::unique_ptr<node::LocalGroup>> make_nccl_local_group(
-    std::unique_ptr<node::LocalGroup> bootstrap, int device,
-    std::chrono::milliseconds timeout);
+    std::unique_ptr<node::LocalGroup> bootstrap, int device, std::chrono::milliseconds timeout);
 
 }  // namespace longhaul::gpu
