@@ -293,8 +293,7 @@ class NcclLocalGroup final : public node::LocalGroup {
 }  // namespace
 
 Result<std::unique_ptr<node::LocalGroup>> make_nccl_local_group(
-    std::unique_ptr<node::LocalGroup> bootstrap, int device,
-    std::chrono::milliseconds timeout) {
+    std::unique_ptr<node::LocalGroup> bootstrap, int device, std::chrono::milliseconds timeout) {
   // Every failure below is agreed with the siblings first, so none waits for this rank.
   Status usable = cuda_available();
   auto api = usable ? nccl_api() : Result<const NcclApi*>(usable);
