@@ -45,7 +45,6 @@ class Communicator final : public Collectives, public FailureSignal {
   PeerSession& session() { return *session_; }
   // The control port (group.hpp): what the layers above need of the session.
   GroupControl& group() { return *session_; }
-  collective::CollectiveEngine& engine() { return *engine_; }
 
   // Collectives (collectives.hpp), over the committed epoch's ring. They fail at once with the
   // session's failure when the communicator is unusable.

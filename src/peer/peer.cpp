@@ -48,12 +48,7 @@ Result<std::unique_ptr<sync::SyncEngine>> Peer::start_sync_engine(sync::EngineOp
   return sync::SyncEngine::start(services, std::move(options));
 }
 
-Peer::~Peer() {
-  state_sync_.reset();
-  block_server_.reset();
-  staged_.reset();
-  comm_.reset();
-  runtime_.reset();
-}
+// The members go in reverse order of their declaration, which is the order peer.hpp describes.
+Peer::~Peer() = default;
 
 }  // namespace longhaul::peer

@@ -70,6 +70,7 @@ class Peer {
 
  private:
   Peer() = default;
+  // Declared in the order they are built: destruction runs in reverse (see the top of this file).
   std::unique_ptr<runtime::Runtime> runtime_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<StagedOps> staged_;
