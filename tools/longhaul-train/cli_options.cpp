@@ -105,6 +105,16 @@ void add_output(CLI::App& app, Options& o) {
   tool::add_number(app, "--bench-warmup", o.bench_warmup, 0, kIntMax,
                    "leave the first N steps out of tokens/s")
       ->group(group);
+  app.add_option("--dump-dir", o.dump_dir,
+                 "an engine method writes its parameters around the --dump-steps here (raw f32: "
+                 "init.bin, step-S-local/global/restart.bin, final-global.bin)")
+      ->type_name("DIR")
+      ->group(group);
+  app.add_option("--dump-steps", o.dump_steps, "the steps whose syncs --dump-dir records")
+      ->delimiter(',')
+      ->type_name("S,...")
+      ->needs("--dump-dir")
+      ->group(group);
 }
 
 void add_group(CLI::App& app, PeerOptions& p, Scratch& s) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ struct Options {
   bool profile = false;  // per-layer time breakdown at the end
   bool json = false;     // one JSON summary as the last line of stdout
   int bench_warmup = 0;  // steps excluded from the tokens/s figure
+  // --dump-dir, --dump-steps: parameters around these syncs (sync_dump.hpp); empty dir: none.
+  std::string dump_dir;
+  std::set<std::int64_t> dump_steps;
   PeerOptions peer;
 };
 

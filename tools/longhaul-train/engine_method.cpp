@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "fragment_layout.hpp"
+#include "sync_dump.hpp"
 #include "sync_method.hpp"
 
 namespace longhaul::train::cli {
@@ -12,7 +13,10 @@ namespace {
 class EngineMethod final : public SyncMethod {
  public:
   EngineMethod(const Options& o, PeerGroup& group)
-      : o_(o), group_(group), layout_(make_fragment_layout(o.train.model, o.peer.sync.fragments)) {}
+      : o_(o),
+        group_(group),
+        layout_(make_fragment_layout(o.train.model, o.peer.sync.fragments)),
+        dump_(o.dump_dir, o.dump_steps) {}
   ~EngineMethod() override { lh_sync_engine_destroy(engine_); }
 
   Status start(Trainer& trainer) override;
@@ -30,7 +34,11 @@ class EngineMethod final : public SyncMethod {
 
   const Options& o_;
   PeerGroup& group_;
+  Status read_theta_g(std::span<float> out);
+  Status dump_theta_g(const std::string& name);
+
   const FragmentLayout layout_;
+  const SyncDump dump_;
   lh_param_range range_{};
   std::string resume_path_;
   lh_sync_engine* engine_ = nullptr;
@@ -56,6 +64,7 @@ Status EngineMethod::start(Trainer& trainer) {
   lh_sync_stats stats{};
   (void)lh_sync_engine_get_stats(engine_, &stats);
   const auto group_step = static_cast<std::int64_t>(stats.steps);
+  if (dump_.enabled()) LH_RETURN_IF_ERROR(dump_.write("init", trainer.model().params()));
   if (group_step == trainer.step_count()) return Status::ok();
   if (!o_.resume.empty())
     return invalid_argument("the engine's state in " + resume_path_ + " is at step " +
@@ -71,12 +80,29 @@ Status EngineMethod::start(Trainer& trainer) {
 Result<StepStats> EngineMethod::step(Trainer& trainer, const std::vector<std::uint8_t>& shard) {
   Result<StepStats> stats = trainer.step(shard);
   if (!stats) return stats;
+  const std::int64_t step = trainer.step_count();
+  const std::string name = "step-" + std::to_string(step);
+  if (dump_.wants(step)) LH_RETURN_IF_ERROR(dump_.write(name + "-local", trainer.model().params()));
   if (lh_status s = lh_sync_engine_step(engine_); s != LH_OK)
-    return error(s, "the sync engine's step " + std::to_string(trainer.step_count()));
+    return error(s, "the sync engine's step " + std::to_string(step));
+  if (dump_.wants(step)) {
+    LH_RETURN_IF_ERROR(dump_theta_g(name + "-global"));
+    LH_RETURN_IF_ERROR(dump_.write(name + "-restart", trainer.model().params()));
+  }
   return stats;
 }
 
+Status EngineMethod::dump_theta_g(const std::string& name) {
+  std::vector<float> theta(range_.count);
+  LH_RETURN_IF_ERROR(read_theta_g(theta));
+  return dump_.write(name, theta);
+}
+
 Status EngineMethod::global_parameters(Trainer&, std::span<float> out) {
+  return read_theta_g(out);
+}
+
+Status EngineMethod::read_theta_g(std::span<float> out) {
   std::vector<float> fragment;
   for (std::uint32_t f = 0; f < layout_.fragment_sizes.size(); ++f) {
     fragment.resize(layout_.fragment_sizes[f]);
@@ -104,7 +130,7 @@ Status EngineMethod::save(const RunFiles& files) {
 Status EngineMethod::close() {
   if (lh_status s = lh_sync_engine_close(engine_); s != LH_OK)
     return error(s, "closing the sync engine");
-  return Status::ok();
+  return dump_.enabled() ? dump_theta_g("final-global") : Status::ok();
 }
 
 Result<std::uint64_t> EngineMethod::state_hash(Trainer&) {
