@@ -86,17 +86,20 @@ def _div(x, y):
     return x / y if x is not None and y else None
 
 
-def seed_ratios(methods, shaped, rates):
-    """Every ratio of one seed, with its two terms: name -> (value, numerator, denominator)."""
+def seed_ratios(methods, shaped, rates, loss=True):
+    """Every ratio of one seed, with its two terms: name -> (value, numerator, denominator).
+    `loss` False: only the shaped passes' (bench/run diloco-wan)."""
     out = {}
-    for name, ((field, a, b), _, _) in RATIOS.items():
+    for name, ((field, a, b), _, _) in (RATIOS.items() if loss else ()):
         ra, rb = methods.get(a), methods.get(b)
         x = ra.get(field) if _ok(ra) else None
         y = rb.get(field) if _ok(rb) else None
         out[name] = (_div(x, y), x, y)
     co2 = methods.get("co2")
-    out["co2_blocked_fraction"] = ((co2["blocked_fraction"], co2["blocked_s_steady"], co2["step_s_steady"])
-                                   if _ok(co2) and co2["blocked_fraction"] is not None else (None, None, None))
+    if loss:
+        out["co2_blocked_fraction"] = ((co2["blocked_fraction"], co2["blocked_s_steady"], co2["step_s_steady"])
+                                       if _ok(co2) and co2["blocked_fraction"] is not None
+                                       else (None, None, None))
     dp = methods.get("dp")
     if _ok(dp) and dp["unigram_entropy"]:
         out["dp_val_loss_vs_unigram"] = (dp["val_loss"] / dp["unigram_entropy"], dp["val_loss"],
@@ -151,10 +154,10 @@ def _r(x, d=4):
     return None if x is None else round(x, d)
 
 
-def build(seeds, p, peers, methods, shaped_keys, rates, wall_s, loads):
+def build(seeds, p, peers, methods, shaped_keys, rates, wall_s, loads, loss=True):
     """The result object (its last line): ratios (mean over seeds), their std, their terms, the
-    targets, and every method's raw figures."""
-    per_seed = {s: seed_ratios(d["methods"], d["shaped"], rates) for s, d in seeds.items()}
+    targets, and every method's raw figures. `loss` False: the shaped passes' figures only."""
+    per_seed = {s: seed_ratios(d["methods"], d["shaped"], rates, loss) for s, d in seeds.items()}
     first = next(iter(seeds.values()))
     out = {"bench": "diloco", "seeds": len(seeds), "peers": peers}
     dp_vals = [d["methods"]["dp"]["val_loss"] for d in seeds.values() if _ok(d["methods"].get("dp"))]
@@ -173,11 +176,11 @@ def build(seeds, p, peers, methods, shaped_keys, rates, wall_s, loads):
         met[n] = _met(n, m)
     for rate in rates:
         out[f"cu_{rate}_lowest_of"] = [per_seed[s].get(f"cu_{rate}_lowest_of") for s in per_seed]
-    out["targets"] = {n: f"{c} {t}" for n, (t, c) in TARGETS.items()}
+    out["targets"] = {n: f"{c} {t}" for n, (t, c) in TARGETS.items() if n in names}
     out["met"] = met
     out["ratio_terms_per_seed"] = terms
     out["methods"] = {k: _method_figures(k, seeds, p) for k in methods}
-    out["shaped"] = {rate: {"shaping": first["shaped"].get(rate, {}).get("shaping"),
+    out["shaped"] = {} if not rates else {rate: {"shaping": first["shaped"].get(rate, {}).get("shaping"),
                             "nosync_tokens_per_s": [nosync_tps(d["shaped"].get(rate, {})) for d in seeds.values()],
                             "cu": {k: [_r(shaped_cu(d["shaped"].get(rate, {})).get(k)) for d in seeds.values()]
                                    for k in shaped_keys},
@@ -229,8 +232,9 @@ def print_table(res):
     print(f"protocol: {res['peers']} peers, {res['protocol']['steps']} steps x batch "
           f"{res['protocol']['batch']} x context {res['protocol']['context']} per peer, "
           f"{res['seeds']} seed(s); unigram entropy {_fmt(res['unigram_entropy'])} nats/byte")
-    print(f"{'method':<18}{'val loss':>10}{'vs dp':>8}{'bytes/peer':>16}{'dp/bytes':>10}"
-          f"{'peak/event':>14}{'blocked s':>11}{'tok/s/peer':>12}")
+    if m:
+        print(f"{'method':<18}{'val loss':>10}{'vs dp':>8}{'bytes/peer':>16}{'dp/bytes':>10}"
+              f"{'peak/event':>14}{'blocked s':>11}{'tok/s/peer':>12}")
     for k, f in m.items():
         if "error" in f:
             print(f"{k:<18} FAILED: {f['error'][:100]}")
