@@ -4,51 +4,20 @@
 // survivors' final validation loss must be within 1.075x of a churn-free run of the same peers at
 // equal tokens, which longhaul-churn runs after the churn run in the same invocation. The bound is
 // the mean plus four standard deviations of the ratios measured over seeds, kill intervals and
-// machine speeds (docs/training.md, "What churn costs").
+// machine speeds (docs/training.md, "What churn costs"). The group must also make progress all
+// along (docs/churn.md, "Progress"): rounds applied throughout, and theta_g's validation loss
+// falling from the first quarter of the run to the last.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-
-#include <algorithm>
-#include <chrono>
-#include <filesystem>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "process.hpp"
+#include "churn_support.hpp"
 
 namespace longhaul::testing {
 namespace {
-
-using namespace std::chrono_literals;
-
-// The repository's documentation (about 0.3 MB of English and code): text the tiny model is still
-// learning after thousands of steps, so a churn that damaged training would show in the loss (a
-// small grammar's loss reaches its floor whatever happens). One --train-arg per file, in name
-// order: longhaul-train holds every tenth one out for validation.
-std::vector<std::string> docs_data_args() {
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(LONGHAUL_DOCS_DIR))
-    if (e.path().extension() == ".md") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  std::vector<std::string> args;
-  for (const auto& f : files) args.push_back("--train-arg=--data=" + f);
-  return args;
-}
-
-// longhaul-churn must never outlive the test: on any early return it is asked to stop (SIGTERM
-// makes it SIGKILL and reap every process it started) before the Child guard SIGKILLs it.
-struct StopOnExit {
-  Child& churn;
-  ~StopOnExit() {
-    if (!churn.running()) return;
-    churn.kill(SIGTERM);
-    (void)churn.wait_exit(30s);
-  }
-};
 
 TEST(ChurnTrain, TrainersUnderChurnKeepOneThetaAndReachTheChurnFreeLoss) {
   TempDir dir;
@@ -69,19 +38,20 @@ TEST(ChurnTrain, TrainersUnderChurnKeepOneThetaAndReachTheChurnFreeLoss) {
                                    "1",
                                    "--status",
                                    "--json"};
-  const std::vector<std::string> data = docs_data_args();
+  const std::vector<std::string> data = docs_data_args(LONGHAUL_DOCS_DIR);
   ASSERT_GE(data.size(), 5u) << "no documentation in " << LONGHAUL_DOCS_DIR;
   argv.insert(argv.end(), data.begin(), data.end());
   Child churn(argv, dir.path() + "/churn.err");
   StopOnExit stop{churn};
   const std::optional<int> rc = churn.wait_exit(std::chrono::seconds(LONGHAUL_CHURN_TIMEOUT_S));
   const std::vector<std::string> lines = churn.lines();
-  std::string out;
-  for (const auto& l : lines) out += l + "\n";
+  const std::string out = joined_lines(lines);
   ASSERT_TRUE(rc.has_value()) << "longhaul-churn did not finish\n" << out << churn.stderr_text();
   ASSERT_FALSE(lines.empty()) << churn.stderr_text();
-  const auto j = nlohmann::json::parse(lines.back(), nullptr, /*allow_exceptions=*/false);
+  const auto j = summary_of(lines);
   ASSERT_TRUE(j.is_object()) << out;
+  // The figures in the test's log (docs/churn.md records them from there).
+  std::printf("%s\n", lines.back().c_str());
   EXPECT_EQ(*rc, 0) << out;
   EXPECT_EQ(j["result"], "pass") << out;
   EXPECT_EQ(j["violations"], 0) << out;
@@ -102,6 +72,15 @@ TEST(ChurnTrain, TrainersUnderChurnKeepOneThetaAndReachTheChurnFreeLoss) {
   const double tokens = j["tokens"].get<double>();
   EXPECT_NEAR(j["reference_tokens"].get<double>() / tokens, 1.0, 1e-3) << out;
   EXPECT_LT(j["reference_steps"].get<int64_t>(), std::stoll(LONGHAUL_CHURN_TRAIN_STEPS)) << out;
+  // Progress: DiLoCo's round every 20 steps, applied all through the run (the reference run's
+  // figures are not in the JSON: it is judged by the same rules, and passed, or the run would
+  // have failed above).
+  EXPECT_EQ(j["progress_violations"], 0) << out;
+  EXPECT_EQ(j["round_every_steps"], 20) << out;
+  EXPECT_GT(j["rounds_applied"].get<int64_t>(), std::stoll(LONGHAUL_CHURN_TRAIN_STEPS) / 20 / 2)
+      << out;
+  EXPECT_LE(j["longest_no_round_s"].get<double>(), j["progress_bound_s"].get<double>()) << out;
+  EXPECT_GE(j["val_loss_drop"].get<double>(), j["min_loss_drop"].get<double>()) << out;
 }
 
 }  // namespace

@@ -32,7 +32,13 @@ It watches all the time, and any of these is a VIOLATION:
     joined within --join-ms;
   - a peer (or the master) exits when we did not make it (a crash or an error exit);
   - at the end, a survivor does not complete a step within --grace-ms, or does not leave
-    cleanly on SIGTERM.
+    cleanly on SIGTERM;
+  - the group trains nothing: it applies no round (longhaul-peer: no update, counted in the
+    shared state; longhaul-train: no outer round of its method) for longer than
+    --max-no-round-ms, by default --hang-ms plus 4 round intervals (the steps between two
+    rounds times the group's median step time); or, with --workload train, the mean validation
+    loss of theta_g over the last quarter of its evaluations is not at least --min-loss-drop
+    below the first quarter's (runs of fewer than 8 evaluations are not judged).
 It prints a live status line on stderr (on a terminal, or with --status) and a summary at the
 end: steps, kills, joins, operations aborted and retried, recovery time after each kill (from
 the SIGKILL to the first step a survivor completes in a later epoch: p50/p99/max), violations.
@@ -195,6 +201,17 @@ void add_watching_and_wan(CLI::App& app, Flags& f) {
   cli::add_number(app, "--max-recovery-ms", f.max_recovery_ms, 1, kDayMs,
                   "a recovery p99 above N ms, or a kill never recovered from, is a "
                   "violation too; 0: only reported")
+      ->group("Watching");
+  cli::add_number(app, "--max-no-round-ms", f.max_no_round_ms, 0, kDayMs,
+                  "a group that applies no round for longer than N ms trains nothing: a "
+                  "violation; 0: --hang-ms + 4 x the steps between two rounds x the group's "
+                  "median step time")
+      ->group("Watching");
+  cli::add_number(app, "--min-loss-drop", f.min_loss_drop, 0, 1,
+                  "with --workload train: theta_g's mean validation loss over the last quarter "
+                  "of the evaluations must be at least this fraction below the first quarter's "
+                  "(at least 8 evaluations, else not judged); 0: not checked")
+      ->type_name("FRACTION")
       ->group("Watching");
   cli::add_number(app, "--wanem", f.wanem_fraction, 0, 1,
                   "route this fraction (0..1) of the peers' links through the emulator, "

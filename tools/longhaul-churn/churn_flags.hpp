@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "progress_check.hpp"
+
 namespace longhaul_churn {
 
 // What the peers run: longhaul-peer's synthetic loop, or longhaul-train peers training one GPT.
@@ -45,6 +47,12 @@ struct Flags {
   uint32_t grace_ms = 5000;
   // > 0: a recovery p99 above this, or a kill never recovered from, is a violation.
   uint32_t max_recovery_ms = 0;
+  // Progress (progress_check.hpp): a group that applies no round for longer than this is a
+  // violation; 0: derived from --hang-ms and the rounds' spacing.
+  uint32_t max_no_round_ms = 0;
+  // The train workload: theta_g's validation loss must fall by this fraction from the first
+  // quarter of the evaluations to the last; 0: not checked.
+  double min_loss_drop = ProgressLimits{}.min_loss_drop;
   // WAN emulation.
   double wanem_fraction = 0;
   // The packet lab instead (--sites, needs root): the master in a site of its own, the peers

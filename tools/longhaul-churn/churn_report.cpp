@@ -34,6 +34,28 @@ void ChurnRun::print_status(bool final_line) {
   std::fflush(stderr);
 }
 
+void ChurnRun::print_progress_lines(const RunMonitor::Summary& s) const {
+  const ProgressFigures& p = s.progress;
+  if (p.rounds_applied)
+    std::printf(
+        "  progress      %llu rounds applied in %.1f s (%.1f per minute); longest without one "
+        "%.2f s, bound %.2f s (%llu step(s) per round, median step %.1f ms)\n",
+        static_cast<unsigned long long>(*p.rounds_applied), p.clock_ms / 1000, p.rounds_per_min,
+        p.longest_no_round_ms / 1000, p.bound_ms / 1000,
+        static_cast<unsigned long long>(p.round_every_steps), p.median_step_ms);
+  else
+    std::printf("  progress      no peer reported a count of its rounds\n");
+  if (p.val_loss_drop)
+    std::printf(
+        "  val loss      theta_g over %zu evaluations: first quarter %.4f, last %.4f (%.1f%% "
+        "lower; at least %.1f%% required)\n",
+        p.val_evaluations, *p.val_loss_first, *p.val_loss_last, 100 * *p.val_loss_drop,
+        100 * flags_.min_loss_drop);
+  else if (train())
+    std::printf("  val loss      %zu evaluations of theta_g: too few to judge (fewer than %zu)\n",
+                p.val_evaluations, ProgressCheck::kMinEvaluations);
+}
+
 void ChurnRun::report() {
   if (flags_.max_recovery_ms > 0 && exit_status_ == 0) {
     const auto r = monitor_.summary();
@@ -85,6 +107,7 @@ void ChurnRun::report() {
       "  recovery      %zu measured: p50 %.0f ms, p99 %.0f ms, max %.0f ms; %llu unrecovered\n",
       s.recoveries_ms.size(), s.recovery_p50_ms, s.recovery_p99_ms, s.recovery_max_ms,
       static_cast<unsigned long long>(s.unrecovered));
+  print_progress_lines(s);
   std::optional<TrainFigures> train_figures;
   if (train()) {
     train_figures = TrainFigures{train_result_, reference_, std::nullopt};

@@ -36,7 +36,9 @@ ChurnRun::ChurnRun(const Flags& flags, Binaries bins, std::string log_dir, RunKi
       start_(std::chrono::steady_clock::now()),
       monitor_(MonitorLimits{
           static_cast<double>(flags.hang_ms), static_cast<double>(flags.join_ms),
-          static_cast<double>(flags.heartbeat_interval_ms) * flags.heartbeat_misses}) {
+          static_cast<double>(flags.heartbeat_interval_ms) * flags.heartbeat_misses,
+          ProgressLimits{static_cast<double>(flags.hang_ms),
+                         static_cast<double>(flags.max_no_round_ms), flags.min_loss_drop}}) {
   uv_loop_init(&loop_);
   status_tty_ = ::isatty(STDERR_FILENO) != 0;
 }
@@ -441,6 +443,9 @@ void ChurnRun::begin_final() {
 void ChurnRun::begin_leaving() {
   phase_ = Phase::kLeaving;
   const double now = now_ms();
+  // Every survivor has stepped since the churn ended: the group's progress is judged here, before
+  // the leaves stop it.
+  monitor_.finish_progress(now);
   for (auto& p : peers_) {
     // A peer still leaving from a churn SIGTERM (slow under a sanitizer) is not signalled again:
     // longhaul-peer treats a second stop signal as "exit now" (status 128 + signal).

@@ -145,6 +145,7 @@ class ChurnRun {
   void shutdown(int exit_status, const std::string& why);
   void print_status(bool final_line);
   void report();
+  void print_progress_lines(const RunMonitor::Summary& s) const;
   bool all_children_gone() const;
   std::string log_path(const std::string& name, const char* ext) const;
   void append_log(const std::string& name, const std::string& line);

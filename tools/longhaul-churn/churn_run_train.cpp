@@ -23,6 +23,8 @@ void ChurnRun::on_train_summary(PeerProc& p, const TrainSummary& summary) {
   monitor_.on_finished(p.name);
   p.finished_at_ms = now_ms();
   if (summary.stopped) return;
+  // A survivor trained to the end: the group applies no more rounds.
+  monitor_.end_progress(p.finished_at_ms);
   for (const std::string& name : monitor_.not_joined()) {
     for (auto& q : peers_) {
       if (q->name != name || !q->child->running()) continue;
@@ -57,6 +59,7 @@ void ChurnRun::finish_train() {
   const double now = now_ms();
   const TrainEnd end = judge_survivors(train_summaries_, flags_.train_steps);
   for (const std::string& problem : end.problems) monitor_.add_violation(now, problem);
+  monitor_.finish_progress(now);
   TrainRun r;
   r.val_loss = end.val_loss;
   r.steps = flags_.train_steps;
@@ -109,11 +112,15 @@ void ChurnRun::print_train_lines(const TrainFigures& t) const {
 void ChurnRun::report_reference() {
   if (exit_status_ == 0 && train_result_) {
     const TrainRun& r = *train_result_;
+    const ProgressFigures p = monitor_.summary().progress;
     std::printf(
         "longhaul-churn: reference run without churn: %zu peers, %lld steps, %.1f s, "
-        "val loss %.5f, %llu tokens\n",
+        "val loss %.5f, %llu tokens; %llu rounds applied, at most %.2f s apart (bound %.2f s), "
+        "val loss of theta_g %.1f%% lower in the last quarter of its evaluations\n",
         r.survivors, static_cast<long long>(r.steps), r.seconds, r.val_loss,
-        static_cast<unsigned long long>(r.tokens));
+        static_cast<unsigned long long>(r.tokens),
+        static_cast<unsigned long long>(p.rounds_applied.value_or(0)), p.longest_no_round_ms / 1000,
+        p.bound_ms / 1000, 100 * p.val_loss_drop.value_or(0));
     std::fflush(stdout);
     return;
   }

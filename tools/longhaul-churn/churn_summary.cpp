@@ -50,6 +50,32 @@ nlohmann::ordered_json summary_object(const Flags& flags, int exit_status,
   };
 }
 
+// x to two decimals.
+double hundredths(double x) {
+  return std::round(x * 100) / 100;
+}
+
+// The progress check's figures (docs/churn.md, "Progress"); null where nothing was measured.
+void add_progress(nlohmann::ordered_json& j, const Flags& flags, const RunMonitor::Summary& s) {
+  using Json = nlohmann::ordered_json;
+  const ProgressFigures& p = s.progress;
+  const auto optional = [](const std::optional<double>& x) {
+    return x ? Json(std::round(*x * 1e5) / 1e5) : Json(nullptr);
+  };
+  j["rounds_applied"] = p.rounds_applied ? Json(*p.rounds_applied) : Json(nullptr);
+  j["rounds_applied_per_min"] = tenths(p.rounds_per_min);
+  j["longest_no_round_s"] = hundredths(p.longest_no_round_ms / 1000);
+  j["progress_bound_s"] = hundredths(p.bound_ms / 1000);
+  j["round_every_steps"] = p.round_every_steps;
+  j["median_step_ms"] = hundredths(p.median_step_ms);
+  j["val_evaluations"] = p.val_evaluations;
+  j["val_loss_first"] = optional(p.val_loss_first);
+  j["val_loss_last"] = optional(p.val_loss_last);
+  j["val_loss_drop"] = optional(p.val_loss_drop);
+  j["min_loss_drop"] = flags.min_loss_drop;
+  j["progress_violations"] = s.progress_violations;
+}
+
 // The train workload's fields; null where a run did not get that far.
 void add_train(nlohmann::ordered_json& j, const Flags& flags, const TrainFigures& t) {
   using Json = nlohmann::ordered_json;
@@ -77,6 +103,7 @@ void add_train(nlohmann::ordered_json& j, const Flags& flags, const TrainFigures
 std::string summary_json(const Flags& flags, int exit_status, const RunMonitor::Summary& summary,
                          size_t violations, const std::optional<TrainFigures>& train) {
   nlohmann::ordered_json j = summary_object(flags, exit_status, summary, violations);
+  add_progress(j, flags, summary);
   if (train) add_train(j, flags, *train);
   return j.dump();
 }

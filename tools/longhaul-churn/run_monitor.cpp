@@ -24,6 +24,11 @@ uint64_t to_u64(const std::map<std::string, std::string>& f, const char* key) {
   return it == f.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
 }
 
+std::optional<uint64_t> maybe_u64(const std::map<std::string, std::string>& f, const char* key) {
+  if (f.find(key) == f.end()) return std::nullopt;
+  return to_u64(f, key);
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -83,6 +88,7 @@ void RunMonitor::on_spawn(const std::string& peer, double now, uint32_t rail, bo
 }
 
 void RunMonitor::on_line(const std::string& peer, const std::string& line, double now) {
+  now_ms_ = std::max(now_ms_, now);
   Peer* p = find(peer);
   if (!p) return;
   p->last_lines.push_back(line);
@@ -95,6 +101,14 @@ void RunMonitor::on_line(const std::string& peer, const std::string& line, doubl
     p->progress_ms = now;
     max_epoch_ = std::max<int64_t>(max_epoch_, static_cast<int64_t>(to_u64(f, "epoch")));
     ++s_.joins;
+    // longhaul-train says how many steps apart its rounds are; each longhaul-peer step is one.
+    progress_.on_join(p->rail, maybe_u64(f, "round_every").value_or(1), now);
+    // The baseline of its count of rounds. longhaul-peer's is the group's, 0 at revision 0 (a
+    // newcomer's first report, at a later revision, is then a baseline of its own).
+    // longhaul-train's (JOINED says its step) is its first THETA: a replacement's engine has
+    // already applied the round of the step it joined at, which the members reported there.
+    p->rounds = f.count("step") ? -1 : 0;
+    p->rounds_key = 0;
   } else if (kind == "TOPOLOGY") {
     max_epoch_ =
         std::max<int64_t>(max_epoch_, static_cast<int64_t>(to_u64(parse_fields(line), "epoch")));
@@ -106,8 +120,13 @@ void RunMonitor::on_line(const std::string& peer, const std::string& line, doubl
     const bool theta = kind == "THETA";
     on_report(peer, *p,
               Report{to_u64(f, theta ? "step" : "rev"), f.count("hash") ? f.at("hash") : "",
-                     static_cast<int64_t>(to_u64(f, "epoch")), to_u64(f, "world")},
+                     static_cast<int64_t>(to_u64(f, "epoch")), to_u64(f, "world"),
+                     maybe_u64(f, theta ? "rounds" : "applied")},
               theta, now);
+  } else if (kind == "VAL") {
+    const auto f = parse_fields(line);
+    if (f.count("loss"))
+      progress_.on_val(to_u64(f, "step"), std::strtod(f.at("loss").c_str(), nullptr));
   }
 }
 
@@ -133,6 +152,8 @@ void RunMonitor::on_report(const std::string& peer, Peer& p, const Report& r, bo
                     ": " + it->second.peer + " has hash " + it->second.hash + ", " + peer +
                     " has hash " + r.hash + " (epoch " + std::to_string(r.epoch) + ")");
   }
+  progress_.on_step(p.rail, r.key, now);
+  if (r.rounds) count_rounds(p, r, it->second, now);
   // A survivor completed a step in an epoch after the kill: the group has re-formed without the
   // victim and reduces again.
   for (auto k = pending_recoveries_.begin(); k != pending_recoveries_.end();) {
@@ -143,6 +164,25 @@ void RunMonitor::on_report(const std::string& peer, Peer& p, const Report& r, bo
       ++k;
     }
   }
+}
+
+// Rounds are the group's: every member applies a round at the same step (theta_g, in the hash,
+// would differ otherwise), so the rounds a member applied between two reports of consecutive
+// steps were applied at the later one, and each step counts the most any member applied there. A
+// report after a gap (a newcomer's first, a member that skipped revisions) only sets a baseline.
+void RunMonitor::count_rounds(Peer& p, const Report& r, RevisionRecord& record, double now) {
+  const auto count = static_cast<int64_t>(*r.rounds);
+  uint64_t added = 0;
+  if (p.rounds >= 0 && p.rounds_key + 1 == r.key && count > p.rounds) {
+    const auto applied = static_cast<uint64_t>(count - p.rounds);
+    if (applied > record.rounds) {
+      added = applied - record.rounds;
+      record.rounds = applied;
+    }
+  }
+  p.rounds = count;
+  p.rounds_key = r.key;
+  progress_.on_rounds(p.rail, added, now);
 }
 
 void RunMonitor::on_node_disrupted(const std::string& peer) {
@@ -245,6 +285,8 @@ void RunMonitor::on_shutdown() {
 }
 
 void RunMonitor::check_progress(double now) {
+  now_ms_ = std::max(now_ms_, now);
+  progress_violations(now, progress_.check(now));
   for (auto& [name, p] : peers_) {
     if (p.exited || p.stopped || p.finished || p.fate != Fate::kNone || p.hang_reported) continue;
     if (!p.joined && now - p.started_ms > limits_.join_ms) {
@@ -260,6 +302,23 @@ void RunMonitor::check_progress(double now) {
                          tail(name));
     }
   }
+}
+
+void RunMonitor::progress_violations(double now, const std::vector<std::string>& texts) {
+  for (const std::string& text : texts) {
+    violation(now, text);
+    ++s_.progress_violations;
+  }
+}
+
+void RunMonitor::end_progress(double now) {
+  now_ms_ = std::max(now_ms_, now);
+  progress_.end(now);
+}
+
+void RunMonitor::finish_progress(double now) {
+  now_ms_ = std::max(now_ms_, now);
+  progress_violations(now, progress_.finish(now));
 }
 
 void RunMonitor::begin_final(double now) {
@@ -330,6 +389,7 @@ RunMonitor::Summary RunMonitor::summary() const {
   s.recovery_max_ms = s.recoveries_ms.empty()
                           ? 0
                           : *std::max_element(s.recoveries_ms.begin(), s.recoveries_ms.end());
+  s.progress = progress_.figures(now_ms_);
   return s;
 }
 

@@ -1,15 +1,18 @@
 // What longhaul-churn knows about the run: every peer's reports (the key=value lines of
 // longhaul-peer, or of longhaul-train --theta-every), what was done to it, and the checks on top:
 // state hashes per revision (θ_g hashes per step), hangs, unexpected exits, recovery times after
-// kills. Pure bookkeeping, no I/O: the caller passes the
-// time (ms since the start) with every event.
+// kills, and whether the group trains at all (progress_check.hpp). Pure bookkeeping, no I/O: the
+// caller passes the time (ms since the start) with every event.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "progress_check.hpp"
 
 namespace longhaul_churn {
 
@@ -17,11 +20,12 @@ struct MonitorLimits {
   double hang_ms = 15000;
   double join_ms = 30000;
   double evict_after_stop_ms = 3000;  // a stop at least this long may get the peer evicted
+  ProgressLimits progress{};
 };
 
 class RunMonitor {
  public:
-  explicit RunMonitor(MonitorLimits limits) : limits_(limits) {}
+  explicit RunMonitor(MonitorLimits limits) : limits_(limits), progress_(limits.progress) {}
 
   // `rail`: the peer group whose state hashes it reports (nodes), 0 otherwise; `in_node`: a rank
   // of a node, which ends with exit status 4 when its node is evicted.
@@ -52,8 +56,13 @@ class RunMonitor {
   void add_violation(double now, std::string text);
   // The run is being torn down: every peer still running is about to be SIGKILLed by us.
   void on_shutdown();
-  // Hangs: running peers without progress, new peers not joined in time.
+  // Hangs: running peers without progress, new peers not joined in time; a group that has
+  // applied no round for longer than its bound.
   void check_progress(double now);
+  // The group stops stepping on purpose (the end of the run): the progress clocks stop.
+  void end_progress(double now);
+  // The progress check's verdict at the end of a run: stalls, and theta_g's validation loss.
+  void finish_progress(double now);
 
   // The churn has ended: progress checks restart from `now` and, from now on, steps_since_final()
   // counts each peer's steps.
@@ -86,6 +95,8 @@ class RunMonitor {
     std::vector<double> recoveries_ms;
     uint64_t unrecovered = 0;  // kills with no recovery by the end of the run
     double recovery_p50_ms = 0, recovery_p99_ms = 0, recovery_max_ms = 0;
+    ProgressFigures progress;
+    uint64_t progress_violations = 0;  // of the violations, those of the progress check
   };
   Summary summary() const;
   uint64_t group_steps() const { return s_.group_steps; }
@@ -112,6 +123,9 @@ class RunMonitor {
     bool in_node = false;
     bool node_disrupted = false;  // another rank of its node was disrupted
     uint64_t steps_since_final = 0;
+    // The count of rounds it reported last (-1: none yet), and at which step (revision).
+    int64_t rounds = -1;
+    uint64_t rounds_key = 0;
     std::deque<std::string> last_lines;
   };
   struct PendingRecovery {
@@ -122,7 +136,8 @@ class RunMonitor {
   struct RevisionRecord {
     std::string hash;
     std::string peer;
-    uint64_t world = 0;  // the largest group size reported with it
+    uint64_t world = 0;   // the largest group size reported with it
+    uint64_t rounds = 0;  // the rounds a member was seen to apply at this step
   };
   // A reported hash: of the state at a revision (longhaul-peer's STEP), or of θ_g after a step
   // (longhaul-train's THETA).
@@ -131,11 +146,16 @@ class RunMonitor {
     std::string hash;
     int64_t epoch = 0;
     uint64_t world = 0;
+    // The reporter's count of rounds applied so far (longhaul-peer: the group's updates applied;
+    // longhaul-train: its method's rounds applied); absent in a line without one.
+    std::optional<uint64_t> rounds;
   };
 
   Peer* find(const std::string& peer);
   void violation(double now, const std::string& text);
   void on_report(const std::string& peer, Peer& p, const Report& r, bool theta, double now);
+  void count_rounds(Peer& p, const Report& r, RevisionRecord& record, double now);
+  void progress_violations(double now, const std::vector<std::string>& texts);
 
   MonitorLimits limits_;
   std::map<std::string, Peer> peers_;
@@ -144,6 +164,8 @@ class RunMonitor {
   std::vector<PendingRecovery> pending_recoveries_;
   int64_t max_epoch_ = 0;
   bool final_ = false;
+  ProgressCheck progress_;
+  double now_ms_ = 0;  // the latest time passed in: summary()'s figures are as of then
   Summary s_;
   std::vector<std::string> violations_;
 };

@@ -268,7 +268,7 @@ class PeerLoop {
       int64_t ar_ms = 0, sync_ms = 0;
       if (!allreduce(step, &ar_ms)) continue;
       if (work_.gather_bytes() > 0 && !allgather(step)) continue;
-      work_.apply();
+      if (!flags_.fault_drop_updates) work_.apply();
       lh_sync_info info{};
       if (!sync(step, &info, &sync_ms)) continue;
       fresh_ = false;
@@ -376,10 +376,10 @@ class PeerLoop {
       fail("lh_state_hash", h, lh_state_last_error(state_));
     emit(fmt::format(
         "STEP step={} rev={} hash={:016x} world={} epoch={} id={} ar_ms={} sync_ms={} rx={} "
-        "tx={} fetched={} aborts={}",
+        "tx={} fetched={} aborts={} applied={}",
         info.revision - 1, info.revision, hash, attribute(comm_, LH_ATTR_GROUP_WORLD_SIZE), epoch_,
         peer_id_, ar_ms, sync_ms, info.rx_bytes, info.tx_bytes, info.blocks_fetched,
-        attribute(comm_, LH_ATTR_ABORT_COUNT)));
+        attribute(comm_, LH_ATTR_ABORT_COUNT), work_.applied()));
   }
 
   const Flags& flags_;

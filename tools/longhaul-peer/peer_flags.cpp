@@ -35,11 +35,12 @@ constexpr const char* kFooter =
   LISTEN port=P                         the data listener's port (before joining)
   JOINED id=I epoch=E world=W
   STEP step=S rev=R hash=H world=W epoch=E id=I ar_ms=.. sync_ms=.. rx=.. tx=.. fetched=.. aborts=A
-                                        after each completed step S of the group (S = R - 1):
+       applied=N                        after each completed step S of the group (S = R - 1):
                                         the state's revision R and hash
                                         (peers at the same R hold the same H), the all-reduce and
                                         sync times, the sync's bytes and blocks fetched, the aborts
-                                        the master pushed so far
+                                        the master pushed so far, the updates the group applied
+                                        (a counter in the shared state)
   RETRY step=S phase=allreduce|sync status=LH_ERR_.. message=".."
   TOPOLOGY epoch=E world=W              after an update_topology that changed the epoch
   EVICTED message=".."                  another rank of this node died or left: the master
@@ -166,6 +167,11 @@ void add_workload(CLI::App& app, Flags& f) {
       ->group("Workload");
   cli::add_number(app, "--batch-attempts", f.batch_attempts, 1, 1000,
                   "attempts of lh_allreduce_batch")
+      ->group("Workload");
+  app.add_flag("--fault-drop-updates", f.fault_drop_updates,
+               "test hook: every step's all-reduces and sync run, but no member applies or "
+               "counts the averaged update (the state stays the same everywhere): a group "
+               "that trains nothing, which longhaul-churn's progress check must flag")
       ->group("Workload");
   app.add_option("--log-level", f.log_level,
                  "the library's log level on stderr: debug, info, warn, error, off")

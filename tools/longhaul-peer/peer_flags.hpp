@@ -38,6 +38,10 @@ struct Flags {
   uint64_t steps = 0;  // 0: until stopped
   uint32_t step_delay_ms = 0;
   uint64_t seed = 1;
+  // Test hook for longhaul-churn's progress check: every step runs its all-reduces and its sync,
+  // but the averaged update is neither applied nor counted, on every member alike (so the state
+  // hashes agree): a group that trains nothing.
+  bool fault_drop_updates = false;
   uint32_t connect_timeout_ms = 60000;
   std::string log_level = "warn";
   std::string log_format;  // empty: LONGHAUL_LOG_FORMAT or text

@@ -37,6 +37,8 @@ class SyntheticWorkload {
   const std::vector<Slice>& slices() const { return slices_; }
   // Adds the averaged update (the receive buffers) to the state tensors.
   void apply();
+  // The updates applied so far: a state tensor, so after a sync the group's count.
+  uint64_t applied() const { return applied_; }
 
   // The all-gather of a step (gather_bytes >= 16, or 0: none): this peer's record of `step`
   // (its id, the step, bytes that follow from both) goes to `record()`;

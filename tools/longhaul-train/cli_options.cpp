@@ -148,9 +148,10 @@ void add_group(CLI::App& app, PeerOptions& p, Scratch& s) {
                         "TCP connections per data link, 1..64"));
   flag(tool::add_number(app, "--theta-every", p.theta_every, 0, kInt64Max,
                         "for a supervisor (longhaul-churn): print 'JOINED id= epoch= world= "
-                        "step=' on stdout once training with the group, and 'THETA step= hash= "
-                        "world= epoch=' after every N-th step (the hash of the state every peer "
-                        "holds bit-identical at that step); 0: none"));
+                        "step= round_every=' on stdout once training with the group, 'THETA "
+                        "step= hash= world= epoch= rounds=' after every N-th step (the hash of "
+                        "the state every peer holds bit-identical at that step, the rounds "
+                        "applied so far) and 'VAL step= loss=' after each validation; 0: none"));
 }
 
 void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -83,6 +84,7 @@ Status PeerLoop::step() {
       Result<float> v = validate();
       if (!v) return v.status();
       val = last_val = *v;
+      if (o.peer.theta_every > 0) print_event(val_event(s, *v));
     }
   }
   report(*stats, val);
@@ -97,7 +99,7 @@ Status PeerLoop::print_theta() {
   Result<std::uint64_t> hash = method.state_hash(trainer);
   if (!hash) return hash.status();
   print_event(theta_event(s, *hash, group.attribute(LH_ATTR_GROUP_WORLD_SIZE),
-                          group.attribute(LH_ATTR_EPOCH)));
+                          group.attribute(LH_ATTR_EPOCH), method.counters().rounds_applied));
   return Status::ok();
 }
 
@@ -200,13 +202,22 @@ Status summarize(PeerLoop& loop) {
   return Status::ok();
 }
 
+// The steps between two of the method's rounds: one all-reduce per step (dp), or a fragment's
+// round every H / F steps (the engine's methods), for the supervisor's progress bound.
+std::int64_t round_every(const PeerOptions& p) {
+  if (p.method == Method::kDataParallel) return 1;
+  return std::max<std::int64_t>(1,
+                                p.sync.sync_every / std::max<std::uint32_t>(1, p.sync.fragments));
+}
+
 // From the start collective to the summary; the caller leaves the group.
 Status train(PeerLoop& loop) {
   LH_RETURN_IF_ERROR(loop.method.start(loop.trainer));
   if (loop.o.peer.theta_every > 0)
-    print_event(
-        joined_event(loop.group.attribute(LH_ATTR_PEER_ID), loop.group.attribute(LH_ATTR_EPOCH),
-                     loop.group.attribute(LH_ATTR_GROUP_WORLD_SIZE), loop.trainer.step_count()));
+    print_event(joined_event(loop.group.attribute(LH_ATTR_PEER_ID),
+                             loop.group.attribute(LH_ATTR_EPOCH),
+                             loop.group.attribute(LH_ATTR_GROUP_WORLD_SIZE),
+                             loop.trainer.step_count(), round_every(loop.o.peer)));
   loop.ps.total = loop.last_step();
   while (!loop.closed && loop.trainer.step_count() < loop.last_step() && !stop_requested()) {
     Status s = loop.step();

@@ -132,13 +132,19 @@ std::string summary_json(const Options& o, const RunSummary& r, const Profile& p
 }
 
 std::string joined_event(std::int64_t peer_id, std::int64_t epoch, std::int64_t world,
-                         std::int64_t step) {
-  return fmt::format("JOINED id={} epoch={} world={} step={}", peer_id, epoch, world, step);
+                         std::int64_t step, std::int64_t round_every) {
+  return fmt::format("JOINED id={} epoch={} world={} step={} round_every={}", peer_id, epoch, world,
+                     step, round_every);
 }
 
 std::string theta_event(std::int64_t step, std::uint64_t hash, std::int64_t world,
-                        std::int64_t epoch) {
-  return fmt::format("THETA step={} hash={:016x} world={} epoch={}", step, hash, world, epoch);
+                        std::int64_t epoch, std::uint64_t rounds) {
+  return fmt::format("THETA step={} hash={:016x} world={} epoch={} rounds={}", step, hash, world,
+                     epoch, rounds);
+}
+
+std::string val_event(std::int64_t step, float loss) {
+  return fmt::format("VAL step={} loss={}", step, loss);
 }
 
 void print_event(const std::string& line) {

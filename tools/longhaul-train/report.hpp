@@ -68,14 +68,19 @@ struct PeerSummary {
 std::string summary_json(const Options& o, const RunSummary& r, const Profile& profile);
 
 // The event lines of --theta-every, for a supervisor (longhaul-churn reads them; keep them
-// stable): "JOINED id=I epoch=E world=W step=S" once the peer trains with its group (S: the
-// group's step it starts from), and "THETA step=S hash=H world=W epoch=E" after step S, H being
-// the 16 hex digits of the state every peer must hold bit-identical after that step. Two peers
-// reporting one step with different hashes have diverged.
+// stable): "JOINED id=I epoch=E world=W step=S round_every=K" once the peer trains with its group
+// (S: the group's step it starts from; K: the steps between two of the method's rounds, as
+// configured), "THETA step=S hash=H world=W epoch=E rounds=R" after step S, H being the 16 hex
+// digits of the state every peer must hold bit-identical after that step and R the rounds this
+// peer has applied so far (its method's rounds_applied), and "VAL step=S loss=L" after each
+// periodic validation of theta_g (--val-every). Two peers reporting one step with different
+// hashes have diverged; a group whose R stops growing, or whose L does not fall, trains nothing
+// (longhaul-churn's progress check, docs/churn.md).
 std::string joined_event(std::int64_t peer_id, std::int64_t epoch, std::int64_t world,
-                         std::int64_t step);
+                         std::int64_t step, std::int64_t round_every);
 std::string theta_event(std::int64_t step, std::uint64_t hash, std::int64_t world,
-                        std::int64_t epoch);
+                        std::int64_t epoch, std::uint64_t rounds);
+std::string val_event(std::int64_t step, float loss);
 // One event line on stdout, flushed at once (the supervisor acts on it while the run goes on).
 void print_event(const std::string& line);
 std::string peer_summary_json(const Options& o, const PeerSummary& s);
