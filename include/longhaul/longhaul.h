@@ -58,7 +58,7 @@ typedef enum lh_status {
   LH_ERR_PROTOCOL = 6,         /* the remote end violated the protocol (bad frame, bad version) */
   LH_ERR_IO = 7,               /* an operating-system call failed (bind, connect, file) */
   LH_ERR_UNSUPPORTED = 8,      /* a valid request this build or configuration cannot serve */
-  LH_ERR_CLOSED = 9,           /* the object was closed or shut down locally */
+  LH_ERR_CLOSED = 9,           /* closed, left, never connected or destroyed (see lh_comm) */
   LH_ERR_STATE_MISMATCH = 10,  /* shared state differs in keys, types, sizes or revision */
   LH_ERR_INTERNAL = 11,        /* a bug in longhaul; please report it */
   /* Another rank of this peer's node died, left or was removed, so the master evicted every rail
@@ -232,6 +232,15 @@ typedef struct lh_comm_options {
    * data. Each link has its own cap (a ring peer sends on one link at a time). 0 (the default):
    * no cap. */
   uint32_t link_upload_mbit;
+  /* lh_comm_connect returns only once this communicator's peer group (LH_ATTR_GROUP_WORLD_SIZE)
+   * has at least this many members, admitting the peers that join meanwhile (it calls
+   * lh_comm_update_topology for them, as lh_comm_wait_for_peers does): a program that starts its
+   * peers one by one sets it to the group's size, so the first one does not run its collectives
+   * alone. The wait shares connect_timeout_ms with the admission. Every member of the group should
+   * set the same value. Only the start waits: a group that later shrinks below min_peers (a peer
+   * died or left) keeps working with fewer members; call lh_comm_wait_for_peers to wait again.
+   * 0 and 1 (0 is the default): no wait beyond admission. At most 65536. */
+  uint32_t min_peers;
 } lh_comm_options;
 
 /* Fills *options with the defaults above (the strings it sets are static). NULL is ignored. */
@@ -256,15 +265,34 @@ lh_status lh_comm_create(const lh_comm_options* options, lh_comm** out);
 /* Connects to the master, registers, and blocks until admitted into an epoch: at once if it is
  * the first peer, otherwise when every admitted peer has reached lh_comm_update_topology. A rank
  * of a node (lh_comm_options.node) is admitted only together with all its node's rails, so it
- * waits until every one of them has registered too.
+ * waits until every one of them has registered too. With lh_comm_options.min_peers > 1 it then
+ * waits, as lh_comm_wait_for_peers(comm, min_peers, ...) does, until the group has that many
+ * members, within what is left of connect_timeout_ms.
  * LH_ERR_TIMEOUT after connect_timeout_ms (for a rank of an incomplete node the message names
- * the rails still missing); LH_ERR_AUTH for a wrong secret; LH_ERR_PROTOCOL for an incompatible
- * master; LH_ERR_PEER_LOST if the master is unreachable; LH_ERR_INVALID_ARGUMENT with the
- * master's reason when the node claim is refused (another machine already uses the node's
- * identity, the rail counts of its ranks disagree, the rail is registered already, or two rails
- * share a peer group); LH_ERR_NODE_EVICTED if another rail of the node died first. On failure the
- * communicator is unusable (destroy it). Call once. */
+ * the rails still missing; when admitted but the group is still smaller than min_peers, the
+ * message says "the group has M of the N members min_peers asks for", and the communicator stays
+ * admitted and usable: wait again, go on with fewer, or leave); LH_ERR_AUTH for a wrong secret;
+ * LH_ERR_PROTOCOL for an incompatible master; LH_ERR_PEER_LOST if the master is unreachable;
+ * LH_ERR_INVALID_ARGUMENT with the master's reason when the node claim is refused (another machine
+ * already uses the node's identity, the rail counts of its ranks disagree, the rail is registered
+ * already, or two rails share a peer group), or when called a second time; LH_ERR_NODE_EVICTED if
+ * another rail of the node died first; LH_ERR_CLOSED after lh_comm_leave or lh_comm_destroy. On
+ * any other failure the communicator is unusable (destroy it). Call once. */
 lh_status lh_comm_connect(lh_comm* comm);
+
+/* Blocks until this communicator's peer group (LH_ATTR_GROUP_WORLD_SIZE) has at least `n` members,
+ * or `timeout_ms` milliseconds have passed. Meanwhile it admits the peers waiting to join: each
+ * time the master reports one (lh_comm_are_peers_pending), it calls lh_comm_update_topology,
+ * which waits until every admitted member has reached lh_comm_update_topology too (so the other
+ * members must be in this call, in their own training loop's update_topology, or in a
+ * collective the re-formation aborts). The deadline is checked between re-formations: one in
+ * progress is waited for. Returns LH_OK at once when the group already has n members (n 0 or 1:
+ * always). Errors: LH_ERR_TIMEOUT when the deadline passed first (timeout_ms 0: at once), with
+ * "the group has M of the N members ..." in the message; the communicator stays usable.
+ * LH_ERR_CLOSED before lh_comm_connect succeeded, after lh_comm_leave or lh_comm_destroy;
+ * LH_ERR_INVALID_ARGUMENT for n above 65536; lh_comm_update_topology's errors (which end the
+ * communicator). Not thread-safe: no other call on the communicator may run meanwhile. */
+lh_status lh_comm_wait_for_peers(lh_comm* comm, uint32_t n, uint32_t timeout_ms);
 
 /* The reconfiguration point of a training loop. Returns at once (LH_OK) if nothing needs to
  * change; otherwise blocks until every admitted peer has called it, then waiting peers are
@@ -344,18 +372,72 @@ lh_status lh_comm_set_abort_callback(lh_comm* comm, lh_abort_callback callback, 
 
 /* Leaves gracefully: tells the master (which logs `reason`, may be NULL) and closes every link.
  * The other peers re-form their ring at their next lh_comm_update_topology. The communicator is
- * then of no further use but lh_comm_destroy. */
+ * then of no further use but lh_comm_destroy: see "Closed, unconnected and destroyed
+ * communicators" below. Leaving twice is harmless (LH_OK). */
 lh_status lh_comm_leave(lh_comm* comm, const char* reason);
 
-/* Frees the communicator. Without a prior lh_comm_leave this is an abrupt leave: the master
- * notices the closed connection. All-reduces still in flight fail with LH_ERR_CLOSED and are
- * waited for; their lh_op handles stay valid (wait on or destroy them later). Destroy every
- * lh_sync_engine started on it first. NULL is ignored. */
+/* Frees the communicator's services. Without a prior lh_comm_leave this is an abrupt leave: the
+ * master notices the closed connection. All-reduces still in flight fail with LH_ERR_CLOSED and
+ * are waited for; their lh_op handles stay valid (wait on or destroy them later). Destroy every
+ * lh_sync_engine and lh_local_group started on it first. NULL is ignored; destroying a destroyed
+ * communicator again is ignored too. */
 void lh_comm_destroy(lh_comm* comm);
+
+/* Closed, unconnected and destroyed communicators. Every call that communicates fails with
+ * LH_ERR_CLOSED, sends nothing and writes no buffer, on a communicator that
+ *   - was never connected (lh_comm_connect not called, or still running on another thread),
+ *   - has left (lh_comm_leave), or
+ *   - was destroyed (lh_comm_destroy; see below).
+ * Those calls: lh_comm_update_topology, lh_comm_wait_for_peers, every collective (lh_allreduce,
+ * lh_reduce_scatter, lh_allgather, lh_broadcast, lh_barrier, their _async forms,
+ * lh_allreduce_batch), lh_sync_state and lh_sync_engine_start. A communicator whose session
+ * failed (the master removed it, was lost for good, its node was evicted) reports that failure
+ * instead (LH_ERR_PEER_LOST, LH_ERR_NODE_EVICTED, ...). The queries (lh_comm_get_attribute,
+ * lh_comm_get_ring, lh_comm_get_traffic, lh_comm_are_peers_pending, lh_comm_last_error) keep
+ * answering on a left or unconnected communicator (a group of one before admission).
+ *
+ * Use after lh_comm_destroy: each lh_comm carries a generation (the how-many-th communicator of
+ * the process it is), and lh_comm_destroy frees its services but keeps the handle itself as a
+ * small tombstone (about 100 bytes, never freed or reused), so every later call on that pointer
+ * is detected: the calls that return an lh_status return LH_ERR_CLOSED ("communicator #G was
+ * destroyed"), lh_comm_last_error returns that message, lh_comm_destroy and
+ * lh_comm_set_abort_callback do nothing (the latter returns LH_ERR_CLOSED). Not detected (the C
+ * language gives no way to): a pointer lh_comm_create never returned, a call that runs
+ * concurrently with lh_comm_destroy (forbidden above), and a use after destroy of the other
+ * handles (lh_op, lh_state, lh_sync_engine, lh_local_group, lh_master), which are freed. */
 
 /* The message of the last failed call on this communicator, or "". Owned by the communicator:
  * valid until its next failing call (from any thread) or lh_comm_destroy. */
 const char* lh_comm_last_error(const lh_comm* comm);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Secrets                                                                                     */
+
+/* The most bytes a secret file may hold (after the line ending is removed). */
+#define LH_SECRET_MAX_BYTES 4096
+/* The fewest bytes a secret may have unless allow_weak (128 bits if random). */
+#define LH_SECRET_MIN_BYTES 16
+
+/* Reads the cluster secret from the file at `path` with the rules the longhaul-master daemon's
+ * --secret-file applies (it calls this function), so one file authenticates the master and the
+ * peers alike:
+ *   - the secret is the file's bytes with one line ending removed from the end, if there is one:
+ *     a final "\r\n" or else a final "\n"; nothing else is removed (spaces stay; "s\n\n" gives
+ *     "s\n"). `echo "$(openssl rand -hex 32)" > secret` and `openssl rand -hex 32 > secret` both
+ *     give the 64 hex digits.
+ *   - the file must not be readable, writable or executable by its group or others (chmod 600),
+ *     unless allow_weak is nonzero;
+ *   - the secret must have at least LH_SECRET_MIN_BYTES bytes, unless allow_weak is nonzero; it is
+ *     never empty, holds no NUL byte, and has at most LH_SECRET_MAX_BYTES bytes.
+ * On LH_OK, secret[0..*length) holds it followed by a NUL (pass `secret` as lh_comm_options.secret
+ * or lh_master_options.secret). `secret` must have room for *length + 1 bytes: a buffer of
+ * LH_SECRET_MAX_BYTES + 1 always fits. Errors: LH_ERR_INVALID_ARGUMENT for NULL arguments, a file
+ * its group or others may access, a secret too short, empty, too long or holding a NUL byte, and a
+ * buffer too small (then *length is set to the secret's length, the buffer is untouched);
+ * LH_ERR_IO when the file cannot be read. The message (lh_last_error) says how to fix it.
+ * Thread-safe. */
+lh_status lh_secret_from_file(const char* path, int allow_weak, char* secret, size_t capacity,
+                              size_t* length);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Collectives                                                                                 */
@@ -403,9 +485,9 @@ typedef enum lh_codec {
 
 /* LH_SCHEDULE_RING: reduce-scatter and all-gather around the ring, N-1 steps each.
  * LH_SCHEDULE_DIRECT: each chunk goes straight to its owner (one step; each quantized contribution
- * encoded once); needs lh_comm_options.full_mesh. LH_SCHEDULE_AUTO: direct for quantized
- * all-reduces when lh_comm_options.full_mesh is set and the group has at most 16 peers, else
- * ring. A member without a link its schedule needs (one was lost) fails the operation with
+ * encoded once); needs lh_comm_options.full_mesh at every group size. LH_SCHEDULE_AUTO: direct for
+ * quantized all-reduces when lh_comm_options.full_mesh is set and the group has at most 16 peers,
+ * else ring. A member without a link its schedule needs (one was lost) fails the operation with
  * LH_ERR_PEER_LOST, and the members that started it fail at once. */
 typedef enum lh_schedule {
   LH_SCHEDULE_AUTO = 0,
@@ -464,7 +546,9 @@ void lh_allreduce_options_init(lh_allreduce_options* options);
  *     LH_CODEC_U8, U4 or E3M0, block is 1..2^30 (LH_ERR_INVALID_ARGUMENT).
  *   - A residual needs a codec other than LH_CODEC_NONE (LH_ERR_INVALID_ARGUMENT).
  *   - segment_bytes is at least one element's size (LH_ERR_INVALID_ARGUMENT).
- *   - LH_SCHEDULE_DIRECT needs lh_comm_options.full_mesh (LH_ERR_UNSUPPORTED).
+ *   - LH_SCHEDULE_DIRECT needs lh_comm_options.full_mesh (LH_ERR_UNSUPPORTED), at every group
+ *     size: a group of 2 or 3, whose ring links happen to reach every member, refuses it too, so
+ *     a program tested small does not break when a fourth peer joins (docs/collectives.md).
  *   - A group has at most 256 members (LH_ERR_UNSUPPORTED). */
 
 /* One collective operation in flight. */
@@ -790,8 +874,9 @@ typedef struct lh_sync_info {
  *   LH_ERR_ABORTED         the group began reconfiguring (a member waits in
  *                          lh_comm_update_topology) before the sync was planned: call
  *                          lh_comm_update_topology and retry.
- *   LH_ERR_INVALID_ARGUMENT a bad strategy, a communicator not connected, or another
- *                          lh_sync_state running on the same communicator (one at a time).
+ *   LH_ERR_INVALID_ARGUMENT a bad strategy, or another lh_sync_state running on the same
+ *                          communicator (one at a time).
+ *   LH_ERR_CLOSED          a communicator not connected, left or destroyed.
  * On failure the revision is unchanged; tensors this peer was fetching hold unspecified bytes
  * (re-sync to repair them); tensors it was not fetching are untouched. Neither the tensors nor the
  * registry may be touched by other threads during the call. `info` may be NULL; it is zeroed on
@@ -925,6 +1010,7 @@ void lh_sync_engine_options_init(lh_sync_engine_options* options);
  * content; a tie goes to the lowest peer id) and every peer's parameters are set to it; a peer
  * that starts later downloads the global parameters, the outer state and the step counters and
  * joins the schedule where the group is. The ranges are only pointed at, not copied. Errors:
+ * LH_ERR_CLOSED for a communicator not connected, left or destroyed,
  * LH_ERR_INVALID_ARGUMENT / LH_ERR_UNSUPPORTED for bad options (nothing is sent), the session's or
  * the state sync's errors. On failure *out is NULL and the message is in lh_comm_last_error and
  * lh_last_error. On success *out owns the engine: release it with lh_sync_engine_destroy, before

@@ -91,6 +91,20 @@ inline const lh_allreduce_options& allreduce_defaults() {
 }
 }  // namespace detail
 
+// The cluster secret in the file at `path`, read with the rules of lh_secret_from_file (one final
+// "\n" or "\r\n" removed, mode 600, at least 16 bytes unless allow_weak), which
+// longhaul-master's --secret-file applies too. Throws Error (LH_ERR_IO, LH_ERR_INVALID_ARGUMENT)
+// with how to fix it. Thread-safe.
+inline std::string secret_from_file(const std::string& path, bool allow_weak = false) {
+  std::string secret(LH_SECRET_MAX_BYTES + 1, '\0');
+  size_t length = 0;
+  detail::check(
+      lh_secret_from_file(path.c_str(), allow_weak ? 1 : 0, secret.data(), secret.size(), &length),
+      lh_last_error);
+  secret.resize(length);
+  return secret;
+}
+
 inline std::string version() {
   return lh_version();
 }
@@ -285,6 +299,7 @@ struct CommunicatorOptions {
   uint32_t node_rails = detail::comm_defaults().node_rails;
   uint32_t master_reconnect_timeout_ms = detail::comm_defaults().master_reconnect_timeout_ms;
   uint32_t link_upload_mbit = detail::comm_defaults().link_upload_mbit;
+  uint32_t min_peers = detail::comm_defaults().min_peers;
 };
 
 class Communicator {
@@ -318,6 +333,7 @@ class Communicator {
     o.node_rail = options.node_rail;
     o.node_rails = options.node_rails;
     o.master_reconnect_timeout_ms = options.master_reconnect_timeout_ms;
+    o.min_peers = options.min_peers;
     lh_comm* raw = nullptr;
     detail::check(lh_comm_create(&o, &raw), lh_last_error);
     handle_.reset(raw);
@@ -329,8 +345,15 @@ class Communicator {
     check(lh_comm_set_abort_callback(get(), &Communicator::abort_trampoline, abort_handler_.get()));
   }
 
-  // Blocks until admitted (see lh_comm_connect).
+  // Blocks until admitted, and until the group has options.min_peers members (see
+  // lh_comm_connect). Throws Error: LH_ERR_TIMEOUT, LH_ERR_AUTH, ...
   void connect() { check(lh_comm_connect(get())); }
+  // Blocks until the group has `n` members, admitting joiners meanwhile, or throws Error with
+  // LH_ERR_TIMEOUT once `timeout_ms` passed (the communicator stays usable; see
+  // lh_comm_wait_for_peers). LH_ERR_CLOSED before connect() and after leave().
+  void wait_for_peers(uint32_t n, uint32_t timeout_ms) {
+    check(lh_comm_wait_for_peers(get(), n, timeout_ms));
+  }
   // Blocks until the next epoch, or returns at once if nothing changes (see
   // lh_comm_update_topology).
   void update_topology() { check(lh_comm_update_topology(get())); }

@@ -16,8 +16,9 @@ extern "C" void lh_allreduce_options_init(lh_allreduce_options* o) {
 extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count,
                                         lh_dtype dtype, lh_reduce_op op,
                                         const lh_allreduce_options* options, lh_op** out) {
-  if (!comm || !out) return lh::capi::null_argument("lh_allreduce_async");
+  if (!out) return lh::capi::null_argument("lh_allreduce_async");
   *out = nullptr;
+  if (lh_status s = lh::capi::check_open(comm, "lh_allreduce_async"); s != LH_OK) return s;
   auto spec = lh::capi::allreduce_spec(send, recv, count, dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
   return lh::capi::hand_out(
@@ -38,8 +39,9 @@ extern "C" lh_status lh_reduce_scatter_async(lh_comm* comm, const void* send, vo
                                              size_t recv_count, const size_t* recv_counts,
                                              lh_dtype dtype, lh_reduce_op op,
                                              const lh_allreduce_options* options, lh_op** out) {
-  if (!comm || !out) return lh::capi::null_argument("lh_reduce_scatter_async");
+  if (!out) return lh::capi::null_argument("lh_reduce_scatter_async");
   *out = nullptr;
+  if (lh_status s = lh::capi::check_open(comm, "lh_reduce_scatter_async"); s != LH_OK) return s;
   auto parts = comm->impl->staged().reduce_scatter_parts(recv_count, recv_counts);
   if (!parts) return lh::capi::finish(comm, parts.status());
   if (recv_count > 0 && !recv) return lh::capi::null_argument("lh_reduce_scatter_async");
@@ -68,8 +70,9 @@ extern "C" lh_status lh_allreduce_batch(lh_comm* comm, const void* const* sends,
                                         const size_t* counts, size_t count, lh_dtype dtype,
                                         lh_reduce_op op, const lh_allreduce_options* options,
                                         uint32_t max_attempts) {
-  if (!comm || (count > 0 && (!sends || !recvs || !counts)))
+  if (count > 0 && (!sends || !recvs || !counts))
     return lh::capi::null_argument("lh_allreduce_batch");
+  if (lh_status s = lh::capi::check_open(comm, "lh_allreduce_batch"); s != LH_OK) return s;
   if (count == 0) return LH_OK;
   auto spec = lh::capi::allreduce_spec(sends[0], recvs[0], counts[0], dtype, op, options);
   if (!spec) return lh::capi::finish(comm, spec.status());

@@ -1,4 +1,5 @@
 // lh_comm_*: the C face of peer::Communicator.
+#include <atomic>
 #include <cstring>
 #include <optional>
 
@@ -6,8 +7,11 @@
 
 #include "capi/handles.hpp"
 #include "peer/node_identity.hpp"
+#include "peer/wait_for_peers.hpp"
 
 using longhaul::Status;
+using longhaul::capi::check_handle;
+using longhaul::capi::check_open;
 using longhaul::capi::finish;
 using longhaul::capi::str;
 
@@ -44,6 +48,7 @@ extern "C" void lh_comm_options_init(lh_comm_options* o) {
   o->node_rails = d.rails;
   o->master_reconnect_timeout_ms = to_ms(d.master_reconnect_timeout);
   o->link_upload_mbit = static_cast<uint32_t>(d.transport.link_rate_bytes_per_s * 8 / 1'000'000);
+  o->min_peers = d.min_peers;
   if (const auto& env = environment_node()) {
     o->node = env->node.c_str();
     o->node_rail = env->rail;
@@ -65,6 +70,9 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
                       o->connections_per_link)));
     if (o->handshake_timeout_ms == 0)
       return lh::capi::fail(lh::invalid_argument("handshake_timeout_ms must be positive"));
+    if (o->min_peers > lh::peer::kMaxWaitPeers)
+      return lh::capi::fail(lh::invalid_argument(fmt::format(
+          "min_peers must be at most {}, got {}", lh::peer::kMaxWaitPeers, o->min_peers)));
     lh::peer::CommunicatorOptions options;
     options.master_address = o->master_address;
     options.group = o->peer_group;
@@ -86,7 +94,10 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.rail = o->node_rail;
     options.rails = o->node_rails;
     options.master_reconnect_timeout = std::chrono::milliseconds(o->master_reconnect_timeout_ms);
+    options.min_peers = o->min_peers;
+    static std::atomic<uint64_t> generations{0};
     auto h = std::make_unique<lh_comm>();
+    h->generation = ++generations;
     lh::runtime::RuntimeOptions runtime;
     runtime.io_threads = o->io_threads;  // 0 picks 2; the workers are sized to the machine
     auto peer = lh::peer::Peer::create(options, runtime);
@@ -100,23 +111,30 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
 }
 
 extern "C" lh_status lh_comm_connect(lh_comm* c) {
-  if (!c) return longhaul::capi::null_argument("lh_comm_connect");
+  if (lh_status s = check_handle(c, "lh_comm_connect"); s != LH_OK) return s;
   return finish(c, c->impl->connect());
 }
 
+extern "C" lh_status lh_comm_wait_for_peers(lh_comm* c, uint32_t n, uint32_t timeout_ms) {
+  if (lh_status s = check_handle(c, "lh_comm_wait_for_peers"); s != LH_OK) return s;
+  return finish(c, c->impl->wait_for_peers(n, std::chrono::milliseconds(timeout_ms)));
+}
+
 extern "C" lh_status lh_comm_update_topology(lh_comm* c) {
-  if (!c) return longhaul::capi::null_argument("lh_comm_update_topology");
+  if (lh_status s = check_open(c, "lh_comm_update_topology"); s != LH_OK) return s;
   return finish(c, c->impl->group().update_topology());
 }
 
 extern "C" lh_status lh_comm_are_peers_pending(lh_comm* c, int* pending) {
-  if (!c || !pending) return longhaul::capi::null_argument("lh_comm_are_peers_pending");
+  if (!pending) return longhaul::capi::null_argument("lh_comm_are_peers_pending");
+  if (lh_status s = check_handle(c, "lh_comm_are_peers_pending"); s != LH_OK) return s;
   *pending = c->impl->group().peers_pending() ? 1 : 0;
   return LH_OK;
 }
 
 extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, int64_t* value) {
-  if (!c || !value) return longhaul::capi::null_argument("lh_comm_get_attribute");
+  if (!value) return longhaul::capi::null_argument("lh_comm_get_attribute");
+  if (lh_status s = check_handle(c, "lh_comm_get_attribute"); s != LH_OK) return s;
   auto& peer = *c->impl;
   const auto view = peer.group().view();
   switch (attribute) {
@@ -150,8 +168,8 @@ extern "C" lh_status lh_comm_get_attribute(lh_comm* c, lh_attribute attribute, i
 }
 
 extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity, size_t* count) {
-  if (!c || !count || (!ids && capacity > 0))
-    return longhaul::capi::null_argument("lh_comm_get_ring");
+  if (!count || (!ids && capacity > 0)) return longhaul::capi::null_argument("lh_comm_get_ring");
+  if (lh_status s = check_handle(c, "lh_comm_get_ring"); s != LH_OK) return s;
   const auto view = c->impl->group().view();
   *count = view.ring.size();
   const size_t n = std::min(capacity, view.ring.size());
@@ -160,7 +178,8 @@ extern "C" lh_status lh_comm_get_ring(lh_comm* c, uint64_t* ids, size_t capacity
 }
 
 extern "C" lh_status lh_comm_get_traffic(lh_comm* c, lh_traffic* traffic) {
-  if (!c || !traffic) return longhaul::capi::null_argument("lh_comm_get_traffic");
+  if (!traffic) return longhaul::capi::null_argument("lh_comm_get_traffic");
+  if (lh_status s = check_handle(c, "lh_comm_get_traffic"); s != LH_OK) return s;
   const longhaul::peer::TrafficTotals t = c->impl->communicator().traffic();
   traffic->data_sent = t.data_sent;
   traffic->data_received = t.data_received;
@@ -173,7 +192,7 @@ extern "C" lh_status lh_comm_get_traffic(lh_comm* c, lh_traffic* traffic) {
 
 extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback callback,
                                                 void* user_data) {
-  if (!c) return longhaul::capi::null_argument("lh_comm_set_abort_callback");
+  if (lh_status s = check_handle(c, "lh_comm_set_abort_callback"); s != LH_OK) return s;
   if (!callback) {
     c->impl->communicator().set_abort_handler({});
     return LH_OK;
@@ -186,12 +205,17 @@ extern "C" lh_status lh_comm_set_abort_callback(lh_comm* c, lh_abort_callback ca
 }
 
 extern "C" lh_status lh_comm_leave(lh_comm* c, const char* reason) {
-  if (!c) return longhaul::capi::null_argument("lh_comm_leave");
+  if (lh_status s = check_handle(c, "lh_comm_leave"); s != LH_OK) return s;
   return finish(c, c->impl->leave(str(reason)));
 }
 
+// The handle stays as a tombstone (handles.hpp): a later call on it is LH_ERR_CLOSED.
 extern "C" void lh_comm_destroy(lh_comm* c) {
-  delete c;
+  if (!c || !c->impl) return;
+  c->impl.reset();
+  longhaul::MutexLock lock(c->mu);
+  c->last_error =
+      fmt::format("LH_ERR_CLOSED: communicator #{} was destroyed (lh_comm_destroy)", c->generation);
 }
 
 extern "C" const char* lh_comm_last_error(const lh_comm* c) {

@@ -8,8 +8,9 @@ namespace lh = longhaul;
 extern "C" lh_status lh_allgather_async(lh_comm* comm, const void* send, size_t send_count,
                                         void* recv, const size_t* recv_counts, lh_dtype dtype,
                                         const lh_allreduce_options* options, lh_op** out) {
-  if (!comm || !out) return lh::capi::null_argument("lh_allgather_async");
+  if (!out) return lh::capi::null_argument("lh_allgather_async");
   *out = nullptr;
+  if (lh_status s = lh::capi::check_open(comm, "lh_allgather_async"); s != LH_OK) return s;
   auto spec = lh::capi::gather_spec(dtype, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
   return lh::capi::hand_out(
@@ -31,8 +32,9 @@ extern "C" lh_status lh_allgather(lh_comm* comm, const void* send, size_t send_c
 extern "C" lh_status lh_broadcast_async(lh_comm* comm, void* buffer, size_t count, lh_dtype dtype,
                                         uint32_t root, const lh_allreduce_options* options,
                                         lh_op** out) {
-  if (!comm || !out) return lh::capi::null_argument("lh_broadcast_async");
+  if (!out) return lh::capi::null_argument("lh_broadcast_async");
   *out = nullptr;
+  if (lh_status s = lh::capi::check_open(comm, "lh_broadcast_async"); s != LH_OK) return s;
   auto spec = lh::capi::gather_spec(dtype, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
   return lh::capi::hand_out(comm,
@@ -52,8 +54,9 @@ extern "C" lh_status lh_broadcast(lh_comm* comm, void* buffer, size_t count, lh_
 
 extern "C" lh_status lh_barrier_async(lh_comm* comm, const lh_allreduce_options* options,
                                       lh_op** out) {
-  if (!comm || !out) return lh::capi::null_argument("lh_barrier_async");
+  if (!out) return lh::capi::null_argument("lh_barrier_async");
   *out = nullptr;
+  if (lh_status s = lh::capi::check_open(comm, "lh_barrier_async"); s != LH_OK) return s;
   auto spec = lh::capi::gather_spec(LH_DTYPE_U8, options);
   if (!spec) return lh::capi::finish(comm, spec.status());
   if (spec->codec != lh::quant::Codec::kNone)

@@ -19,8 +19,11 @@ struct lh_master {
 };
 
 // A peer (peer/peer.hpp: the runtime, the communicator, the block server and the state sync it
-// owns), built by lh_comm_create.
+// owns), built by lh_comm_create. lh_comm_destroy frees the peer but never this struct: it stays
+// a tombstone (impl null) so that a call on a destroyed handle is reported (check_handle), not
+// undefined (longhaul.h, "Closed, unconnected and destroyed communicators").
 struct lh_comm {
+  uint64_t generation = 0;  // the how-many-th communicator of the process, from 1
   std::unique_ptr<longhaul::peer::Peer> impl;
   mutable longhaul::Mutex mu;
   std::string last_error GUARDED_BY(mu);
@@ -50,6 +53,15 @@ lh_status finish(Handle* h, const Status& s) {
   }
   return fail(s);
 }
+// OK for a live communicator; LH_ERR_INVALID_ARGUMENT for NULL; LH_ERR_CLOSED for one that
+// lh_comm_destroy has destroyed (a tombstone). Records nothing.
+Status handle_status(const lh_comm* comm, const char* function);
+// handle_status, then LH_ERR_CLOSED (or the session's failure) unless the communicator may
+// communicate: admitted and not left (peer::Peer::usable). Records nothing.
+Status open_status(const lh_comm* comm, const char* function);
+// handle_status / open_status as an lh_status, a failure recorded on the thread and the handle.
+lh_status check_handle(lh_comm* comm, const char* function);
+lh_status check_open(lh_comm* comm, const char* function);
 // Hands a started operation to the caller as a new lh_op (or its failure to start).
 template <class Op>
 lh_status hand_out(lh_comm* comm, Result<std::shared_ptr<Op>> started, lh_op** out) {

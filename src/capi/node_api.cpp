@@ -24,8 +24,9 @@ extern "C" void lh_local_group_options_init(lh_local_group_options* o) {
 
 extern "C" lh_status lh_local_group_create(lh_comm* comm, const lh_local_group_options* options,
                                            lh_local_group** out) {
-  if (!comm || !out) return lh::capi::null_argument("lh_local_group_create");
+  if (!out) return lh::capi::null_argument("lh_local_group_create");
   *out = nullptr;
+  if (lh_status s = lh::capi::check_handle(comm, "lh_local_group_create"); s != LH_OK) return s;
   lh_local_group_options o;
   lh_local_group_options_init(&o);
   if (options) o = *options;

@@ -75,6 +75,8 @@ extern "C" lh_status lh_sync_state(lh_comm* comm, lh_state* state, lh_sync_strat
                                    lh_sync_info* info) {
   if (!comm || !state) return lh::capi::null_argument("lh_sync_state");
   if (info) *info = lh_sync_info{};
+  if (lh::Status s = lh::capi::open_status(comm, "lh_sync_state"); !s)
+    return sync_failed(comm, state, s);
   if (strategy < LH_SYNC_ENFORCE_POPULAR || strategy > LH_SYNC_SEND_ONLY)
     return sync_failed(
         comm, state,

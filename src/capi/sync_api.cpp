@@ -88,8 +88,9 @@ extern "C" void lh_sync_engine_options_init(lh_sync_engine_options* o) {
 
 extern "C" lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_options* options,
                                           lh_sync_engine** out) {
-  if (!comm || !options || !out) return lh::capi::null_argument("lh_sync_engine_start");
+  if (!options || !out) return lh::capi::null_argument("lh_sync_engine_start");
   *out = nullptr;
+  if (lh_status s = lh::capi::check_open(comm, "lh_sync_engine_start"); s != LH_OK) return s;
   auto converted = convert(*options);
   if (!converted) return lh::capi::finish(comm, converted.status());
   try {

@@ -98,9 +98,21 @@ collective::RingView Communicator::ring_view() const {
   return v;
 }
 
+Status Communicator::check_start(collective::Schedule schedule) const {
+  LH_RETURN_IF_ERROR(session_->usable());
+  // One rule at every size: a ring of 2 or 3 happens to link every member, but a program tested
+  // there must not break when a fourth peer joins (docs/collectives.md, "Direct schedule").
+  if (schedule == collective::Schedule::kDirect && !session_->options().full_mesh)
+    return Status(
+        LH_ERR_UNSUPPORTED,
+        "the direct schedule needs full_mesh (lh_comm_options.full_mesh on every "
+        "member), at every group size; use LH_SCHEDULE_AUTO or LH_SCHEDULE_RING without it");
+  return Status::ok();
+}
+
 Result<std::shared_ptr<collective::AllReduceOp>> Communicator::allreduce(
     const collective::AllReduceSpec& spec) {
-  if (Status s = session_->failure(); !s) return s;
+  LH_RETURN_IF_ERROR(check_start(spec.schedule));
   auto op = engine_->allreduce(ring_view(), spec);
   // The session may have failed meanwhile (its links closed under the start): its reason, e.g.
   // LH_ERR_NODE_EVICTED, says more than the closed link.
@@ -112,7 +124,7 @@ Result<std::shared_ptr<collective::AllReduceOp>> Communicator::allreduce(
 
 Result<std::shared_ptr<collective::GatherOp>> Communicator::gather(
     const collective::GatherSpec& spec) {
-  if (Status s = session_->failure(); !s) return s;
+  LH_RETURN_IF_ERROR(check_start(spec.schedule));
   return engine_->gather(ring_view(), spec);
 }
 

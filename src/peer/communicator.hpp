@@ -47,7 +47,9 @@ class Communicator final : public Collectives, public FailureSignal {
   GroupControl& group() { return *session_; }
 
   // Collectives (collectives.hpp), over the committed epoch's ring. They fail at once with the
-  // session's failure when the communicator is unusable.
+  // session's failure when the communicator is unusable, LH_ERR_CLOSED before admission and
+  // after a leave (PeerSession::usable), and LH_ERR_UNSUPPORTED for the direct schedule without
+  // full_mesh, whatever the group's size.
   collective::RingView ring_view() const override;
   Result<std::shared_ptr<collective::AllReduceOp>> allreduce(
       const collective::AllReduceSpec& spec) override;
@@ -98,6 +100,8 @@ class Communicator final : public Collectives, public FailureSignal {
   std::shared_ptr<PeerSession> session_;
   // Runs the failure listeners when the session has failed (called from the abort handler).
   void notify_failure_listeners();
+  // What every collective checks before it starts (see allreduce above).
+  Status check_start(collective::Schedule schedule) const;
   Mutex handler_mu_;
   PeerSession::AbortHandler user_abort_handler_ GUARDED_BY(handler_mu_);
   // Held while a failure listener runs, so removing one waits for its call to end.

@@ -9,6 +9,7 @@
 // thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -52,6 +53,9 @@ class GroupControl {
   // OK while this member works; afterwards why it stopped (removed, evicted, the master lost for
   // good). Thread-safe.
   virtual Status failure() const = 0;
+  // Blocks until peers_pending() is true or `deadline` passes; returns peers_pending(). This
+  // default polls every 10 ms; PeerSession wakes when the master's flag arrives. Thread-safe.
+  virtual bool wait_for_pending(std::chrono::steady_clock::time_point deadline) const;
 
   // Re-forms the group: blocks until the master reports nothing to do or moves every member into a
   // new epoch (admitting joiners unless `admit_joiners` is false, without lost members). Every

@@ -57,6 +57,10 @@ struct CommunicatorOptions {
   // A state sync drops a source that delivers nothing for this long. 0: the environment's
   // LONGHAUL_STATE_STALL_TIMEOUT_MS if set, else 30 s (state/sync.cpp).
   std::chrono::milliseconds state_stall_timeout{0};
+  // Peer::connect returns once the group has this many members (wait_for_peers.hpp), within
+  // connect_timeout. 0 and 1: admission is enough. Only the start waits: a group that shrinks
+  // later works on with fewer.
+  uint32_t min_peers = 0;
 };
 
 }  // namespace longhaul::peer

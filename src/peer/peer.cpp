@@ -2,6 +2,7 @@
 
 #include "gpu/param_copies.hpp"
 #include "peer/node_identity.hpp"
+#include "peer/wait_for_peers.hpp"
 #include "sync/engine.hpp"
 
 namespace longhaul::peer {
@@ -46,6 +47,18 @@ Result<std::unique_ptr<sync::SyncEngine>> Peer::start_sync_engine(sync::EngineOp
   services.workers = &workers();
   services.stats_board = &stats_board();
   return sync::SyncEngine::start(services, std::move(options));
+}
+
+Status Peer::connect() {
+  const auto deadline = std::chrono::steady_clock::now() + options().connect_timeout;
+  LH_RETURN_IF_ERROR(comm_->session().connect());
+  if (options().min_peers <= 1) return Status::ok();
+  return peer::wait_for_peers(group(), options().min_peers, deadline, "min_peers asks for");
+}
+
+Status Peer::wait_for_peers(size_t n, std::chrono::milliseconds timeout) {
+  LH_RETURN_IF_ERROR(usable());
+  return peer::wait_for_peers(group(), n, std::chrono::steady_clock::now() + timeout);
 }
 
 // The members go in reverse order of their declaration, which is the order peer.hpp describes.

@@ -42,8 +42,15 @@ class Peer {
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
 
-  // Registers with the master and blocks until admitted (PeerSession::connect).
-  Status connect() { return comm_->session().connect(); }
+  // Registers with the master and blocks until admitted (PeerSession::connect), then until the
+  // group has options().min_peers members (wait_for_peers.hpp), all within connect_timeout.
+  Status connect();
+  // Blocks until the group has `n` members or `timeout` passes (wait_for_peers.hpp); LH_ERR_CLOSED
+  // unless usable().
+  Status wait_for_peers(size_t n, std::chrono::milliseconds timeout);
+  // OK while the communicator may run collectives; LH_ERR_CLOSED before admission and after
+  // leave(), the session's failure once it failed (PeerSession::usable).
+  Status usable() const { return comm_->session().usable(); }
   // Announces the leave and waits (bounded) for the master's acknowledgement, then closes.
   Status leave(const std::string& reason) { return comm_->session().leave(reason); }
   // Aborts seen and the data listener's port, for the C API's attributes.

@@ -167,6 +167,8 @@ void PeerSession::complete_call(Status s) {
 Status PeerSession::connect() {
   return run_call(
       [this] {
+        if (state_ == State::kLeft)
+          return complete_call(closed_error("the communicator has left the run (lh_comm_leave)"));
         if (state_ != State::kIdle) {
           complete_call(state_ == State::kFailed
                             ? failure()
@@ -289,6 +291,7 @@ Result<uint32_t> PeerSession::agree_in_node(uint32_t kind, uint32_t flags) {
 }
 
 Status PeerSession::leave(const std::string& reason) {
+  left_.store(true);  // whatever the master answers, the communicator is of no further use
   return run_call(
       [this, reason] {
         if (state_ == State::kFailed) return complete_call(failure());
@@ -409,6 +412,7 @@ void PeerSession::fail(Status why) {
   if (state_ == State::kFailed || state_ == State::kLeft) return;
   state_ = State::kFailed;
   failed_.store(true);
+  set_pending(pending_.load());  // wakes wait_for_pending: peers_pending() is true now
   master_away_.store(false);
   AbortHandler handler;
   StateHandler state_handler;

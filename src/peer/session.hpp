@@ -48,6 +48,7 @@ inline constexpr std::chrono::milliseconds kBatchDecisionTimeout{std::chrono::mi
 
 class PeerSession final : public GroupControl, public std::enable_shared_from_this<PeerSession> {
  public:
+  using Clock = std::chrono::steady_clock;
   // Runs on the session strand when the master aborts the group's in-flight operations of
   // `epoch` (LH_ERR_PEER_LOST with the reason when a member was lost, LH_ERR_ABORTED when the
   // group only reconfigures), and once with the session's failure when the
@@ -122,6 +123,12 @@ class PeerSession final : public GroupControl, public std::enable_shared_from_th
   // Whether update_topology has work to do; also true once the session has failed, so that a loop
   // that calls update_topology only when this is set learns of the failure from that call.
   bool peers_pending() const override { return pending_.load() || failed_.load(); }
+  // Wakes when the master's pending flag arrives or the session fails.
+  bool wait_for_pending(Clock::time_point deadline) const override;
+  // OK while the communicator may run collectives: admitted, not left, not failed. Otherwise
+  // failure() when the session failed, else LH_ERR_CLOSED saying why (never connected, or left).
+  // Thread-safe.
+  Status usable() const;
   TopologyView view() const override;
   RingLinks ring_links() const { return mesh_->ring_links(); }
   uint64_t aborts_seen() const { return aborts_.load(); }
@@ -146,7 +153,6 @@ class PeerSession final : public GroupControl, public std::enable_shared_from_th
     kRejoining,     // connected again, REJOIN sent, waiting for WELCOME
   };
   using Strand = asio::strand<asio::io_context::executor_type>;
-  using Clock = std::chrono::steady_clock;
 
   PeerSession(runtime::IoRuntime& io, const CommunicatorOptions& options, Strand strand,
               std::shared_ptr<Mesh> mesh, std::string master_host, uint16_t master_port,
@@ -204,6 +210,8 @@ class PeerSession final : public GroupControl, public std::enable_shared_from_th
   StateHandler state_handler() const EXCLUDES(mu_);  // a copy
   void send(const wire::ControlMessage& m);
   void fail(Status why);
+  // Stores the master's pending flag and wakes wait_for_pending.
+  void set_pending(bool pending);
   // Closes the master link and the mesh; the mesh's links fail with `why`.
   void shutdown_network(const Status& why = closed_error("communicator closed"));
   void arm_heartbeat();
@@ -256,6 +264,10 @@ class PeerSession final : public GroupControl, public std::enable_shared_from_th
 
   std::atomic<bool> pending_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> left_{false};  // leave() ran: usable() says so
+  // wait_for_pending sleeps here; set_pending and fail wake it.
+  mutable Mutex pending_mu_;
+  mutable CondVar pending_changed_;
   std::atomic<bool> master_away_{false};
   std::atomic<uint64_t> aborts_{0};
   mutable Mutex mu_;

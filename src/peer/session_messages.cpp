@@ -100,7 +100,7 @@ Status PeerSession::on(const wire::EpochCommitMsg& commit) {
   publish_view(*proposal_);
   committed_ = std::move(proposal_);  // the base the next proposal's change applies to
   proposal_.reset();
-  pending_.store(commit.peers_pending);
+  set_pending(commit.peers_pending);
   batch_attempt_ = 0;
   decided_attempt_ = 0;
   state_ = State::kActive;
@@ -146,10 +146,31 @@ Status PeerSession::on(const wire::NodeAgreedMsg& agreed) {
   return Status::ok();
 }
 
+Status PeerSession::usable() const {
+  if (Status f = failure(); !f) return f;
+  if (left_.load()) return closed_error("the communicator has left the run (lh_comm_leave)");
+  if (view().epoch == 0)
+    return closed_error("the communicator is not connected: call lh_comm_connect first");
+  return Status::ok();
+}
+
+void PeerSession::set_pending(bool pending) {
+  pending_.store(pending);
+  { MutexLock lock(pending_mu_); }  // a waiter between its check and its sleep holds it
+  pending_changed_.notify_all();
+}
+
+bool PeerSession::wait_for_pending(Clock::time_point deadline) const {
+  MutexLock lock(pending_mu_);
+  while (!peers_pending())
+    if (!pending_changed_.wait_until(pending_mu_, deadline)) break;
+  return peers_pending();
+}
+
 // Legal in every state: the master pushes the flag whenever it changes, and storing it changes
 // nothing else.
 Status PeerSession::on(const wire::PendingChangedMsg& pending) {
-  pending_.store(pending.pending);
+  set_pending(pending.pending);
   return Status::ok();
 }
 

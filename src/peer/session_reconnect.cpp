@@ -48,7 +48,7 @@ void PeerSession::lose_master(Status why) {
   reconnect_deadline_ = Clock::now() + options_.master_reconnect_timeout;
   backoff_ = kFirstBackoff;
   master_away_.store(true);
-  pending_.store(true);  // callers go to update_topology, which waits for the master
+  set_pending(true);  // callers go to update_topology, which waits for the master
   log::warn("peer", "peer {}: {}; keeping epoch {} and reconnecting for up to {} ms", id_,
             why.message(), epoch_, options_.master_reconnect_timeout.count());
   const Status aborted(LH_ERR_ABORTED, fmt::format("the master was lost ({}); the communicator "

@@ -25,15 +25,16 @@ struct Group {
   std::unique_ptr<longhaul::Communicator> b;
 };
 
-inline Group connect_group_of_two() {
+// `full_mesh`: the communicators' option (the direct schedule needs it at every group size).
+inline Group connect_group_of_two(bool full_mesh = false) {
   using namespace std::chrono_literals;
   Group g;
   g.master =
       std::make_unique<longhaul::Master>(longhaul::MasterOptions{.listen_address = "127.0.0.1:0"});
   g.master->run();
   const std::string address = "127.0.0.1:" + std::to_string(g.master->port());
-  const longhaul::CommunicatorOptions options{.master_address = address,
-                                              .listen_address = "127.0.0.1:0"};
+  const longhaul::CommunicatorOptions options{
+      .master_address = address, .listen_address = "127.0.0.1:0", .full_mesh = full_mesh};
   g.a = std::make_unique<longhaul::Communicator>(options);
   g.b = std::make_unique<longhaul::Communicator>(options);
   g.a->connect();
@@ -58,7 +59,7 @@ void on_both(A on_a, B on_b) {
 class CommPair : public ::testing::Test {
  protected:
   void SetUp() override {
-    Group g = connect_group_of_two();
+    Group g = connect_group_of_two(full_mesh_);
     master_ = std::move(g.master);
     a_ = std::move(g.a);
     b_ = std::move(g.b);
@@ -69,6 +70,8 @@ class CommPair : public ::testing::Test {
     on_both(std::move(on_a), std::move(on_b));
   }
 
+  // Set in a derived fixture's constructor: both communicators link as a full mesh.
+  bool full_mesh_ = false;
   std::unique_ptr<longhaul::Master> master_;
   std::unique_ptr<longhaul::Communicator> a_;
   std::unique_ptr<longhaul::Communicator> b_;

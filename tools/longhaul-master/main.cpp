@@ -38,7 +38,7 @@ constexpr const char* kFooter =
     R"(Stop the master with Ctrl-C or SIGTERM; connected peers see it go and fail with LH_ERR_PEER_LOST.
 
 Example:
-  echo "a long random string" > secret && chmod 600 secret
+  (umask 077 && openssl rand -hex 32 > secret)    # 64 hex digits, mode 600
   longhaul-master --listen 0.0.0.0:48484 --secret-file secret)";
 
 Status write_port_file(const std::string& path, uint16_t port) {
@@ -105,7 +105,11 @@ void add_security_flags(CLI::App& app, Flags& f) {
   app.add_option("--secret-file", f.secret_file,
                  "file holding the cluster secret: every peer must prove it knows the "
                  "same secret (HMAC challenge-response) or it is refused; without this "
-                 "option anyone who can reach the port may join")
+                 "option anyone who can reach the port may join. The secret is the file's "
+                 "bytes less one final line ending (\"\\n\" or \"\\r\\n\"; nothing else is "
+                 "removed), 16 to 4096 bytes, no NUL; the file must not be accessible to its "
+                 "group or others (chmod 600). Peers read the same file with "
+                 "lh_secret_from_file, which applies these rules")
       ->type_name("PATH")
       ->group(group);
   app.add_flag("--allow-weak-secret", f.allow_weak_secret,

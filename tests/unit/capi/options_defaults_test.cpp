@@ -53,6 +53,7 @@ TEST(OptionDefaults, CommunicatorOptionsAgreeInCInitCppAndPeer) {
   EXPECT_EQ(c.node_rail, peer.rail);
   EXPECT_EQ(c.node_rails, peer.rails);
   EXPECT_EQ(c.link_upload_mbit, peer.transport.link_rate_bytes_per_s * 8 / 1'000'000);
+  EXPECT_EQ(c.min_peers, peer.min_peers);
 
   EXPECT_EQ(cpp.master_address, str(c.master_address));
   EXPECT_EQ(cpp.peer_group, c.peer_group);
@@ -74,6 +75,7 @@ TEST(OptionDefaults, CommunicatorOptionsAgreeInCInitCppAndPeer) {
   EXPECT_EQ(cpp.node_rail, c.node_rail);
   EXPECT_EQ(cpp.node_rails, c.node_rails);
   EXPECT_EQ(cpp.link_upload_mbit, c.link_upload_mbit);
+  EXPECT_EQ(cpp.min_peers, c.min_peers);
 }
 
 TEST(OptionDefaults, MasterOptionsAgreeInCInitCppAndMaster) {

@@ -26,6 +26,10 @@ bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 class GpuAllReduce : public longhaul::gpu::testing::TwoPeers {
+ public:
+  // The direct schedule needs full_mesh, also in a group of two (docs/collectives.md).
+  GpuAllReduce() { full_mesh_ = true; }
+
  protected:
   // The result both peers get when both hold their input in host memory.
   std::vector<float> host_result(const std::vector<float>& x, const std::vector<float>& y,

@@ -145,7 +145,8 @@ void define_construction(CommClass& comm) {
              std::optional<std::string> advertised_address,
              std::optional<uint32_t> state_stall_timeout_ms,
              std::optional<uint32_t> master_reconnect_timeout_ms,
-             std::optional<uint32_t> link_upload_mbit, const std::string& on_eviction) {
+             std::optional<uint32_t> link_upload_mbit, std::optional<uint32_t> min_peers,
+             const std::string& on_eviction) {
             lh_comm_options o;
             lh_comm_options_init(&o);  // node, rail and group from torchrun's environment
             o.master_address = master_address.c_str();
@@ -166,6 +167,7 @@ void define_construction(CommClass& comm) {
             set_if(o.state_stall_timeout_ms, state_stall_timeout_ms);
             set_if(o.master_reconnect_timeout_ms, master_reconnect_timeout_ms);
             set_if(o.link_upload_mbit, link_upload_mbit);
+            set_if(o.min_peers, min_peers);
             new (self) Communicator(o);
             self->set_on_eviction(on_eviction);
           },
@@ -176,7 +178,7 @@ void define_construction(CommClass& comm) {
           "io_threads"_a = nb::none(), "full_mesh"_a = nb::none(), "listen_address"_a = nb::none(),
           "advertised_address"_a = nb::none(), "state_stall_timeout_ms"_a = nb::none(),
           "master_reconnect_timeout_ms"_a = nb::none(), "link_upload_mbit"_a = nb::none(),
-          "on_eviction"_a = "raise", doc::comm_init)
+          "min_peers"_a = nb::none(), "on_eviction"_a = "raise", doc::comm_init)
       .def(
           "connect",
           [](nb::handle self) {
@@ -185,6 +187,8 @@ void define_construction(CommClass& comm) {
           },
           nb::sig("def connect(self) -> Communicator"), doc::connect)
       .def("update_topology", &Communicator::update_topology, doc::update_topology)
+      .def("wait_for_peers", &Communicator::wait_for_peers, "n"_a, "timeout"_a = nb::none(),
+           doc::wait_for_peers)
       .def("peers_pending", &Communicator::peers_pending, doc::peers_pending)
       .def("close", &Communicator::close, "reason"_a = "closed", doc::close)
       .def_prop_ro("closed", &Communicator::closed, "Whether close() ran.");

@@ -24,6 +24,7 @@ void define_gathering(nanobind::class_<Communicator>& comm);
 namespace doc {
 extern const char* const communicator;
 extern const char* const comm_init;
+extern const char* const wait_for_peers;
 extern const char* const connect;
 extern const char* const update_topology;
 extern const char* const peers_pending;

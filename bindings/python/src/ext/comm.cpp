@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +84,19 @@ void Communicator::update_topology() {
   {
     nb::gil_scoped_release unlocked;
     s = lh_comm_update_topology(c);
+  }
+  if (s != LH_OK) raise_status(s, lh_comm_last_error(c));
+}
+
+void Communicator::wait_for_peers(uint32_t n, std::optional<double> timeout) {
+  if (timeout && !(*timeout >= 0)) throw nb::value_error("timeout must be None or >= 0 seconds");
+  constexpr double kForever = 4294967295.0;  // UINT32_MAX ms: about 49 days
+  const double ms = timeout ? std::min(*timeout * 1000.0, kForever) : kForever;
+  lh_comm* c = handle();
+  lh_status s;
+  {
+    nb::gil_scoped_release unlocked;
+    s = lh_comm_wait_for_peers(c, n, static_cast<uint32_t>(ms));
   }
   if (s != LH_OK) raise_status(s, lh_comm_last_error(c));
 }

@@ -65,6 +65,8 @@ class Communicator {
   lh_comm* handle() const;
   void connect();
   void update_topology();
+  // lh_comm_wait_for_peers, the GIL released; `timeout` in seconds (None: no deadline).
+  void wait_for_peers(uint32_t n, std::optional<double> timeout);
   bool peers_pending() const;
   int64_t attribute(lh_attribute a) const;
   std::vector<uint64_t> ring() const;

@@ -21,13 +21,23 @@ const char* const comm_init =
     "master_reconnect_timeout_ms: how long a connected communicator waits for a crashed master "
     "to come back (new operations raise PeerFailure, retryable, meanwhile; see docs/protocol.md, "
     "'Master restart'). link_upload_mbit: an upload cap per data link (docs/transport.md). "
-    "ValueError for bad options.";
+    "min_peers: connect() returns only once the group has that many members (as "
+    "wait_for_peers()), within connect_timeout_ms; a group that later shrinks below it keeps "
+    "working with fewer. ValueError for bad options.";
 
 const char* const connect =
-    "Registers with the master and blocks (GIL released) until admitted; a rank of a node waits "
-    "for all its node's rails. Returns self. Raises Timeout after connect_timeout_ms (the message "
-    "names missing rails), PeerFailure when the master is unreachable, ValueError when the node "
-    "claim is refused, NodeEvicted if another rail of the node died first.";
+    "Registers with the master and blocks (GIL released) until admitted, and with min_peers until "
+    "the group has that many members; a rank of a node waits for all its node's rails. Returns "
+    "self. Raises Timeout after connect_timeout_ms (the message names missing rails, or says how "
+    "many of min_peers came: the communicator then stays connected), PeerFailure when the master "
+    "is unreachable, ValueError when the node claim is refused, NodeEvicted if another rail of "
+    "the node died first, Closed after close().";
+
+const char* const wait_for_peers =
+    "Blocks (GIL released) until the group has at least n members, admitting the peers that ask "
+    "to join meanwhile (it runs update_topology() for them, which the other members must reach "
+    "too), or raises Timeout once `timeout` seconds passed (None: no deadline); the communicator "
+    "stays usable after a Timeout. Raises Closed before connect() and after close().";
 
 const char* const update_topology =
     "The reconfiguration point: returns at once when nothing changes, else blocks (GIL released) "

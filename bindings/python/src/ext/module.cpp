@@ -76,6 +76,22 @@ NB_MODULE(_longhaul, m) {
       "level"_a,
       "Sets the process-wide log level: 'debug', 'info', 'warn', 'error' or 'off' (ValueError "
       "otherwise). Logs go to stderr.");
+  m.def(
+      "secret_from_file",
+      [](const std::string& path, bool allow_weak) {
+        std::string secret(LH_SECRET_MAX_BYTES + 1, '\0');
+        size_t length = 0;
+        check(lh_secret_from_file(path.c_str(), allow_weak ? 1 : 0, secret.data(), secret.size(),
+                                  &length));
+        secret.resize(length);
+        return secret;
+      },
+      "path"_a, "allow_weak"_a = false,
+      "The cluster secret in the file at `path`, read with longhaul-master --secret-file's rules "
+      "(lh_secret_from_file): one final '\\n' or '\\r\\n' removed, nothing else; the file "
+      "mode 600; at least 16 bytes unless allow_weak. Pass it as Communicator(secret=...). "
+      "ValueError for a file that breaks a rule (the message says how to fix it), LonghaulError "
+      "(LH_ERR_IO) when it cannot be read.");
   bind_master(m);
   bind_comm(m);
   bind_engine(m);

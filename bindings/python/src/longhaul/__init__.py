@@ -43,6 +43,7 @@ from ._longhaul import (  # noqa: E402 - after the environment is set for the li
     Timeout,
     Unsupported,
     Work,
+    secret_from_file,
     set_log_level,
     version,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "Timeout",
     "Unsupported",
     "Work",
+    "secret_from_file",
     "set_log_level",
     "version",
 ]

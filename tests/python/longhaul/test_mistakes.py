@@ -1,0 +1,74 @@
+"""What a new user gets wrong must fail loudly (issue 49), from Python: min_peers and
+wait_for_peers, secret_from_file, and Closed from unconnected, left and closed communicators."""
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import longhaul as lh
+
+
+def test_connect_with_min_peers_waits_for_the_group(master):
+    a = lh.Communicator(master.address, min_peers=2)
+    b = lh.Communicator(master.address, min_peers=2)
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (a.connect(), done.set()), daemon=True)
+    t.start()
+    assert not done.wait(0.3), "the first peer returned from connect() alone"
+    b.connect()
+    t.join(30)
+    assert done.is_set() and a.group_size == 2 and b.group_size == 2
+    a.close()
+    b.close()
+
+
+def test_min_peers_times_out_clearly_and_wait_for_peers_waits_again(master):
+    a = lh.Communicator(master.address, min_peers=2, connect_timeout_ms=300)
+    with pytest.raises(lh.Timeout, match="1 of the 2 members"):
+        a.connect()
+    x = np.ones(4, dtype=np.float32)
+    a.allreduce(x).wait(timeout=30)  # admitted: a group of one works on
+    with pytest.raises(lh.Timeout):
+        a.wait_for_peers(2, timeout=0.1)
+    b = lh.Communicator(master.address)
+    t = threading.Thread(target=b.connect, daemon=True)
+    t.start()
+    a.wait_for_peers(2, timeout=30)
+    t.join(30)
+    assert a.group_size == 2
+    a.close()
+    b.close()
+
+
+def test_an_unconnected_communicator_raises_closed_instead_of_returning_its_input(master):
+    c = lh.Communicator(master.address)
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(lh.Closed, match="not connected"):
+        c.allreduce(x)
+    with pytest.raises(lh.Closed):
+        c.barrier()
+    with pytest.raises(lh.Closed):
+        c.update_topology()
+    with pytest.raises(lh.Closed):
+        c.wait_for_peers(2, timeout=0)
+    c.close()
+    with pytest.raises(lh.Closed):
+        c.allreduce(x)
+
+
+def test_secret_from_file_reads_what_the_master_reads(tmp_path):
+    path = tmp_path / "secret"
+    hexes = "0123456789abcdef" * 4
+    path.write_text(hexes + "\n")
+    os.chmod(path, 0o600)
+    secret = lh.secret_from_file(str(path))
+    assert secret == hexes
+    with lh.Master(secret=secret) as m:
+        c = lh.Communicator(m.address, secret=secret).connect()
+        assert c.group_size == 1
+        c.close()
+    os.chmod(path, 0o644)
+    with pytest.raises(ValueError, match="chmod 600"):
+        lh.secret_from_file(str(path))
+    assert lh.secret_from_file(str(path), allow_weak=True) == hexes

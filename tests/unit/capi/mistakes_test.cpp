@@ -1,0 +1,337 @@
+// What a new user gets wrong must fail loudly (issue 49): waiting for the group (min_peers,
+// lh_comm_wait_for_peers), reading the secret file, calls on unconnected, left and destroyed
+// communicators, and the direct schedule's one rule at every group size. An in-process master
+// and communicators on loopback, ephemeral ports, through the C API as a user calls it.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <longhaul/longhaul.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct MasterDeleter {
+  void operator()(lh_master* m) const { lh_master_destroy(m); }
+};
+struct CommDeleter {
+  void operator()(lh_comm* c) const { lh_comm_destroy(c); }
+};
+using MasterPtr = std::unique_ptr<lh_master, MasterDeleter>;
+using CommPtr = std::unique_ptr<lh_comm, CommDeleter>;
+
+// A running master on loopback; `secret` may be NULL.
+MasterPtr start_master(const char* secret = nullptr) {
+  lh_master_options o;
+  lh_master_options_init(&o);
+  o.listen_address = "127.0.0.1:0";
+  o.secret = secret;
+  lh_master* m = nullptr;
+  EXPECT_EQ(lh_master_create(&o, &m), LH_OK) << lh_last_error();
+  EXPECT_EQ(lh_master_run(m), LH_OK);
+  return MasterPtr(m);
+}
+
+struct CommSettings {
+  uint32_t min_peers = 0;
+  uint32_t connect_timeout_ms = 20000;
+  bool full_mesh = false;
+  const char* secret = nullptr;
+};
+
+CommPtr make_comm(lh_master* master, const CommSettings& s = {}) {
+  uint16_t port = 0;
+  EXPECT_EQ(lh_master_port(master, &port), LH_OK);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  lh_comm_options o;
+  lh_comm_options_init(&o);
+  o.master_address = address.c_str();
+  o.listen_address = "127.0.0.1:0";
+  o.min_peers = s.min_peers;
+  o.connect_timeout_ms = s.connect_timeout_ms;
+  o.full_mesh = s.full_mesh ? 1 : 0;
+  o.secret = s.secret;
+  lh_comm* c = nullptr;
+  EXPECT_EQ(lh_comm_create(&o, &c), LH_OK) << lh_last_error();
+  return CommPtr(c);
+}
+
+int64_t group_size(lh_comm* c) {
+  int64_t n = 0;
+  EXPECT_EQ(lh_comm_get_attribute(c, LH_ATTR_GROUP_WORLD_SIZE, &n), LH_OK);
+  return n;
+}
+
+// `n` communicators with min_peers = n, connected at once: the group forms whole.
+std::vector<CommPtr> connect_group(lh_master* master, size_t n, bool full_mesh) {
+  std::vector<CommPtr> comms;
+  for (size_t i = 0; i < n; ++i)
+    comms.push_back(make_comm(master, {.min_peers = uint32_t(n), .full_mesh = full_mesh}));
+  std::vector<std::future<lh_status>> connected;
+  for (auto& c : comms)
+    connected.push_back(std::async(std::launch::async, [&c] { return lh_comm_connect(c.get()); }));
+  for (size_t i = 0; i < n; ++i)
+    EXPECT_EQ(connected[i].get(), LH_OK) << lh_comm_last_error(comms[i].get());
+  return comms;
+}
+
+// Every communicator all-reduces one float holding its index + 1 with `schedule`.
+std::vector<lh_status> allreduce_all(std::vector<CommPtr>& comms, lh_schedule schedule,
+                                     std::vector<float>* sums) {
+  lh_allreduce_options o;
+  lh_allreduce_options_init(&o);
+  o.schedule = schedule;
+  sums->assign(comms.size(), 0.0f);
+  std::vector<std::future<lh_status>> done;
+  for (size_t i = 0; i < comms.size(); ++i)
+    done.push_back(std::async(std::launch::async, [&, i] {
+      (*sums)[i] = float(i + 1);
+      return lh_allreduce(comms[i].get(), &(*sums)[i], &(*sums)[i], 1, LH_DTYPE_F32, LH_OP_SUM, &o,
+                          nullptr);
+    }));
+  std::vector<lh_status> statuses;
+  for (auto& d : done) statuses.push_back(d.get());
+  return statuses;
+}
+
+// ------------------------------------------------------------------ waiting for the group
+
+TEST(Mistakes, ConnectWithMinPeersReturnsOnlyOnceTheGroupHasThem) {
+  MasterPtr master = start_master();
+  CommPtr a = make_comm(master.get(), {.min_peers = 2});
+  CommPtr b = make_comm(master.get(), {.min_peers = 2});
+  auto a_connected = std::async(std::launch::async, [&] { return lh_comm_connect(a.get()); });
+  EXPECT_EQ(a_connected.wait_for(300ms), std::future_status::timeout)
+      << "the first peer returned from connect alone";
+  ASSERT_EQ(lh_comm_connect(b.get()), LH_OK) << lh_comm_last_error(b.get());
+  ASSERT_EQ(a_connected.get(), LH_OK) << lh_comm_last_error(a.get());
+  EXPECT_EQ(group_size(a.get()), 2);
+  EXPECT_EQ(group_size(b.get()), 2);
+}
+
+TEST(Mistakes, ConnectWithMinPeersTimesOutNamingHowManyCameAndStaysUsable) {
+  MasterPtr master = start_master();
+  CommPtr a = make_comm(master.get(), {.min_peers = 3, .connect_timeout_ms = 400});
+  EXPECT_EQ(lh_comm_connect(a.get()), LH_ERR_TIMEOUT);
+  EXPECT_NE(std::string(lh_comm_last_error(a.get())).find("1 of the 3 members min_peers"),
+            std::string::npos)
+      << lh_comm_last_error(a.get());
+  float x = 5.0f;  // admitted: a group of one still works
+  EXPECT_EQ(lh_allreduce(a.get(), &x, &x, 1, LH_DTYPE_F32, LH_OP_SUM, nullptr, nullptr), LH_OK);
+  EXPECT_EQ(x, 5.0f);
+}
+
+TEST(Mistakes, WaitForPeersAdmitsAJoinerAndTimesOutWhenNoneComes) {
+  MasterPtr master = start_master();
+  CommPtr a = make_comm(master.get());
+  CommPtr b = make_comm(master.get());
+  ASSERT_EQ(lh_comm_connect(a.get()), LH_OK);
+  EXPECT_EQ(lh_comm_wait_for_peers(a.get(), 1, 0), LH_OK);
+  EXPECT_EQ(lh_comm_wait_for_peers(a.get(), 2, 0), LH_ERR_TIMEOUT);
+  auto waited =
+      std::async(std::launch::async, [&] { return lh_comm_wait_for_peers(a.get(), 2, 20000); });
+  ASSERT_EQ(lh_comm_connect(b.get()), LH_OK) << lh_comm_last_error(b.get());
+  ASSERT_EQ(waited.get(), LH_OK) << lh_comm_last_error(a.get());
+  EXPECT_EQ(group_size(a.get()), 2);
+}
+
+// The documented rule: only the start waits; a group that shrinks below min_peers works on.
+TEST(Mistakes, AGroupThatShrinksBelowMinPeersKeepsWorkingWithFewer) {
+  MasterPtr master = start_master();
+  std::vector<CommPtr> comms = connect_group(master.get(), 2, false);
+  ASSERT_EQ(lh_comm_leave(comms[1].get(), "done"), LH_OK);
+  for (int i = 0; i < 400 && group_size(comms[0].get()) != 1; ++i) {
+    int pending = 0;
+    lh_comm_are_peers_pending(comms[0].get(), &pending);
+    if (pending) {
+      ASSERT_EQ(lh_comm_update_topology(comms[0].get()), LH_OK);
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(group_size(comms[0].get()), 1);
+  float x = 3.0f;
+  EXPECT_EQ(lh_allreduce(comms[0].get(), &x, &x, 1, LH_DTYPE_F32, LH_OP_SUM, nullptr, nullptr),
+            LH_OK);
+  EXPECT_EQ(x, 3.0f);
+  EXPECT_EQ(lh_comm_wait_for_peers(comms[0].get(), 2, 200), LH_ERR_TIMEOUT);
+}
+
+// ------------------------------------------------------------------------------- secrets
+
+std::string temp_path(const char* name) {
+  return ::testing::TempDir() + "/mistakes_" + name + "_" + std::to_string(::getpid());
+}
+
+void write_file(const std::string& path, const std::string& bytes, mode_t mode) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+}
+
+std::string read_secret(const std::string& path, int allow_weak, lh_status* status) {
+  char buffer[LH_SECRET_MAX_BYTES + 1];
+  size_t length = 0;
+  *status = lh_secret_from_file(path.c_str(), allow_weak, buffer, sizeof buffer, &length);
+  return *status == LH_OK ? std::string(buffer, length) : std::string();
+}
+
+// README: `(umask 077 && openssl rand -hex 32 > secret)`, i.e. 64 hex digits and a newline.
+TEST(Mistakes, ASecretFileWrittenAsTheReadmeSaysAuthenticatesMasterAndPeer) {
+  const std::string path = temp_path("secret");
+  const std::string hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  write_file(path, hex + "\n", 0600);
+  lh_status s;
+  const std::string secret = read_secret(path, 0, &s);
+  ASSERT_EQ(s, LH_OK) << lh_last_error();
+  EXPECT_EQ(secret, hex);
+  MasterPtr master = start_master(secret.c_str());
+  CommPtr peer = make_comm(master.get(), {.secret = secret.c_str()});
+  EXPECT_EQ(lh_comm_connect(peer.get()), LH_OK) << lh_comm_last_error(peer.get());
+  // The file's raw bytes (newline and all) are another secret: refused.
+  const std::string raw = hex + "\n";
+  CommPtr stranger = make_comm(master.get(), {.secret = raw.c_str()});
+  EXPECT_EQ(lh_comm_connect(stranger.get()), LH_ERR_AUTH);
+  std::remove(path.c_str());
+}
+
+TEST(Mistakes, TheSecretFileRulesAreOneLineEndingMode600AndSixteenBytes) {
+  const std::string path = temp_path("rules");
+  lh_status s;
+  write_file(path, "0123456789abcdef\r\n", 0600);
+  EXPECT_EQ(read_secret(path, 0, &s), "0123456789abcdef");
+  write_file(path, "0123456789abcdef\n\n", 0600);  // only one line ending goes
+  EXPECT_EQ(read_secret(path, 0, &s), "0123456789abcdef\n");
+  write_file(path, " 0123456789abcdef \n", 0600);  // spaces stay
+  EXPECT_EQ(read_secret(path, 0, &s), " 0123456789abcdef ");
+  write_file(path, "0123456789abcdef\n", 0644);
+  read_secret(path, 0, &s);
+  EXPECT_EQ(s, LH_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lh_last_error()).find("chmod 600"), std::string::npos) << lh_last_error();
+  EXPECT_EQ(read_secret(path, 1, &s), "0123456789abcdef");  // allow_weak
+  write_file(path, "short\n", 0600);
+  read_secret(path, 0, &s);
+  EXPECT_EQ(s, LH_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lh_last_error()).find("fewer than 16"), std::string::npos);
+  write_file(path, "\n", 0600);
+  read_secret(path, 1, &s);
+  EXPECT_EQ(s, LH_ERR_INVALID_ARGUMENT);  // empty even when weak is allowed
+  write_file(path, "0123456789abcdef", 0600);
+  char small[8];
+  size_t length = 0;
+  EXPECT_EQ(lh_secret_from_file(path.c_str(), 0, small, sizeof small, &length),
+            LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(length, 16u);  // how much room it needs, less the NUL
+  std::remove(path.c_str());
+  read_secret(path, 0, &s);
+  EXPECT_EQ(s, LH_ERR_IO);
+}
+
+// ----------------------------------------------- unconnected, left and destroyed handles
+
+// Every call that communicates, on `c`, each expected to return `want`.
+void expect_every_call_returns(lh_comm* c, lh_status want) {
+  float x[4] = {1, 2, 3, 4}, all[8] = {};
+  lh_op* op = nullptr;
+  EXPECT_EQ(lh_allreduce(c, x, x, 4, LH_DTYPE_F32, LH_OP_SUM, nullptr, nullptr), want);
+  EXPECT_EQ(lh_allreduce_async(c, x, x, 4, LH_DTYPE_F32, LH_OP_SUM, nullptr, &op), want);
+  EXPECT_EQ(op, nullptr);
+  EXPECT_EQ(lh_reduce_scatter(c, x, all, 4, nullptr, LH_DTYPE_F32, LH_OP_SUM, nullptr, nullptr),
+            want);
+  EXPECT_EQ(lh_allgather(c, x, 4, all, nullptr, LH_DTYPE_F32, nullptr, nullptr), want);
+  EXPECT_EQ(lh_broadcast(c, x, 4, LH_DTYPE_F32, 0, nullptr, nullptr), want);
+  EXPECT_EQ(lh_barrier(c, nullptr, nullptr), want);
+  const void* sends[] = {x};
+  void* recvs[] = {x};
+  const size_t counts[] = {4};
+  EXPECT_EQ(lh_allreduce_batch(c, sends, recvs, counts, 1, LH_DTYPE_F32, LH_OP_SUM, nullptr, 1),
+            want);
+  EXPECT_EQ(lh_comm_update_topology(c), want);
+  EXPECT_EQ(lh_comm_wait_for_peers(c, 2, 0), want);
+  lh_state* state = nullptr;
+  ASSERT_EQ(lh_state_create(&state), LH_OK);
+  ASSERT_EQ(lh_state_add_tensor(state, "x", x, 4, LH_DTYPE_F32), LH_OK);
+  EXPECT_EQ(lh_sync_state(c, state, LH_SYNC_ENFORCE_POPULAR, nullptr), want);
+  lh_state_destroy(state);
+  lh_param_range range{x, 4, LH_DTYPE_F32};
+  lh_sync_engine_options eo;
+  lh_sync_engine_options_init(&eo);
+  eo.ranges = &range;
+  eo.range_count = 1;
+  lh_sync_engine* engine = nullptr;
+  EXPECT_EQ(lh_sync_engine_start(c, &eo, &engine), want);
+  EXPECT_EQ(engine, nullptr);
+  EXPECT_EQ(x[0], 1.0f);  // nothing was written
+  EXPECT_EQ(all[0], 0.0f);
+}
+
+TEST(Mistakes, AnUnconnectedCommunicatorRefusesEveryCallWithClosed) {
+  MasterPtr master = start_master();
+  CommPtr c = make_comm(master.get());
+  expect_every_call_returns(c.get(), LH_ERR_CLOSED);
+  EXPECT_NE(std::string(lh_comm_last_error(c.get())).find("not connected"), std::string::npos);
+  EXPECT_EQ(group_size(c.get()), 0);  // the queries still answer
+}
+
+TEST(Mistakes, ALeftCommunicatorRefusesEveryCallWithClosed) {
+  MasterPtr master = start_master();
+  CommPtr c = make_comm(master.get());
+  ASSERT_EQ(lh_comm_connect(c.get()), LH_OK);
+  ASSERT_EQ(lh_comm_leave(c.get(), "done"), LH_OK);
+  expect_every_call_returns(c.get(), LH_ERR_CLOSED);
+  EXPECT_NE(std::string(lh_comm_last_error(c.get())).find("left"), std::string::npos);
+  EXPECT_EQ(lh_comm_connect(c.get()), LH_ERR_CLOSED);
+  EXPECT_EQ(lh_comm_leave(c.get(), "again"), LH_OK);
+}
+
+TEST(Mistakes, ACallAfterDestroyIsReportedAsClosedNotUndefined) {
+  MasterPtr master = start_master();
+  lh_comm* c = make_comm(master.get()).release();
+  ASSERT_EQ(lh_comm_connect(c), LH_OK);
+  lh_comm_destroy(c);
+  expect_every_call_returns(c, LH_ERR_CLOSED);
+  EXPECT_NE(std::string(lh_last_error()).find("was destroyed"), std::string::npos)
+      << lh_last_error();
+  int64_t v = 0;
+  EXPECT_EQ(lh_comm_get_attribute(c, LH_ATTR_RANK, &v), LH_ERR_CLOSED);
+  EXPECT_EQ(lh_comm_connect(c), LH_ERR_CLOSED);
+  EXPECT_EQ(lh_comm_leave(c, nullptr), LH_ERR_CLOSED);
+  EXPECT_NE(std::string(lh_comm_last_error(c)).find("destroyed"), std::string::npos);
+  lh_comm_destroy(c);  // twice: ignored
+}
+
+// ------------------------------------------------------- the direct schedule at every size
+
+TEST(Mistakes, TheDirectScheduleWithoutFullMeshIsRefusedAtTwoPeersAsAtFour) {
+  for (size_t n : {2u, 4u}) {
+    MasterPtr master = start_master();
+    std::vector<CommPtr> comms = connect_group(master.get(), n, /*full_mesh=*/false);
+    std::vector<float> sums;
+    for (lh_status s : allreduce_all(comms, LH_SCHEDULE_DIRECT, &sums))
+      EXPECT_EQ(s, LH_ERR_UNSUPPORTED) << "N = " << n;
+    EXPECT_NE(std::string(lh_comm_last_error(comms[0].get())).find("full_mesh"), std::string::npos);
+    for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
+    EXPECT_EQ(sums[0], float(n * (n + 1) / 2));
+  }
+}
+
+TEST(Mistakes, TheDirectScheduleWithFullMeshRunsAtTwoPeersAsAtFour) {
+  for (size_t n : {2u, 4u}) {
+    MasterPtr master = start_master();
+    std::vector<CommPtr> comms = connect_group(master.get(), n, /*full_mesh=*/true);
+    std::vector<float> sums;
+    for (lh_status s : allreduce_all(comms, LH_SCHEDULE_DIRECT, &sums))
+      EXPECT_EQ(s, LH_OK) << "N = " << n;
+    for (float sum : sums) EXPECT_EQ(sum, float(n * (n + 1) / 2));
+  }
+}
+
+}  // namespace
