@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -22,8 +23,10 @@
 #include "quant/error_report.hpp"
 #include "quant/half.hpp"
 #include "quant/reduce.hpp"
+#include "quant/sparse_codec.hpp"
 
 namespace lq = longhaul::quant;
+namespace ls = longhaul::quant::sparse;
 
 namespace {
 
@@ -195,8 +198,69 @@ void BM_WidenedSum16(benchmark::State& state) {
   report(state, n);
 }
 
-constexpr std::int64_t kSmall = 1 << 18;  // 1 MiB of f32: a pipelined chunk, cache-resident
-constexpr std::int64_t kLarge = 1 << 22;  // 16 MiB of f32: streams from L3/DRAM
+// The sparse codec (issue 48) at its defaults (chunk 4096, top 64, decay 0.95) on N(0, 1) data,
+// where every chunk sends 64 entries (the most work and the most bytes). Encode carries the
+// residual from one iteration to the next, as a peer does from round to round.
+void BM_SparseEncode(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<float> x = lq::gaussian_with_outliers(n, 0, 0, 7);
+  std::vector<float> residual(n, 0.0f);
+  std::vector<std::byte> out(*ls::max_encoded_size(n, ls::Params{}));
+  for (auto _ : state) {
+    if (!ls::encode_with_error_feedback(x, residual, out, ls::Params{}).is_ok())
+      state.SkipWithError("encode failed");
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+// Sink 0: decode (stores every element); 1: decode_accumulate (adds the sent ones).
+void BM_SparseDecode(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<float> x = lq::gaussian_with_outliers(n, 0, 0, 7);
+  std::vector<float> residual(n, 0.0f);
+  std::vector<std::byte> enc(*ls::max_encoded_size(n, ls::Params{}));
+  longhaul::Result<std::size_t> bytes = ls::encode_with_error_feedback(x, residual, enc, {});
+  if (!bytes.is_ok()) state.SkipWithError("encode failed");
+  enc.resize(bytes.is_ok() ? *bytes : 0);
+  std::vector<float> out(n, 0.0f);
+  state.SetLabel(state.range(1) == 0 ? "decode" : "decode_accumulate");
+  for (auto _ : state) {
+    const longhaul::Status s =
+        state.range(1) == 0 ? ls::decode(enc, out) : ls::decode_accumulate(enc, out);
+    if (!s.is_ok()) state.SkipWithError("decode failed");
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+// The share of a training step spent encoding the benchmark's DiLoCo fragment (1,058,400 f32,
+// bench/e2e/diloco), whose steps take 0.1-0.3 s on the 2-vCPU VM; and the codec ratio.
+void print_sparse_summary() {
+  constexpr std::size_t kFragment = 1058400;
+  const std::vector<float> x = lq::gaussian_with_outliers(kFragment, 0, 0, 7);
+  std::vector<float> residual(kFragment, 0.0f);
+  std::vector<std::byte> out(*ls::max_encoded_size(kFragment, ls::Params{}));
+  double best = 1e9;
+  std::size_t bytes = 0;
+  for (int round = 0; round < 20; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    longhaul::Result<std::size_t> r = ls::encode_with_error_feedback(x, residual, out, {});
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    if (!r.is_ok()) return;
+    bytes = *r;
+    best = std::min(best, took.count());
+  }
+  std::printf(
+      "sparse (chunk 4096, k 64): fragment of %zu f32 encodes in %.2f ms (best of 20) = %.2f%% of "
+      "a 0.1 s step, %.2f%% of 0.3 s; sparse_codec_ratio %.2f (%zu bytes)\n",
+      kFragment, best * 1e3, best / 0.1 * 100, best / 0.3 * 100,
+      static_cast<double>(kFragment * sizeof(float)) / static_cast<double>(bytes), bytes);
+}
+
+constexpr std::int64_t kSmall = 1 << 18;   // 1 MiB of f32: a pipelined chunk, cache-resident
+constexpr std::int64_t kLarge = 1 << 22;   // 16 MiB of f32: streams from L3/DRAM
+constexpr std::int64_t kSparse = 1 << 20;  // 1M f32, the sparse codec's benchmark size
 
 void codec_args(benchmark::internal::Benchmark* b) {
   for (const std::int64_t n : {kSmall, kLarge}) {
@@ -206,7 +270,7 @@ void codec_args(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-BENCHMARK(BM_Memcpy)->Arg(kSmall)->Arg(kLarge);
+BENCHMARK(BM_Memcpy)->Arg(kSmall)->Arg(kLarge)->Arg(kSparse);
 BENCHMARK(BM_Encode)->Apply(codec_args);
 BENCHMARK(BM_Decode)->Apply(codec_args);
 BENCHMARK(BM_DecodeAccumulate)->Apply(codec_args);
@@ -214,6 +278,8 @@ BENCHMARK(BM_EncodeErrorFeedback)
     ->Args({static_cast<int>(lq::Codec::kU8), kSmall})
     ->Args({static_cast<int>(lq::Codec::kU4), kSmall})
     ->Args({static_cast<int>(lq::Codec::kE3M0), kSmall});
+BENCHMARK(BM_SparseEncode)->Arg(kSparse);
+BENCHMARK(BM_SparseDecode)->Args({kSparse, 0})->Args({kSparse, 1});
 BENCHMARK(BM_Reduce)->Apply([](benchmark::internal::Benchmark* b) {
   const int sum = static_cast<int>(lq::ReduceOp::kSum), max = static_cast<int>(lq::ReduceOp::kMax);
   for (const lq::DType t : {lq::DType::kF32, lq::DType::kBF16, lq::DType::kF16, lq::DType::kI32})
@@ -238,6 +304,7 @@ int main(int argc, char** argv) {
         lq::kDefaultBlock, r->u8_blockwise, r->u4_blockwise, r->e3m0_blockwise, r->u8_chunk,
         r->ratio);
   }
+  print_sparse_summary();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
