@@ -57,6 +57,19 @@ def eager_own_copy(eta, lr, mu, peers, rounds):
     return x
 
 
+def eager_own_estimate(eta, lr, mu, peers, rounds):
+    """The engine's eager since 2026-11-29: each peer restarts from a tentative Nesterov step of
+    the shared state with its own fresh pseudo-gradient; the shared state takes the mean one round
+    late. With every peer alike the estimate is the mean, so the restart point is DiLoCo's x."""
+    x, b, start = 1.0, 0.0, 1.0
+    for k in range(rounds):
+        fresh = eta * start  # this round's progress from where it started
+        b_tentative = fresh if k == 0 else mu * b + fresh
+        start = x - lr * (fresh + mu * b_tentative)
+        x, b = nesterov(x, b, fresh, lr, mu, k == 0)  # the mean, one round later
+    return start
+
+
 def co2(eta, lr, mu, peers, rounds, gap_penalty=1.0):
     x, m, pending = 1.0, 0.0, None
     for _ in range(rounds):
@@ -78,6 +91,7 @@ def main():
     for lr in (0.7, 0.35):
         rows += [("eager, first-order restart", eager_first_order, lr, 0.9),
                  ("eager, own outer copy", eager_own_copy, lr, 0.9)]
+    rows += [("eager, own estimate (engine)", eager_own_estimate, 0.7, 0.9)]
     rows += [("CO2 (lambda 1)", co2, 1.0, 0.2)]
     print(f"{'method':32} {'lr':>5} {'mu':>4}  largest |x| after {args.rounds} rounds, eta in (0, 1]")
     for name, f, lr, mu in rows:

@@ -924,10 +924,12 @@ typedef struct lh_fragment_piece {
  * LH_OUTER_CO2: CO2 (Sun et al., ICLR 2024): each round's average is applied one round later
  *   (the all-reduce overlaps a whole round), heavy-ball momentum with the staleness gap penalty
  *   and momentum clipping; every peer restarts its round from the global parameters.
- * LH_OUTER_EAGER: eager updates (Kale et al., 2025): the delayed average as with CO2 but with
- *   Nesterov, and each peer restarts from its own outer copy, which takes its own fresh
- *   pseudo-gradient in place of its stale one (θ_g stays shared; each peer keeps three vectors
- *   of its own, docs/training.md). CO2 and eager need fragments = 1 and delay = 0. */
+ * LH_OUTER_EAGER: eager updates (after Kale et al., 2025): each round's average is applied one
+ *   round later with DiLoCo's Nesterov step, and each peer restarts its next round at once from a
+ *   tentative Nesterov step of the shared state with its own fresh pseudo-gradient standing in
+ *   for the average; the peers' restart points average to DiLoCo's θ_g, which the group
+ *   publishes one round late (each peer keeps one vector of its own, docs/training.md). CO2 and
+ *   eager need fragments = 1 and delay = 0. */
 typedef enum lh_outer_method {
   LH_OUTER_DILOCO = 0,
   LH_OUTER_CO2 = 1,
@@ -953,8 +955,7 @@ typedef struct lh_sync_engine_options {
    * H, and at most H / F when F > 1. Default 0. */
   uint32_t delay;
   lh_outer_method method; /* default LH_OUTER_DILOCO */
-  /* DiLoCo and eager; default 0.7. Eager's one-round delay wants about half: 0.35 (0.7 diverged
-   * in our measurements, docs/training.md "Second attempt at eager"). */
+  /* DiLoCo and eager; default 0.7. */
   float outer_lr;
   float outer_momentum; /* Nesterov momentum; default 0.9 */
   /* alpha of the merge local <- alpha * local + (1 - alpha) * global, in [0, 1); default 0. */

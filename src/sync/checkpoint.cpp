@@ -13,7 +13,7 @@ namespace longhaul::sync {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'H', 'S', 'Y', 'N', 'C', '0', '1'};
-constexpr uint32_t kVersion = 2;  // 2: eager keeps its outer deviation
+constexpr uint32_t kVersion = 3;  // 2: eager keeps its outer deviation; 3: its restart point only
 
 class Writer {
  public:
@@ -156,9 +156,15 @@ Result<EngineCheckpoint> read_checkpoint(const std::string& path) {
   std::vector<char> body(bytes.begin() + sizeof kMagic, bytes.end());
   Reader r(body);
   uint32_t version = 0;
-  if (!r.get(&version) || version != kVersion) return bad("unknown version");
+  if (!r.get(&version) || (version != kVersion && version != 2)) return bad("unknown version");
   EngineCheckpoint c;
   if (!get_state(r, &c) || !r.at_end()) return bad("malformed contents");
+  // Version 2 differs only in eager's own state (three vectors then, one now): the other methods'
+  // files read the same.
+  if (version == 2 && !c.eager_state.empty())
+    return bad(
+        "an eager checkpoint of version 2 (before eager's restart rule changed): resume "
+        "eager from a checkpoint written by this version");
   return c;
 }
 

@@ -1,8 +1,8 @@
 // The engine's part of a training checkpoint: what a peer needs, beside the trainer's own
 // checkpoint, to continue exactly where it stopped: the shared state (θ_g, the outer state, the
-// counters), this peer's own state (when each fragment was last merged, eager's own outer state)
-// and the round in flight, settled with the group before it is written (its sum, the masks and the
-// group's decision), so that it is applied at its scheduled step after the resume.
+// counters), this peer's own state (when each fragment was last merged, where eager's round
+// started) and the round in flight, settled with the group before it is written (its sum, the masks
+// and the group's decision), so that it is applied at its scheduled step after the resume.
 //
 // File layout (little-endian): "LHSYNC01", u32 version, the configuration tag (u32 length,
 // bytes), then the sections below as u64 counts and raw values, then the XXH64 (seed 0) of every
@@ -22,7 +22,7 @@ struct EngineCheckpoint {
   std::vector<uint64_t> counters;
   std::vector<std::vector<float>> theta_g, momentum;  // by fragment
   std::vector<uint64_t> last_reset;                   // by fragment
-  // eager: this peer's previous Δ, its outer deviation and that deviation's momentum (3 × P)
+  // eager: where this peer's round started, as its deviation from θ_g (P values)
   std::vector<float> eager_state;
   int32_t staged_code = 0;
   bool staged_finite = true;

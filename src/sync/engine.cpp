@@ -52,8 +52,9 @@ SyncEngine::SyncEngine(const EngineServices& services, EngineOptions options, La
       staging_(layout_.largest_fragment(), 0.0f),
       last_reset_(layout_.fragments(), 0),
       traffic_at_start_(collectives_.traffic()) {
-  if (options_.method == Method::kEager) eager_state_.assign(3 * layout_.fragment_size(0), 0.0f);
-  stats_.memory_bytes = state_.bytes() + (staging_.size() + eager_state_.size()) * sizeof(float) +
+  if (options_.method == Method::kEager) eager_deviation_.assign(layout_.fragment_size(0), 0.0f);
+  stats_.memory_bytes = state_.bytes() +
+                        (staging_.size() + eager_deviation_.size()) * sizeof(float) +
                         layout_.mirror_bytes();
 }
 

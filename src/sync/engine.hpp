@@ -153,8 +153,6 @@ class SyncEngine {
   void log_round(const Round& round, std::string_view what);
   Status apply_diloco(uint32_t f, std::span<const float> average);
   Status apply_delayed(uint32_t f, std::span<const float> average, bool restart);
-  // Part 0, 1 or 2 of eager_state_ (previous Δ, deviation, its momentum); empty for other methods.
-  std::span<float> eager_part(size_t part, size_t size);
   void record(const RoundReport& report) EXCLUDES(stats_mu_);
 
   bool delayed() const { return options_.method != Method::kDiLoCo; }
@@ -169,9 +167,9 @@ class SyncEngine {
   const FragmentSchedule schedule_;
   SharedState state_;
   std::vector<float> staging_;  // the pseudo-gradient in flight (largest fragment)
-  // eager: this peer's previous Δ, its outer deviation e and e's momentum, each over the fragment
-  // (outer_rules.hpp), one after the other.
-  std::vector<float> eager_state_;
+  // eager: where this peer's round started, as its deviation from θ_g (e = r − θ_g, over the
+  // fragment; 0 for a joiner and at the start: its round starts at θ_g).
+  std::vector<float> eager_deviation_;
   std::vector<uint64_t> last_reset_;  // per fragment: the step θ_local was last set from θ_g
   // An applied round said a member saw a change pending: re-form at the next admission point.
   // Not in checkpoints: a group resumes from checkpoints of one step, all without it.

@@ -26,7 +26,7 @@ EngineCheckpoint SyncEngine::snapshot() const {
     c.momentum.emplace_back(state.momentum(f).begin(), state.momentum(f).end());
   }
   c.last_reset = last_reset_;
-  c.eager_state = eager_state_;
+  c.eager_state = eager_deviation_;
   c.staged_code = static_cast<int32_t>(staged_code_);
   c.staged_finite = staged_finite_;
   // The staging buffer holds the delayed methods' next Δ even with no round in flight.
@@ -54,13 +54,13 @@ Status SyncEngine::restore(const EngineCheckpoint& c) {
   if (c.config != config)
     return mismatch(fmt::format("configured as {}, this engine as {}", c.config, config));
   if (c.counters.size() != 1 + layout_.fragments() || c.last_reset.size() != layout_.fragments() ||
-      c.eager_state.size() != eager_state_.size() || c.staging.size() != staging_.size() ||
+      c.eager_state.size() != eager_deviation_.size() || c.staging.size() != staging_.size() ||
       (c.in_flight && c.fragment >= layout_.fragments()))
     return mismatch(fmt::format(
         "its sizes differ (counters {}, resets {}, eager state {}, staging {}; this engine's "
         "{}, {}, {}, {})",
         c.counters.size(), c.last_reset.size(), c.eager_state.size(), c.staging.size(),
-        1 + layout_.fragments(), layout_.fragments(), eager_state_.size(), staging_.size()));
+        1 + layout_.fragments(), layout_.fragments(), eager_deviation_.size(), staging_.size()));
   state_.step() = c.counters[0];
   for (size_t f = 0; f < layout_.fragments(); ++f) {
     state_.rounds(f) = c.counters[1 + f];
@@ -68,7 +68,7 @@ Status SyncEngine::restore(const EngineCheckpoint& c) {
     std::copy(c.momentum[f].begin(), c.momentum[f].end(), state_.momentum(f).begin());
   }
   last_reset_ = c.last_reset;
-  eager_state_ = c.eager_state;
+  eager_deviation_ = c.eager_state;
   staged_code_ = static_cast<Contribution>(c.staged_code);
   staged_finite_ = c.staged_finite;
   std::copy(c.staging.begin(), c.staging.end(), staging_.begin());

@@ -228,16 +228,12 @@ Status SyncEngine::apply_diloco(uint32_t f, std::span<const float> average) {
   return Status::ok();
 }
 
-std::span<float> SyncEngine::eager_part(size_t part, size_t size) {
-  if (eager_state_.empty()) return {};
-  return std::span(eager_state_).subspan(part * size, size);
-}
-
 // CO2 and eager at a launch step, in one pass over the fragment: take the delayed round's
 // average into the shared state (when it was applied), form this round's pseudo-gradient into the
-// staging buffer, and restart the local parameters (CO2: from θ_g; eager: from this peer's own
-// outer copy θ_g + e, e advanced by its fresh pseudo-gradient in place of its stale one).
-// `restart` false (close): only the shared update and θ_local ← θ_g.
+// staging buffer against where this peer's round started, and restart the local parameters (CO2:
+// from θ_g; eager: from its tentative step with this peer's fresh pseudo-gradient, kept as the
+// deviation e = r − θ_g so that the next round's start is θ_g + e). `restart` false (close): only
+// the shared update and θ_local ← θ_g.
 Status SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, bool restart) {
   const bool update = !average.empty();
   const bool first = state_.rounds(f) == 0;
@@ -245,11 +241,7 @@ Status SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, boo
   const auto theta = state_.theta_g(f);
   const auto momentum = state_.momentum(f);
   const bool eager = options_.method == Method::kEager;
-  const size_t size = theta.size();
-  const std::span<float> previous = eager_part(0, size), deviation = eager_part(1, size),
-                         own_momentum = eager_part(2, size);
-  // Eager's estimate of the mean takes this peer's share as 1/N of it.
-  const float share = 1.0f / static_cast<float>(std::max<size_t>(1, collectives_.ring_view().size));
+  const std::span<float> deviation(eager_deviation_);
   std::atomic<bool> finite{true};
   LH_RETURN_IF_ERROR(layout_.update(
       f,
@@ -258,7 +250,7 @@ Status SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, boo
         for (size_t j = 0; j < local.size(); ++j) {
           const size_t i = position + j;
           const float g = update ? average[i] : 0.0f;  // read before staging_[i] is overwritten
-          // The peer's outer gradient against the outer copy its round started from.
+          // The peer's outer gradient against where its round started.
           float fresh = (eager ? theta[i] + deviation[i] : theta[i]) - local[j];
           if (!std::isfinite(fresh)) {
             ok = false;
@@ -271,8 +263,9 @@ Status SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, boo
           local[j] = theta[i];
           if (!restart) continue;
           if (eager) {
-            eager_own_element(previous[i], deviation[i], own_momentum[i], fresh, share,
-                              options_.nesterov);
+            const float start = eager_restart_element(theta[i], momentum[i], fresh,
+                                                      options_.nesterov, first && !update);
+            deviation[i] = start - theta[i];
             local[j] = theta[i] + deviation[i];
           }
           staging_[i] = fresh;
@@ -287,7 +280,7 @@ Status SyncEngine::apply_delayed(uint32_t f, std::span<const float> average, boo
                  : !finite.load() ? Contribution::kNonFinite
                                   : Contribution::kCounted;
   if (staged_code_ != Contribution::kCounted)
-    std::fill(staging_.begin(), staging_.begin() + static_cast<std::ptrdiff_t>(size), 0.0f);
+    std::fill(staging_.begin(), staging_.begin() + static_cast<std::ptrdiff_t>(theta.size()), 0.0f);
   return Status::ok();
 }
 

@@ -46,20 +46,17 @@ inline void co2_element(float& theta, float& m, float g, const Co2Params& p) {
 void co2_step(std::span<float> theta, std::span<float> m, std::span<const float> g,
               const Co2Params& p);
 
-// Eager's own part (Kale et al. 2025, Algorithm 3). Each worker's outer copy θ_m runs Nesterov on
-//   Δ̂_m(k) = Δ̄(k−1) + (Δ_m(k) − Δ_m(k−1)) / N
-// (the others' delayed mean with this peer's own share taken fresh). Nesterov is linear in its
-// gradients, so θ_m = θ_g + e_m exactly: θ_g, driven by the delayed means, is the shared state
-// (bit-identical everywhere), and the deviation e_m, driven by d = (Δ_m(k) − Δ_m(k−1)) / N with
-// its own momentum c (both start at 0), is this peer's:
-//   c ← μ·c + d;   e ← e − lr·(d + μ·c)
-inline void eager_own_element(float& previous, float& deviation, float& momentum, float fresh,
-                              float share, const NesterovParams& p) {
-  const float d = (fresh - previous) * share;
-  const float c = p.momentum * momentum + d;
-  momentum = c;
-  deviation = deviation - p.lr * (d + p.momentum * c);
-  previous = fresh;
+// Eager's restart point (docs/training.md, "Eager updates"): the round's mean is not known yet,
+// so each peer restarts from a tentative Nesterov step of the shared state (θ_g, b) with its own
+// fresh pseudo-gradient g_m standing in for the mean:
+//   b' = first ? g_m : μ·b + g_m;   r = θ − lr·(g_m + μ·b')
+// The step is linear in g, so the mean of the peers' restart points is the θ_g the round's mean
+// gives once it arrives, one round later: DiLoCo's, bit for bit in exact arithmetic. Returns r;
+// the shared state is not changed.
+inline float eager_restart_element(float theta, float buffer, float fresh, const NesterovParams& p,
+                                   bool first) {
+  const float b = first ? fresh : p.momentum * buffer + fresh;
+  return theta - p.lr * (fresh + p.momentum * b);
 }
 
 // θ_local ← α·θ_local + (1 − α)·θ_g (α = 0: θ_g, copied bit for bit).

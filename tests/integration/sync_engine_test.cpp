@@ -282,7 +282,7 @@ TEST_F(SyncEngineTest, CO2AndEagerEndBitIdenticalWithinTheirMemoryBound) {
       EXPECT_EQ(f.hash, finals[0].hash);
       EXPECT_EQ(f.global, finals[0].global);
       EXPECT_EQ(f.applied, run.steps / run.sync_every);  // the last one settled by close()
-      EXPECT_EQ(f.memory, 2 * 4 * kDim + 8 * 2 + 1 + 4 * kDim + (eager ? 3 * 4 * kDim : 0));
+      EXPECT_EQ(f.memory, 2 * 4 * kDim + 8 * 2 + 1 + 4 * kDim + (eager ? 4 * kDim : 0));
     }
   }
 }

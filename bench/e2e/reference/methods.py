@@ -33,6 +33,10 @@ class Spec:
     mix: float = 0.0        # merge alpha
     gap_penalty: float = 1.0
     clip: float = 0.0
+    # eager's estimate of the round's mean: "own" (this peer's fresh pseudo-gradient, the engine's
+    # rule) or "paper" (the others' delayed mean with its own share fresh: the engine's rule
+    # until 2026-11-29, kept to measure the two side by side)
+    estimate: str = "own"
 
     @property
     def delayed(self):
@@ -115,10 +119,32 @@ class OuterLoop:
         for x in locals_:
             x[i] = theta if self.s.mix == 0.0 else (a * x[i]) + ((1 - a) * theta)
 
+    def _eager_own_round(self, locals_, restart):
+        """Eager (docs/training.md): the shared state is DiLoCo's, one round late; each peer
+        restarts from a tentative Nesterov step of the shared state with its own Δ_m(k) standing
+        in for the mean, kept as its deviation e = r − θ_g."""
+        if not hasattr(self, "start"):
+            self.start = [self.theta_g.clone() for _ in locals_]
+        fresh = [self.start[m] - locals_[m] for m in range(len(locals_))]
+        if self.delayed_deltas is not None:
+            outer.nesterov(self.theta_g, self.buf, outer.mean_of(self.delayed_deltas), self.s.lr,
+                           self.s.mu, self.rounds[0] == 0)
+            self.rounds[0] += 1
+        for m, x in enumerate(locals_):
+            x.copy_(self.theta_g)
+            if restart:
+                r, buf = self.theta_g.clone(), self.buf.clone()
+                outer.nesterov(r, buf, fresh[m], self.s.lr, self.s.mu, self.rounds[0] == 0)
+                x.copy_(self.theta_g + (r - self.theta_g))  # e = r − θ_g; θ_local = θ_g + e
+                self.start[m] = x.clone()
+        self.delayed_deltas = fresh if restart else None
+
     def _delayed_round(self, locals_, restart):
         """CO2 / eager at a launch step: the delayed average into the shared state, this round's
         pseudo-gradients against where each replica's round started, and the restart."""
         eager = self.s.kind == "eager"
+        if eager and self.s.estimate == "own":
+            return self._eager_own_round(locals_, restart)
         starts = [self.theta_g + self.dev[m] if eager else self.theta_g.clone()
                   for m in range(len(locals_))]
         fresh = [starts[m] - locals_[m] for m in range(len(locals_))]

@@ -63,6 +63,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--H", type=int, default=50)
     ap.add_argument("--outer-lr", type=float)
+    ap.add_argument("--estimate", choices=["paper", "own"], help="eager's estimate of the mean")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--val-every", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
@@ -73,7 +74,8 @@ def main():
     cfg = model.Config(layers=a.layers, channels=a.channels, batch=a.batch, steps=a.steps,
                        warmup=a.warmup, seed=a.seed, threads=a.threads)
     r = run(a.key, cfg, corpus.Corpus(a.data), a.H, a.outer_lr, a.val_every,
-            log=lambda m: print(m, file=sys.stderr, flush=True))
+            log=lambda m: print(m, file=sys.stderr, flush=True),
+            spec_extra={"estimate": a.estimate} if a.estimate else None)
     print(json.dumps(r))
 
 

@@ -24,9 +24,7 @@ void OUTER_RULES_ISA_FN(const OuterRulesCase& c, const OuterRulesArrays& a) {
   const std::size_t n = a.n;
   float* theta = a.theta;
   float* momentum = a.momentum;
-  float* previous = a.previous;
   float* deviation = a.deviation;
-  float* own_momentum = a.own_momentum;
   float* local = a.local;
   float* staged = a.staged;
   const float* average = a.average;
@@ -39,8 +37,9 @@ void OUTER_RULES_ISA_FN(const OuterRulesCase& c, const OuterRulesArrays& a) {
       rules::nesterov_element(theta[i], momentum[i], average[i], nesterov, c.first);
     local[i] = theta[i];
     if (c.eager) {
-      rules::eager_own_element(previous[i], deviation[i], own_momentum[i], fresh, c.share,
-                               nesterov);
+      const float start =
+          rules::eager_restart_element(theta[i], momentum[i], fresh, nesterov, /*first=*/false);
+      deviation[i] = start - theta[i];
       local[i] = theta[i] + deviation[i];
     }
     staged[i] = fresh;

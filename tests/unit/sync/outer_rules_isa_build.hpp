@@ -13,7 +13,6 @@ struct OuterRulesCase {
   float momentum = 0.9f;
   float gap_penalty = 1.0f;
   float clip = 0.0f;
-  float share = 0.25f;
   bool co2 = false;
   bool eager = false;
   bool first = false;
@@ -21,7 +20,7 @@ struct OuterRulesCase {
 
 // Everything a round reads and writes, per element.
 struct OuterRulesState {
-  std::vector<float> theta, momentum, previous, deviation, own_momentum, local, staged;
+  std::vector<float> theta, momentum, deviation, local, staged;
 };
 
 // What one build reads: plain pointers, so that the per-ISA files instantiate nothing of
@@ -29,7 +28,7 @@ struct OuterRulesState {
 struct OuterRulesArrays {
   std::size_t n;
   const float* average;
-  float *theta, *momentum, *previous, *deviation, *own_momentum, *local, *staged;
+  float *theta, *momentum, *deviation, *local, *staged;
 };
 
 void apply_outer_rules_scalar(const OuterRulesCase& c, const OuterRulesArrays& a);
@@ -37,9 +36,8 @@ void apply_outer_rules_avx2(const OuterRulesCase& c, const OuterRulesArrays& a);
 void apply_outer_rules_avx512(const OuterRulesCase& c, const OuterRulesArrays& a);
 
 inline OuterRulesArrays arrays_of(const OuterRulesCase& c, OuterRulesState& s) {
-  return {s.theta.size(),        c.average.data(),  s.theta.data(),
-          s.momentum.data(),     s.previous.data(), s.deviation.data(),
-          s.own_momentum.data(), s.local.data(),    s.staged.data()};
+  return {s.theta.size(),     c.average.data(), s.theta.data(), s.momentum.data(),
+          s.deviation.data(), s.local.data(),   s.staged.data()};
 }
 
 }  // namespace longhaul::sync::test

@@ -60,9 +60,7 @@ OuterRulesState initial_state(std::size_t n, std::uint64_t seed) {
   OuterRulesState s;
   s.theta = values(n, rng, 1.0f);
   s.momentum = values(n, rng, 0.01f);
-  s.previous = values(n, rng, 0.01f);
   s.deviation = values(n, rng, 0.001f);
-  s.own_momentum = values(n, rng, 0.001f);
   s.local = values(n, rng, 1.0f);
   s.staged.assign(n, 0.0f);
   return s;
@@ -75,9 +73,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 void expect_same(const OuterRulesState& got, const OuterRulesState& want, const std::string& what) {
   EXPECT_TRUE(same_bits(got.theta, want.theta)) << what << ": theta";
   EXPECT_TRUE(same_bits(got.momentum, want.momentum)) << what << ": momentum";
-  EXPECT_TRUE(same_bits(got.previous, want.previous)) << what << ": previous";
   EXPECT_TRUE(same_bits(got.deviation, want.deviation)) << what << ": deviation";
-  EXPECT_TRUE(same_bits(got.own_momentum, want.own_momentum)) << what << ": own momentum";
   EXPECT_TRUE(same_bits(got.local, want.local)) << what << ": local";
   EXPECT_TRUE(same_bits(got.staged, want.staged)) << what << ": staged";
 }

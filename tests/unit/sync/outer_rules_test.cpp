@@ -82,41 +82,39 @@ TEST(OuterRules, Co2IsHeavyBallWithTheGapPenaltyAndElementwiseClipping) {
   EXPECT_EQ(m[0], 5.0f);  // no clip: 0.2·0 + 10/2
 }
 
-TEST(OuterRules, EagerOwnElementIsItsEquationBitForBit) {
+TEST(OuterRules, EagerRestartElementIsItsEquationBitForBit) {
   const NesterovParams p{0.7f, 0.9f};
-  const auto fresh = random(1000, 3, 0.01f), previous = random(1000, 4, 0.01f),
-             deviation = random(1000, 5, 0.01f), momentum = random(1000, 6, 0.01f);
-  const float share = 1.0f / 3.0f;
+  const auto theta = random(1000, 3, 1.0f), buffer = random(1000, 4, 0.01f),
+             fresh = random(1000, 5, 0.01f);
   for (size_t i = 0; i < fresh.size(); ++i) {
-    const float d = (fresh[i] - previous[i]) * share;            // (Δ_m(k) − Δ_m(k−1)) / N
-    const float c = p.momentum * momentum[i] + d;                // c ← μ·c + d
-    const float e = deviation[i] - p.lr * (d + p.momentum * c);  // e ← e − lr·(d + μ·c)
-    float prev = previous[i], dev = deviation[i], mom = momentum[i];
-    eager_own_element(prev, dev, mom, fresh[i], share, p);
-    ASSERT_EQ(std::memcmp(&mom, &c, 4), 0) << i;
-    ASSERT_EQ(std::memcmp(&dev, &e, 4), 0) << i;
-    ASSERT_EQ(prev, fresh[i]);
+    for (const bool first : {false, true}) {
+      const float b = first ? fresh[i] : p.momentum * buffer[i] + fresh[i];  // b' (tentative)
+      const float r = theta[i] - p.lr * (fresh[i] + p.momentum * b);  // θ − lr·(g + μ·b')
+      const float got = eager_restart_element(theta[i], buffer[i], fresh[i], p, first);
+      ASSERT_EQ(std::memcmp(&got, &r, 4), 0) << i << (first ? " first" : "");
+    }
   }
+  // Worked example: θ = 1, b = 0.1, g = 0.2, μ = 0.9, lr = 0.7: b' = 0.29, r = 1 − 0.7·0.461.
+  EXPECT_FLOAT_EQ(eager_restart_element(1.0f, 0.1f, 0.2f, p, false), 0.6773f);
 }
 
-// The decomposition the engine relies on: the shared θ_g (Nesterov on the delayed means) plus the
-// peer's deviation is the paper's own outer copy, Nesterov on Δ̂ = Δ̄(k−1) + (Δ_m(k) − Δ_m(k−1))/N,
-// up to f32 rounding (the two sum the same terms in different orders).
-TEST(OuterRules, EagerSharedPlusDeviationIsThePapersOwnOuterCopy) {
+// What the rule is for: the mean of the peers' restart points is the θ_g the round's mean gives
+// one round later (Nesterov is linear in g), so the shared state is DiLoCo's, however the peers'
+// pseudo-gradients differ; up to f32 rounding of the two orders of summation.
+TEST(OuterRules, EagerRestartPointsAverageToTheNextThetaG) {
   const NesterovParams p{0.7f, 0.9f};
-  const float share = 0.25f;
-  std::vector<float> theta{1.0f}, buffer{0.0f}, own_copy{1.0f}, own_buffer{0.0f};
-  float previous = 0.0f, deviation = 0.0f, momentum = 0.0f, delayed_mean = 0.0f;
   std::mt19937 rng(7);
   std::normal_distribution<float> noise(0.0f, 0.05f);
+  std::vector<float> theta{1.0f}, buffer{0.0f};
   for (int k = 1; k <= 40; ++k) {
-    const float fresh = 0.1f + noise(rng);  // Δ_m(k)
-    const float estimate = delayed_mean + (fresh - previous) * share;
-    nesterov_step(own_copy, own_buffer, std::vector<float>{estimate}, p, /*first=*/k == 1);
-    if (k > 1) nesterov_step(theta, buffer, std::vector<float>{delayed_mean}, p, k == 2);
-    eager_own_element(previous, deviation, momentum, fresh, share, p);
-    ASSERT_NEAR(theta[0] + deviation, own_copy[0], 1e-5f * (1.0f + std::fabs(own_copy[0]))) << k;
-    delayed_mean = 0.1f + noise(rng);  // Δ̄(k), applied at the next launch
+    float fresh[4], mean = 0.0f, restart_mean = 0.0f;
+    for (float& g : fresh) mean += (g = 0.1f + noise(rng));
+    mean /= 4.0f;
+    for (const float g : fresh)
+      restart_mean += eager_restart_element(theta[0], buffer[0], g, p, k == 1);
+    restart_mean /= 4.0f;
+    nesterov_step(theta, buffer, std::vector<float>{mean}, p, /*first=*/k == 1);
+    ASSERT_NEAR(restart_mean, theta[0], 1e-5f * (1.0f + std::fabs(theta[0]))) << k;
   }
 }
 
