@@ -92,6 +92,34 @@ def tolerance(bench, seed, one_thread):
         "relative_spread": round(spread, 6), "floor": TOLERANCE_FLOOR}}
 
 
+def confirm_grid(bench, grid_path, cells):
+    """longhaul's DiLoCo f32 at grid cells (batch, H, outer lr), each under that cell's protocol
+    (the grid's tokens, warmup a sixth of the steps), against the reference's loss there."""
+    import json
+    with open(grid_path) as f:
+        grid = json.load(f)
+    out = {}
+    saved = bench.p
+    try:
+        for batch, H, lr in cells:
+            ref = next(c for c in grid["cells"] if c["batch"] == batch and c["H"] == H and c["outer_lr"] == lr)
+            steps = ref["steps"]
+            bench.p = dict(saved, batch=batch, steps=steps, warmup=steps // 6, outer_lr=lr,
+                           val_every=max(1, steps // 6), val_batches=16 * 16 // batch)
+            key = f"diloco_h{H}_f32"
+            log(f"confirm grid cell batch {batch}, H {H}, outer lr {lr} ({steps} steps) ...")
+            peers, _ = bench.group(key, grid["seed"], steps)
+            ours = peers[0]["final_val_loss"]
+            name = f"grid_b{batch}_h{H}_lr{lr:g}"
+            out[name] = {"longhaul_loss": ours, "ref_loss": ref["val_loss"],
+                         "loss_vs_ref": round(ours / ref["val_loss"], 5)}
+            log(f"  {name}: longhaul {ours:.5f}, reference {ref['val_loss']:.5f}, "
+                f"ratio {ours / ref['val_loss']:.5f}")
+    finally:
+        bench.p = saved
+    return out
+
+
 def fields(loop, refs, tol, checks):
     """The --reference fields of the result: raw losses beside every ratio."""
     out = dict(tol)

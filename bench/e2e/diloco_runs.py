@@ -49,8 +49,10 @@ METHODS = {
     # second attempt at eager_loss_vs_diloco: DiLoCo's outer lr halved, the largest of 0.7/2^k
     # for which the one-round-delayed loop is stable in the scalar model of docs/training.md.
     "eager_lr035": (["--method", "eager", "--codec", "none", "--outer-lr", "0.35"], 50),
+    # Not in the default run: the grid's other H, for --confirm-grid.
+    "diloco_h10_f32": (["--method", "diloco", "--codec", "none"], 10),
 }
-DEFAULT_METHODS = [k for k in METHODS if k not in ("co2_gap2", "eager_lr035")]
+DEFAULT_METHODS = [k for k in METHODS if k not in ("co2_gap2", "eager_lr035", "diloco_h10_f32")]
 NESTEROV = {"diloco", "streaming", "eager"}  # the methods --outer-lr applies to (not CO2's own)
 
 
