@@ -208,6 +208,8 @@ class Bench:
                                    "--peer-index", str(i), "--listen", f"{addr(i)}:0",
                                    *common_flags(self.p, seed, steps, out), *method_flags(self.p, key),
                                    *(x.replace("{peer}", str(i)) for x in extra)]
+                if i > 0:  # every peer holds the same theta_g: peer 0's curve is the group's
+                    cmd[cmd.index("--val-every") + 1] = str(10 ** 9)
                 procs.append(spawn(cmd, out + ".out", out + ".err"))
             if not wait_all(procs, time.monotonic() + timeout_s):
                 raise RuntimeError(f"{key} timed out after {timeout_s} s: {tail(files[0] + '.err')}")
