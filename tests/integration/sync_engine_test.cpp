@@ -452,6 +452,14 @@ TEST_F(SyncEngineTest, BadInputGivesAClearErrorAndStepAfterCloseIsRefused) {
   lh_param_range ranges[] = {{w.data(), 64, LH_DTYPE_F32}, {v.data(), 64, LH_DTYPE_F32}};
   lh_sync_engine_options o;
   lh_sync_engine* engine = nullptr;
+  lh_sync_engine_options_init(&o);
+  o.ranges = ranges;
+  o.range_count = 2;
+  // Not connected yet: the engine cannot start (docs/api.md, "Mistakes longhaul catches").
+  EXPECT_EQ(lh_sync_engine_start(comm, &o, &engine), LH_ERR_CLOSED);
+  EXPECT_EQ(engine, nullptr);
+  // A group of one: every refusal below comes before anything is sent.
+  ASSERT_EQ(lh_comm_connect(comm), LH_OK) << lh_comm_last_error(comm);
   auto expect_refused = [&](const char* what, lh_status code, const char* text) {
     EXPECT_EQ(lh_sync_engine_start(comm, &o, &engine), code) << what;
     EXPECT_EQ(engine, nullptr);
@@ -480,8 +488,7 @@ TEST_F(SyncEngineTest, BadInputGivesAClearErrorAndStepAfterCloseIsRefused) {
   expect_refused("f64", LH_ERR_UNSUPPORTED, "f32 or bf16");
   ranges[1].dtype = LH_DTYPE_F32;
 
-  // A group of one runs the engine alone.
-  ASSERT_EQ(lh_comm_connect(comm), LH_OK) << lh_comm_last_error(comm);
+  // The group of one runs the engine alone.
   o.sync_every = 2;
   ASSERT_EQ(lh_sync_engine_start(comm, &o, &engine), LH_OK) << lh_comm_last_error(comm);
   for (int i = 0; i < 5; ++i) ASSERT_EQ(lh_sync_engine_step(engine), LH_OK);
