@@ -64,6 +64,7 @@ def main():
     ap.add_argument("--H", type=int, default=50)
     ap.add_argument("--outer-lr", type=float)
     ap.add_argument("--estimate", choices=["paper", "own"], help="eager's estimate of the mean")
+    ap.add_argument("--co2-gap-penalty", type=float, help="CO2's lambda (default 1)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--val-every", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
@@ -75,7 +76,8 @@ def main():
                        warmup=a.warmup, seed=a.seed, threads=a.threads)
     r = run(a.key, cfg, corpus.Corpus(a.data), a.H, a.outer_lr, a.val_every,
             log=lambda m: print(m, file=sys.stderr, flush=True),
-            spec_extra={"estimate": a.estimate} if a.estimate else None)
+            spec_extra={k: v for k, v in (("estimate", a.estimate), ("gap_penalty", a.co2_gap_penalty))
+                        if v is not None} or None)
     print(json.dumps(r))
 
 
