@@ -1,5 +1,7 @@
 // Encode / decode / decode+accumulate throughput of every codec, and the reduction kernels, beside
-// memcpy of the same f32 bytes in the same run.
+// memcpy of the same f32 bytes in the same run; and SPSA's shared randomness (issue 52, src/rng):
+// Philox words, the perturbation's generation, perturb in place, and the one-byte code, on every
+// ISA path this CPU runs.
 //
 // Throughput is counted in f32 input bytes (4 per element) for every benchmark, memcpy included,
 // so bytes_per_second is directly comparable; the vs_memcpy counter is that rate divided by
@@ -19,14 +21,18 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_isa.hpp"
 #include "quant/codec.hpp"
 #include "quant/error_report.hpp"
 #include "quant/half.hpp"
 #include "quant/reduce.hpp"
 #include "quant/sparse_codec.hpp"
+#include "rng/onebyte.hpp"
+#include "rng/perturbation.hpp"
 
 namespace lq = longhaul::quant;
 namespace ls = longhaul::quant::sparse;
+namespace lr = longhaul::rng;
 
 namespace {
 
@@ -262,6 +268,97 @@ constexpr std::int64_t kSmall = 1 << 18;   // 1 MiB of f32: a pipelined chunk, c
 constexpr std::int64_t kLarge = 1 << 22;   // 16 MiB of f32: streams from L3/DRAM
 constexpr std::int64_t kSparse = 1 << 20;  // 1M f32, the sparse codec's benchmark size
 
+// ---- SPSA's shared randomness (src/rng) ------------------------------------------------------
+
+// Runs the benchmark on ISA state.range(0) (longhaul::Isa), putting the process's selection back
+// afterwards so the codec benchmarks keep theirs; false (the run skipped) where this CPU lacks it.
+class IsaForBenchmark {
+ public:
+  explicit IsaForBenchmark(benchmark::State& state) {
+    const auto isa = static_cast<longhaul::Isa>(state.range(0));
+    longhaul::Result<longhaul::Isa> previous = longhaul::selected_isa();
+    if (previous) previous_ = *previous;
+    ok_ = longhaul::select_isa(isa).is_ok();
+    if (!ok_) state.SkipWithError("this CPU cannot run this ISA's kernels");
+    state.SetLabel(std::string(longhaul::isa_name(isa)));
+  }
+  ~IsaForBenchmark() { (void)longhaul::select_isa(previous_); }
+  bool ok() const { return ok_; }
+
+ private:
+  longhaul::Isa previous_ = longhaul::Isa::kScalar;
+  bool ok_ = false;
+};
+
+constexpr lr::StreamId kStream{2024, 7, 3, 1};
+
+// z = +-1 written over n floats.
+void BM_PerturbationFill(benchmark::State& state) {
+  IsaForBenchmark isa(state);
+  if (!isa.ok()) return;
+  const auto n = static_cast<std::size_t>(state.range(1));
+  std::vector<float> z(n);
+  for (auto _ : state) {
+    if (!lr::fill_perturbation(kStream, 0, z).is_ok()) state.SkipWithError("fill failed");
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+// theta += c z in place (read and write n floats), c alternating so theta stays put.
+void BM_PerturbInPlace(benchmark::State& state) {
+  IsaForBenchmark isa(state);
+  if (!isa.ok()) return;
+  const auto n = static_cast<std::size_t>(state.range(1));
+  std::vector<float> theta = data(n);
+  float c = 0x1p-10f;
+  for (auto _ : state) {
+    if (!lr::perturb(kStream, 0, theta, c).is_ok()) state.SkipWithError("perturb failed");
+    c = -c;
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+// The raw Philox4x32-10 words, n of them (4 bytes each, as the f32 rows).
+void BM_PhiloxWords(benchmark::State& state) {
+  IsaForBenchmark isa(state);
+  if (!isa.ok()) return;
+  const auto n = static_cast<std::size_t>(state.range(1));
+  std::vector<std::uint32_t> words(n);
+  const lr::PhiloxStream stream = lr::derive_stream(kStream);
+  for (auto _ : state) {
+    if (!lr::philox_words(stream, 0, words).is_ok()) state.SkipWithError("philox failed");
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+// The one-byte code of n projected gradients (scalar code built once: no ISA argument).
+void BM_OneByte(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const bool encode = state.range(1) == 0;
+  const std::vector<float> g = data(n);
+  std::vector<std::int8_t> q(n);
+  std::vector<float> back(n);
+  const lr::OneByteScale scale = *lr::OneByteScale::start(-3);
+  if (!lr::encode_projected_gradients(g, scale, q).is_ok()) state.SkipWithError("encode failed");
+  state.SetLabel(encode ? "encode" : "decode");
+  for (auto _ : state) {
+    const longhaul::Status s = encode ? lr::encode_projected_gradients(g, scale, q)
+                                      : lr::decode_projected_gradients(q, scale, back);
+    if (!s.is_ok()) state.SkipWithError("one-byte code failed");
+    benchmark::ClobberMemory();
+  }
+  report(state, n);
+}
+
+void isa_args(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t n : {kSmall, kLarge}) {
+    for (const longhaul::Isa isa : longhaul::kAllIsas) b->Args({static_cast<int>(isa), n});
+  }
+}
+
 void codec_args(benchmark::internal::Benchmark* b) {
   for (const std::int64_t n : {kSmall, kLarge}) {
     for (int c = 0; c < lq::kNumCodecs; ++c) b->Args({c, n});
@@ -271,6 +368,10 @@ void codec_args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_Memcpy)->Arg(kSmall)->Arg(kLarge)->Arg(kSparse);
+BENCHMARK(BM_PerturbationFill)->Apply(isa_args);
+BENCHMARK(BM_PerturbInPlace)->Apply(isa_args);
+BENCHMARK(BM_PhiloxWords)->Apply(isa_args);
+BENCHMARK(BM_OneByte)->Args({kSmall, 0})->Args({kSmall, 1});
 BENCHMARK(BM_Encode)->Apply(codec_args);
 BENCHMARK(BM_Decode)->Apply(codec_args);
 BENCHMARK(BM_DecodeAccumulate)->Apply(codec_args);

@@ -36,6 +36,7 @@ for spec in qemu64:scalar Nehalem:scalar Haswell:avx2; do
   cpu=${spec%%:*}
   isa=${spec#*:}
   run "$cpu" "$isa" "$build/tests/unit/quant/quant_isa_test"
+  run "$cpu" "$isa" "$build/tests/unit/rng/rng_philox_test"
   run "$cpu" "$isa" "$build/tests/unit/sync/sync_outer_rules_isa_test"
   run "$cpu" "$isa" "$build/tests/unit/train/train_kernels_test"
   run "$cpu" "$isa" "$build/tools/longhaul-train/longhaul-train" --data "$source/README.md" \
