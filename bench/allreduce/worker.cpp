@@ -9,6 +9,9 @@
 // large outliers (reproducible from the rank), one all-reduce runs, and the JSON line carries the
 // relative L2 error of the result against the exact sum of every rank's input (in double).
 //
+// With --idle-ms every timed op follows that long a silence (bench/e2e/warm_sync.py: a sync after
+// idle against a warm one).
+//
 // With --alternate-restore the timed ops take turns: even ones keep the restore copy of the
 // in-place input (the default), odd ones waive it. Each pair runs seconds apart at most, so the
 // JSON's per-mode times show the copy's cost free of this shared machine's drift between runs.
@@ -41,6 +44,7 @@ struct Args {
   long world = 2, iterations = 5, warmup = 1, connections = 1;  // K: the library's default
   long io_threads = 0, segment_bytes = 0, block = 0;            // 0: the library's defaults
   long link_upload_mbit = 0;                                    // 0: no upload cap
+  long idle_ms = 0;  // silence before each timed op (a sync after compute: docs/overlap.md)
   size_t bytes = 256u << 20;
   bool error = false;
   bool restore_input = true;
@@ -124,6 +128,8 @@ std::optional<int> parse_args(int argc, char** argv, Args* a) {
   add_number(app, "--segment-bytes", a->segment_bytes, 0, UINT32_MAX, "0: the library's default");
   add_number(app, "--link-upload-mbit", a->link_upload_mbit, 0, UINT32_MAX,
              "upload cap of each data link (lh_comm_options.link_upload_mbit); 0: none");
+  add_number(app, "--idle-ms", a->idle_ms, 0, INT32_MAX,
+             "milliseconds every member stays silent before each timed op (0: none)");
   add_number(app, "--block", a->block, 0, UINT32_MAX, "quantization block, elements; 0: default");
   app.add_option("--op", a->op, "sum or avg")->type_name("OP")->check(one_of({"sum", "avg"}));
   app.add_option("--device", a->device, "cpu, or cuda: the buffer in device memory")
@@ -147,11 +153,20 @@ double micro(double x) {
   return std::round(x * 1e6) / 1e6;
 }
 
+// What the timed ops measured, in order.
+struct Timings {
+  std::vector<double> times, cpus;
+  // Each op's start on CLOCK_MONOTONIC (steady_clock), which every process of this machine shares,
+  // network namespaces included: the group's span of an op is max(start + time) - min(start)
+  // over the ranks, free of the line-up's skew between them.
+  std::vector<double> starts;
+  double cpu_timed_s = 0;
+};
+
 // The one JSON line (bench/e2e/allreduce reads these names).
-std::string result_json(const Args& a, int64_t rank, const lh_op_info& info,
-                        const std::vector<double>& times, const std::vector<double>& cpus,
-                        double cpu_timed_s, const lh_allreduce_options& ro,
-                        const WorkerBuffer& data) {
+std::string result_json(const Args& a, int64_t rank, const lh_op_info& info, const Timings& t,
+                        const lh_allreduce_options& ro, const WorkerBuffer& data) {
+  const std::vector<double>& times = t.times;
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   // Every other entry from `parity` on: pair i is (restore[i], norestore[i]).
@@ -161,7 +176,7 @@ std::string result_json(const Args& a, int64_t rank, const lh_op_info& info,
     return out;
   };
   std::vector<double> rounded_times;
-  for (double t : times) rounded_times.push_back(micro(t));
+  for (double x : times) rounded_times.push_back(micro(x));
   nlohmann::ordered_json j = {
       {"rank", rank},
       {"world", a.world},
@@ -173,16 +188,19 @@ std::string result_json(const Args& a, int64_t rank, const lh_op_info& info,
       {"schedule", schedule_name(info.schedule)},
       {"times_s", rounded_times},
       {"median_s", micro(sorted[sorted.size() / 2])},
-      {"cpu_s_per_op", micro(cpu_timed_s / static_cast<double>(times.size()))},
+      {"cpu_s_per_op", micro(t.cpu_timed_s / static_cast<double>(times.size()))},
       {"bytes_sent", info.bytes_sent},
       {"bytes_received", info.bytes_received},
   };
   if (a.alternate_restore) {
     j["restore_times_s"] = every_other(times, 0);
     j["norestore_times_s"] = every_other(times, 1);
-    j["restore_cpu_s"] = every_other(cpus, 0);
-    j["norestore_cpu_s"] = every_other(cpus, 1);
+    j["restore_cpu_s"] = every_other(t.cpus, 0);
+    j["norestore_cpu_s"] = every_other(t.cpus, 1);
   }
+  std::vector<double> starts;
+  for (double x : t.starts) starts.push_back(micro(x));
+  j["starts_mono_s"] = starts;
   if (a.error) {
     j["block"] = ro.block;
     j["rel_l2"] = relative_l2_vs_exact_sum(data.values(), a.world);
@@ -254,7 +272,7 @@ int main(int argc, char** argv) {
   }
   if (a.alternate_restore && (a.iterations < 2 || !a.restore_input))
     die("--alternate-restore", "needs --iterations >= 2 and no --no-restore");
-  std::vector<double> times, cpus;
+  Timings timings;
   lh_op_info info{};
   lh_allreduce_options barrier_options;
   lh_allreduce_options_init(&barrier_options);
@@ -266,8 +284,11 @@ int main(int argc, char** argv) {
     return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
   };
-  double cpu_timed_s = 0;
   for (long it = 0; it < a.warmup + a.iterations; ++it) {
+    // A timed op after --idle-ms of silence on every link (the line-up below sends only a few
+    // bytes): what a DiLoCo sync after seconds of compute meets, e.g. TCP's restart after idle.
+    if (it >= a.warmup && a.idle_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(a.idle_ms));
     // Untimed: a one-element all-reduce lines the members up, as the gloo reference's barrier
     // does, so an op's time does not include waiting for a member still finishing the last one.
     float token = 0;
@@ -291,12 +312,13 @@ int main(int argc, char** argv) {
     lh_op_get_info(op, &info);
     lh_op_destroy(op);
     if (it >= a.warmup) {
-      times.push_back(seconds);
-      cpus.push_back(cpu);
-      cpu_timed_s += cpu;
+      timings.times.push_back(seconds);
+      timings.cpus.push_back(cpu);
+      timings.starts.push_back(std::chrono::duration<double>(t0.time_since_epoch()).count());
+      timings.cpu_timed_s += cpu;
     }
   }
-  std::printf("%s\n", result_json(a, rank, info, times, cpus, cpu_timed_s, ro, data).c_str());
+  std::printf("%s\n", result_json(a, rank, info, timings, ro, data).c_str());
   std::fflush(stdout);
   lh_comm_leave(comm, "benchmark done");
   lh_comm_destroy(comm);

@@ -4,7 +4,9 @@
  * host's tcp_allowed_congestion_control, and the bench must not change the host's settings.
  * Built by bench/e2e/wan into a temporary directory; used for iperf3, linkperf, the all-reduce
  * worker and gloo alike. A failure leaves the socket with the default and is reported by the
- * bench, which reads each connection's algorithm back (ss -ti). */
+ * bench, which reads each connection's algorithm back (ss -ti). longhaul itself picks an algorithm
+ * (SocketOptions::congestion_control, "auto": BBR): its setsockopt(TCP_CONGESTION) is given the
+ * bench's algorithm instead, so the bench decides for every process alike. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -22,4 +24,14 @@ int socket(int domain, int type, int protocol) {
       (type & 0xf) == SOCK_STREAM)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc));
   return fd;
+}
+
+int setsockopt(int fd, int level, int name, const void* value, socklen_t size) {
+  static int (*real_setsockopt)(int, int, int, const void*, socklen_t);
+  if (!real_setsockopt)
+    real_setsockopt = (int (*)(int, int, int, const void*, socklen_t))dlsym(RTLD_NEXT, "setsockopt");
+  const char* cc = getenv("LH_BENCH_TCP_CC");
+  if (cc && *cc && level == IPPROTO_TCP && name == TCP_CONGESTION)
+    return real_setsockopt(fd, level, name, cc, (socklen_t)strlen(cc));
+  return real_setsockopt(fd, level, name, value, size);
 }

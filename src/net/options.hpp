@@ -32,6 +32,13 @@ struct SocketOptions {
   // TCP_USER_TIMEOUT: unacknowledged data older than this kills the connection (a silently
   // dead path is found in seconds instead of the kernel's default of ~15 minutes).
   std::chrono::milliseconds user_timeout{10000};
+  // TCP congestion control of every connection (TCP_CONGESTION). "auto": BBR where the kernel
+  // lets this process pick it, else the system's default (logged once); "system": the system's
+  // default; any other name: that algorithm, or the connection fails with its error. Why BBR by
+  // default: after one RTO of silence Linux shrinks a loss-based algorithm's window back towards
+  // its initial 10 segments (net.ipv4.tcp_slow_start_after_idle), so a DiLoCo sync after seconds
+  // of compute would climb out of slow start on every path; the kernel leaves BBR's model alone.
+  std::string congestion_control = "auto";
 };
 
 struct TransportOptions {
