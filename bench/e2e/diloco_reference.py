@@ -78,11 +78,7 @@ def tolerance(bench, seed, one_thread):
     """The float-noise spread: DiLoCo H = 50 f32 again with 2 threads per peer."""
     p2 = dict(bench.p, threads=2)
     log("reference tolerance: diloco_h50_f32 with 2 threads per peer ...")
-    saved, bench.p = bench.p, p2
-    try:
-        peers, _ = bench.group("diloco_h50_f32", seed, p2["steps"])
-    finally:
-        bench.p = saved
+    peers, _ = bench.group("diloco_h50_f32", seed, p2["steps"], protocol=p2)
     two = peers[0]["final_val_loss"]
     spread = abs(two - one_thread) / one_thread
     tol = max(TOLERANCE_FLOOR, 3 * spread)
@@ -99,24 +95,20 @@ def confirm_grid(bench, grid_path, cells):
     with open(grid_path) as f:
         grid = json.load(f)
     out = {}
-    saved = bench.p
-    try:
-        for batch, H, lr in cells:
-            ref = next(c for c in grid["cells"] if c["batch"] == batch and c["H"] == H and c["outer_lr"] == lr)
-            steps = ref["steps"]
-            bench.p = dict(saved, batch=batch, steps=steps, warmup=steps // 6, outer_lr=lr,
-                           val_every=max(1, steps // 6), val_batches=16 * 16 // batch)
-            key = f"diloco_h{H}_f32"
-            log(f"confirm grid cell batch {batch}, H {H}, outer lr {lr} ({steps} steps) ...")
-            peers, _ = bench.group(key, grid["seed"], steps)
-            ours = peers[0]["final_val_loss"]
-            name = f"grid_b{batch}_h{H}_lr{lr:g}"
-            out[name] = {"longhaul_loss": ours, "ref_loss": ref["val_loss"],
-                         "loss_vs_ref": round(ours / ref["val_loss"], 5)}
-            log(f"  {name}: longhaul {ours:.5f}, reference {ref['val_loss']:.5f}, "
-                f"ratio {ours / ref['val_loss']:.5f}")
-    finally:
-        bench.p = saved
+    for batch, H, lr in cells:
+        ref = next(c for c in grid["cells"] if c["batch"] == batch and c["H"] == H and c["outer_lr"] == lr)
+        steps = ref["steps"]
+        protocol = dict(bench.p, batch=batch, steps=steps, warmup=steps // 6, outer_lr=lr,
+                        val_every=max(1, steps // 6), val_batches=16 * 16 // batch)
+        key = f"diloco_h{H}_f32"
+        log(f"confirm grid cell batch {batch}, H {H}, outer lr {lr} ({steps} steps) ...")
+        peers, _ = bench.group(key, grid["seed"], steps, protocol=protocol)
+        ours = peers[0]["final_val_loss"]
+        name = f"grid_b{batch}_h{H}_lr{lr:g}"
+        out[name] = {"longhaul_loss": ours, "ref_loss": ref["val_loss"],
+                     "loss_vs_ref": round(ours / ref["val_loss"], 5)}
+        log(f"  {name}: longhaul {ours:.5f}, reference {ref['val_loss']:.5f}, "
+            f"ratio {ours / ref['val_loss']:.5f}")
     return out
 
 

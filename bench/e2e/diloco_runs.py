@@ -191,9 +191,11 @@ class Bench:
         time.sleep(0.05)  # the file may have been caught mid-write
         return m, int(open(port_file).read())
 
-    def group(self, key, seed, steps, lab=None, extra=(), timeout_s=3600):
-        """Runs method `key` as PEERS peers and a master; returns (every peer's JSON, their out
-        dirs). "{peer}" in an extra flag becomes the peer's index."""
+    def group(self, key, seed, steps, lab=None, extra=(), timeout_s=3600, protocol=None):
+        """Runs method `key` as PEERS peers and a master under `protocol` (default: the bench's);
+        returns (every peer's JSON, their out dirs). "{peer}" in an extra flag becomes the peer's
+        index."""
+        p = protocol or self.p
         prefix = (lambda i: lab.exec_prefix(i)) if lab else (lambda i: [])
         addr = (lambda i: lab.addr(i)) if lab else (lambda i: "127.0.0.1")
         maddr = lab.master_addr() if lab else "127.0.0.1"
@@ -206,7 +208,7 @@ class Bench:
                 files.append(out)
                 cmd = prefix(i) + [self.trainer, "--master", f"{maddr}:{port}", "--peers", str(PEERS),
                                    "--peer-index", str(i), "--listen", f"{addr(i)}:0",
-                                   *common_flags(self.p, seed, steps, out), *method_flags(self.p, key),
+                                   *common_flags(p, seed, steps, out), *method_flags(p, key),
                                    *(x.replace("{peer}", str(i)) for x in extra)]
                 if i > 0:  # every peer holds the same theta_g: peer 0's curve is the group's
                     cmd[cmd.index("--val-every") + 1] = str(10 ** 9)

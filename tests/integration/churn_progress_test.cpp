@@ -42,6 +42,16 @@ Outcome run_churn(const std::vector<std::string>& argv, const std::string& err_p
   return o;
 }
 
+// The run finished and failed with one violation, the progress check's.
+void expect_only_the_progress_violation(const Outcome& o) {
+  ASSERT_TRUE(o.rc.has_value()) << "longhaul-churn did not finish\n" << o.out;
+  ASSERT_TRUE(o.summary.is_object()) << o.out;
+  EXPECT_EQ(*o.rc, 1) << o.out;
+  EXPECT_EQ(o.summary["result"], "fail") << o.out;
+  EXPECT_EQ(o.summary["progress_violations"], 1) << o.out;
+  EXPECT_EQ(o.summary["violations"], 1) << o.out;
+}
+
 TEST(ChurnProgress, PeersThatApplyNoUpdateAreAViolationThoughTheirHashesAgree) {
   TempDir dir;
   // No churn: nothing but the fault can stall the rounds.
@@ -49,14 +59,8 @@ TEST(ChurnProgress, PeersThatApplyNoUpdateAreAViolationThoughTheirHashesAgree) {
       run_churn({LONGHAUL_CHURN_BIN, "--peers", "3", "--duration", "60", "--kill-interval-ms", "0",
                  "--seed", "1", "--peer-arg=--fault-drop-updates", "--json"},
                 dir.path() + "/churn.err");
-  ASSERT_TRUE(o.rc.has_value()) << "longhaul-churn did not finish\n" << o.out;
-  ASSERT_TRUE(o.summary.is_object()) << o.out;
+  ASSERT_NO_FATAL_FAILURE(expect_only_the_progress_violation(o));
   const auto& j = o.summary;
-  EXPECT_EQ(*o.rc, 1) << o.out;
-  EXPECT_EQ(j["result"], "fail") << o.out;
-  // The only violation is the progress check's, and it says why.
-  EXPECT_EQ(j["progress_violations"], 1) << o.out;
-  EXPECT_EQ(j["violations"], 1) << o.out;
   EXPECT_NE(o.out.find("VIOLATION"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("the group applied no round for"), std::string::npos) << o.out;
   // The group stepped, and its members agreed on every hash.
@@ -92,13 +96,8 @@ TEST(ChurnProgress, TrainersWhoseRoundsNeverComeAreAViolationOfTheLossRule) {
   ASSERT_GE(data.size(), 5u) << "no documentation in " << LONGHAUL_DOCS_DIR;
   argv.insert(argv.end(), data.begin(), data.end());
   const Outcome o = run_churn(argv, dir.path() + "/churn.err");
-  ASSERT_TRUE(o.rc.has_value()) << "longhaul-churn did not finish\n" << o.out;
-  ASSERT_TRUE(o.summary.is_object()) << o.out;
+  ASSERT_NO_FATAL_FAILURE(expect_only_the_progress_violation(o));
   const auto& j = o.summary;
-  EXPECT_EQ(*o.rc, 1) << o.out;
-  EXPECT_EQ(j["result"], "fail") << o.out;
-  EXPECT_EQ(j["progress_violations"], 1) << o.out;
-  EXPECT_EQ(j["violations"], 1) << o.out;
   EXPECT_NE(o.out.find("the validation loss of theta_g did not fall"), std::string::npos) << o.out;
   // theta_g never moved: every evaluation gave the same loss, and no round was applied; the
   // survivors agree (their theta_g is the initial one), and no reference run was needed.

@@ -74,7 +74,9 @@ class OuterLoop:
         self.rounds = [0] * len(indices)
         self.in_flight = []  # (fragment, due step, [Δ_m])
         self.delayed_deltas = None  # CO2 / eager: round k - 1's contributions
-        if spec.kind == "eager":
+        if spec.kind == "eager" and spec.estimate == "own":
+            self.start = [theta0.clone() for _ in range(replicas)]  # where each round started
+        elif spec.kind == "eager":
             self.prev = [torch.zeros_like(theta0) for _ in range(replicas)]
             self.dev = [torch.zeros_like(theta0) for _ in range(replicas)]
             self.own = [torch.zeros_like(theta0) for _ in range(replicas)]
@@ -123,8 +125,6 @@ class OuterLoop:
         """Eager (docs/training.md): the shared state is DiLoCo's, one round late; each peer
         restarts from a tentative Nesterov step of the shared state with its own Δ_m(k) standing
         in for the mean, kept as its deviation e = r − θ_g."""
-        if not hasattr(self, "start"):
-            self.start = [self.theta_g.clone() for _ in locals_]
         fresh = [self.start[m] - locals_[m] for m in range(len(locals_))]
         if self.delayed_deltas is not None:
             outer.nesterov(self.theta_g, self.buf, outer.mean_of(self.delayed_deltas), self.s.lr,
