@@ -13,7 +13,9 @@ namespace longhaul::sync {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'H', 'S', 'Y', 'N', 'C', '0', '1'};
-constexpr uint32_t kVersion = 3;  // 2: eager keeps its outer deviation; 3: its restart point only
+// 2: eager keeps its outer deviation; 3: its restart point only; 4: the agreed overlap (τ may
+// change between cycles), after the staging buffer.
+constexpr uint32_t kVersion = 4;
 
 class Writer {
  public:
@@ -84,6 +86,7 @@ void put_state(Writer& w, const EngineCheckpoint& c) {
   w.put(c.staged_code);
   w.put<uint8_t>(c.staged_finite);
   w.put_vector(c.staging);  // the delayed methods' next Δ, in flight or not
+  w.put_vector(c.overlap);
   w.put<uint8_t>(c.in_flight);
   if (!c.in_flight) return;
   w.put(c.fragment);
@@ -95,7 +98,7 @@ void put_state(Writer& w, const EngineCheckpoint& c) {
   w.put_vector(c.ring);
 }
 
-bool get_state(Reader& r, EngineCheckpoint* c) {
+bool get_state(Reader& r, uint32_t version, EngineCheckpoint* c) {
   uint64_t fragments = 0;
   uint8_t finite = 0, in_flight = 0, late = 0, applied = 0;
   if (!r.get_string(&c->config) || !r.get_vector(&c->counters) || !r.get(&fragments) ||
@@ -106,8 +109,10 @@ bool get_state(Reader& r, EngineCheckpoint* c) {
   for (size_t f = 0; f < fragments; ++f)
     if (!r.get_vector(&c->theta_g[f]) || !r.get_vector(&c->momentum[f])) return false;
   if (!r.get_vector(&c->last_reset) || !r.get_vector(&c->eager_state) || !r.get(&c->staged_code) ||
-      !r.get(&finite) || !r.get_vector(&c->staging) || !r.get(&in_flight))
+      !r.get(&finite) || !r.get_vector(&c->staging))
     return false;
+  if (version >= 4 && !r.get_vector(&c->overlap)) return false;
+  if (!r.get(&in_flight)) return false;
   c->staged_finite = finite != 0;
   c->in_flight = in_flight != 0;
   if (!c->in_flight) return true;
@@ -156,9 +161,9 @@ Result<EngineCheckpoint> read_checkpoint(const std::string& path) {
   std::vector<char> body(bytes.begin() + sizeof kMagic, bytes.end());
   Reader r(body);
   uint32_t version = 0;
-  if (!r.get(&version) || (version != kVersion && version != 2)) return bad("unknown version");
+  if (!r.get(&version) || version < 2 || version > kVersion) return bad("unknown version");
   EngineCheckpoint c;
-  if (!get_state(r, &c) || !r.at_end()) return bad("malformed contents");
+  if (!get_state(r, version, &c) || !r.at_end()) return bad("malformed contents");
   // Version 2 differs only in eager's own state (three vectors then, one now): the other methods'
   // files read the same.
   if (version == 2 && !c.eager_state.empty())

@@ -1,8 +1,9 @@
 // The engine's part of a training checkpoint: what a peer needs, beside the trainer's own
 // checkpoint, to continue exactly where it stopped: the shared state (θ_g, the outer state, the
-// counters), this peer's own state (when each fragment was last merged, where eager's round
-// started) and the round in flight, settled with the group before it is written (its sum, the masks
-// and the group's decision), so that it is applied at its scheduled step after the resume.
+// counters, the agreed overlap), this peer's own state (when each fragment was last merged, where
+// eager's round started) and the round in flight, settled with the group before it is written (its
+// sum, the masks and the group's decision), so that it is applied at its scheduled step after the
+// resume.
 //
 // File layout (little-endian): "LHSYNC01", u32 version, the configuration tag (u32 length,
 // bytes), then the sections below as u64 counts and raw values, then the XXH64 (seed 0) of every
@@ -20,6 +21,9 @@ namespace longhaul::sync {
 struct EngineCheckpoint {
   std::string config;
   std::vector<uint64_t> counters;
+  // The agreed overlap (SharedState: τ, the previous cycle's τ, the steps needed so far); empty in
+  // a file of version 3 or older, written before τ could change (the configured τ then).
+  std::vector<uint64_t> overlap;
   std::vector<std::vector<float>> theta_g, momentum;  // by fragment
   std::vector<uint64_t> last_reset;                   // by fragment
   // eager: where this peer's round started, as its deviation from θ_g (P values)

@@ -35,6 +35,7 @@ Result<std::unique_ptr<SyncEngine>> SyncEngine::start(const EngineServices& serv
   MutexLock lock(engine->stats_mu_);
   engine->stats_.blocked += Clock::now() - t0;
   engine->stats_.steps = engine->state_.step();
+  engine->publish_overlap();
   return engine;
 }
 
@@ -48,7 +49,7 @@ SyncEngine::SyncEngine(const EngineServices& services, EngineOptions options, La
       options_(std::move(options)),
       layout_(std::move(layout)),
       schedule_(schedule),
-      state_(layout_, config_tag(options_, layout_)),
+      state_(layout_, config_tag(options_, layout_), options_.delay, options_.adaptive_delay),
       staging_(layout_.largest_fragment(), 0.0f),
       last_reset_(layout_.fragments(), 0),
       traffic_at_start_(collectives_.traffic()) {
@@ -71,13 +72,18 @@ SyncEngine::~SyncEngine() {
 Status SyncEngine::step() {
   if (closed_) return closed_error("the sync engine was closed");
   const auto t0 = Clock::now();
+  step_clock_.enter(t0);
+  if (in_flight_) poll(*in_flight_, t0);
   const uint64_t t = ++state_.step();
   Status s = run_step(t);
   peer::EngineFigures figures;
+  const auto t1 = Clock::now();
+  step_clock_.leave(t1);
   {
     MutexLock lock(stats_mu_);
-    stats_.blocked += Clock::now() - t0;
+    stats_.blocked += t1 - t0;
     stats_.steps = t;
+    publish_overlap();
     figures.inner_steps = t;
     figures.outer_rounds = stats_.rounds_applied;
     figures.rounds_dropped = stats_.rounds_dropped;
@@ -92,8 +98,9 @@ Status SyncEngine::step() {
   return s;
 }
 
-// One step's phases: the rounds due are applied, joiners admitted, new rounds launched. Applying
-// before launching lets a fragment start its next round at the step that finished the last one.
+// One step's phases: the rounds due are applied, τ chosen and joiners admitted at a cycle's start,
+// new rounds launched. Applying before launching lets a fragment start its next round at the step
+// that finished the last one.
 Status SyncEngine::run_step(uint64_t t) {
   if (delayed()) {
     // CO2 and eager: the round launched H steps ago is applied where the next one is formed.
@@ -103,11 +110,14 @@ Status SyncEngine::run_step(uint64_t t) {
       else
         LH_RETURN_IF_ERROR(apply_delayed(0, {}, /*restart=*/true));
     }
-  } else if (in_flight_ && options_.delay > 0 &&
-             schedule_.round_applied(t, in_flight_->fragment) == in_flight_->number) {
+  } else if (in_flight_ && in_flight_->delay > 0 && t == in_flight_->apply_step) {
     LH_RETURN_IF_ERROR(finish_round());
   }
-  if (schedule_.admits(t)) LH_RETURN_IF_ERROR(admit());
+  if (schedule_.admits(t)) {
+    // A new cycle of H steps: its τ is chosen before a joiner downloads the shared state.
+    resize_overlap();
+    LH_RETURN_IF_ERROR(admit());
+  }
   return launch_due(t);
 }
 
@@ -116,7 +126,7 @@ Status SyncEngine::launch_due(uint64_t t) {
     const uint64_t round = schedule_.round_launched(t, f);
     if (round == 0) continue;
     LH_RETURN_IF_ERROR(launch(f, round));
-    if (!delayed() && options_.delay == 0) LH_RETURN_IF_ERROR(finish_round());
+    if (!delayed() && in_flight_->delay == 0) LH_RETURN_IF_ERROR(finish_round());
   }
   return Status::ok();
 }

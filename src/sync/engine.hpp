@@ -2,7 +2,8 @@
 // eager) in the library. A trainer registers its parameters and calls step() once after every
 // inner optimizer step; the engine keeps the global parameters θ_g and the outer state as shared
 // state, sends each fragment's pseudo-gradient every H steps in the background, applies the
-// outer update when its round is due, and merges θ_g back into the trainer's parameters.
+// outer update when its round is due, and merges θ_g back into the trainer's parameters. With
+// EngineOptions::adaptive_delay it also sizes τ to the measured sync time (docs/overlap.md).
 // docs/training.md has every rule and its source; docs/architecture.md where it sits.
 //
 // Membership: start() is a collective of the group's admitted peers: the first start elects one
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -41,6 +43,7 @@
 #include "sync/contribution.hpp"
 #include "sync/layout.hpp"
 #include "sync/options.hpp"
+#include "sync/overlap.hpp"
 #include "sync/schedule.hpp"
 #include "sync/shared_state.hpp"
 
@@ -71,6 +74,17 @@ struct EngineStats {
   // shared-state syncs' block transfers).
   peer::TrafficTotals traffic;
   std::optional<RoundReport> last_round;
+  // The overlap (docs/overlap.md). `delay`: τ in effect now, the group's (every member the same at
+  // the same step); `delay_needed`: the most steps any member reported needing over the last cycle
+  // of H steps, which τ was taken from when it is adaptive (0: none reported); `delay_changes`:
+  // cycles that began with another τ than the one before. This peer's own measurements:
+  // `sync_time`, from its last applied round's launch to its result being ready here, and
+  // `step_time`, its trainer's compute time per step (a weighted mean); `slowest_sync`: the
+  // longest sync time any member reported in the last round applied.
+  uint32_t delay = 0;
+  uint32_t delay_needed = 0;
+  uint64_t delay_changes = 0;
+  std::chrono::nanoseconds sync_time{0}, step_time{0}, slowest_sync{0};
 };
 
 // What the engine runs on: the group's control port, its collectives, its shared-state sync
@@ -155,6 +169,16 @@ class SyncEngine {
   Status apply_delayed(uint32_t f, std::span<const float> average, bool restart);
   void record(const RoundReport& report) EXCLUDES(stats_mu_);
 
+  // The overlap (engine_overlap.cpp, docs/overlap.md).
+  static void poll(Round& round, std::chrono::steady_clock::time_point now);
+  static void mark_ready(Round& round, std::chrono::steady_clock::time_point at);
+  std::span<float> reports_of(Round& round) const;
+  void take_reports(Round& round) EXCLUDES(stats_mu_);
+  void measure(const Round& round) EXCLUDES(stats_mu_);
+  void resize_overlap() EXCLUDES(stats_mu_);
+  void publish_overlap() REQUIRES(stats_mu_);
+  uint32_t delay_cap() const;
+
   bool delayed() const { return options_.method != Method::kDiLoCo; }
 
   peer::GroupControl& group_;
@@ -177,6 +201,10 @@ class SyncEngine {
   std::unique_ptr<Round> in_flight_;
   bool staged_finite_ = true;
   Contribution staged_code_ = Contribution::kNone;  // what the staged Δ contributes
+  // This peer's measurement of the last round it finished, sent in the masks of the next round it
+  // launches (once: a report is about one round); and its trainer's step time.
+  OverlapReport unsent_report_;
+  StepClock step_clock_;
   bool closed_ = false;
 
   peer::TrafficTotals traffic_at_start_;

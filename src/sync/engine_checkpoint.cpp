@@ -21,6 +21,7 @@ EngineCheckpoint SyncEngine::snapshot() const {
   auto& state = const_cast<SharedState&>(state_);
   for (size_t i = 0; i <= layout_.fragments(); ++i)
     c.counters.push_back(i == 0 ? state.step() : state.rounds(i - 1));
+  c.overlap = {state.delay(), state.previous_delay(), state.steps_needed()};
   for (size_t f = 0; f < layout_.fragments(); ++f) {
     c.theta_g.emplace_back(state.theta_g(f).begin(), state.theta_g(f).end());
     c.momentum.emplace_back(state.momentum(f).begin(), state.momentum(f).end());
@@ -55,13 +56,24 @@ Status SyncEngine::restore(const EngineCheckpoint& c) {
     return mismatch(fmt::format("configured as {}, this engine as {}", c.config, config));
   if (c.counters.size() != 1 + layout_.fragments() || c.last_reset.size() != layout_.fragments() ||
       c.eager_state.size() != eager_deviation_.size() || c.staging.size() != staging_.size() ||
-      (c.in_flight && c.fragment >= layout_.fragments()))
+      (c.in_flight && c.fragment >= layout_.fragments()) ||
+      (!c.overlap.empty() && c.overlap.size() != 3))
     return mismatch(fmt::format(
         "its sizes differ (counters {}, resets {}, eager state {}, staging {}; this engine's "
         "{}, {}, {}, {})",
         c.counters.size(), c.last_reset.size(), c.eager_state.size(), c.staging.size(),
         1 + layout_.fragments(), layout_.fragments(), eager_deviation_.size(), staging_.size()));
+  // A file written before τ could change holds none: the configured τ, throughout.
+  const std::vector<uint64_t> overlap =
+      c.overlap.empty() ? std::vector<uint64_t>{options_.delay, options_.delay, 0} : c.overlap;
+  if (std::max(overlap[0], overlap[1]) > schedule_.delay_bound())
+    return mismatch(fmt::format(
+        "its tau ({}, {} the cycle before) exceeds H = {}, F = {}'s bound {}", overlap[0],
+        overlap[1], options_.sync_every, options_.fragments, schedule_.delay_bound()));
   state_.step() = c.counters[0];
+  state_.delay() = overlap[0];
+  state_.previous_delay() = overlap[1];
+  state_.steps_needed() = overlap[2];
   for (size_t f = 0; f < layout_.fragments(); ++f) {
     state_.rounds(f) = c.counters[1 + f];
     std::copy(c.theta_g[f].begin(), c.theta_g[f].end(), state_.theta_g(f).begin());
@@ -79,6 +91,9 @@ Status SyncEngine::restore(const EngineCheckpoint& c) {
   round->delta = {staging_.data(), layout_.fragment_size(c.fragment)};
   round->masks = c.masks;
   round->ring = c.ring;
+  round->members = c.ring.size();
+  round->delay = static_cast<uint32_t>(state_.delay());  // launched in this cycle
+  round->apply_step = schedule_.launch_step(c.fragment, c.number) + round->delay;
   round->attempts = c.attempts;
   round->late = c.late;
   round->settled = true;

@@ -27,9 +27,9 @@ uint32_t SyncEngine::round_identity(const Round& round) const {
 
 bool SyncEngine::contributes(uint32_t f) const {
   // A whole round of this peer's own training since θ_local was last set from θ_g: what every
-  // member has between two rounds (H − τ steps); a joiner's first, shorter one would pull the mean
-  // towards θ_g.
-  return state_.step() - last_reset_[f] >= options_.sync_every - options_.delay;
+  // member has between two rounds (H − τ steps, τ of the cycle before: the previous round of the
+  // fragment was launched there); a joiner's first, shorter one would pull the mean towards θ_g.
+  return state_.step() - last_reset_[f] >= options_.sync_every - state_.previous_delay();
 }
 
 Status SyncEngine::form_delta(uint32_t f, bool full_round) {
@@ -46,9 +46,14 @@ Status SyncEngine::form_delta(uint32_t f, bool full_round) {
 Status SyncEngine::start_ops(Round& round) {
   const collective::RingView view = collectives_.ring_view();
   round.ring = ring_ids();
+  round.members = view.size;
   round.masks = contribution_mask(view.size, view.rank, staged_code_, round_identity(round),
                                   group_.peers_pending());
-  round.launched_at = Clock::now();
+  // Beside the contribution masks: this peer's report about the last round it finished.
+  round.masks.resize(round.masks.size() + kOverlapSlots * view.size, 0.0f);
+  write_report(std::span(round.masks).subspan(2 * view.size), view.rank, round.report);
+  round.launched_at = round.pending_at = Clock::now();
+  round.ready = false;
   if (round.attempts++ == 0) round.traffic_at_launch = collectives_.traffic();
   collective::AllReduceSpec masks;
   masks.input = masks.output = round.masks.data();
@@ -72,6 +77,10 @@ Status SyncEngine::launch(uint32_t f, uint64_t number) {
   round->fragment = f;
   round->number = number;
   round->delta = {staging_.data(), layout_.fragment_size(f)};
+  round->delay = static_cast<uint32_t>(state_.delay());
+  round->apply_step = state_.step() + round->delay;
+  round->report = unsent_report_;
+  unsent_report_ = {};  // reported once, in this round (and its retries)
   if (!delayed()) LH_RETURN_IF_ERROR(form_delta(f, contributes(f)));
   // A launch the engine refuses (the epoch was aborted meanwhile) is settled like any failure.
   round->launch_failure = start_ops(*round);
@@ -93,11 +102,13 @@ Status SyncEngine::wait_for(Round& round) {
         op->abort(timeout_error("the round's deadline passed"));
       }
   }
+  poll(round, Clock::now());  // a result that was already there is dated by the polls
   Status outcome = round.launch_failure;
   for (auto* op : {round.mask_op.get(), round.delta_op.get()}) {
     const Status s = op ? op->wait() : Status::ok();
     if (outcome.is_ok() && !s.is_ok()) outcome = s;
   }
+  if (!round.ready) mark_ready(round, Clock::now());  // this peer waited for it
   return outcome;
 }
 
@@ -184,7 +195,9 @@ Status SyncEngine::finish_round(bool restart) {
   if (round.launched_at != Clock::time_point{})  // not a round read from a checkpoint
     report.event_bytes = (now.data_sent - round.traffic_at_launch.data_sent) +
                          (now.data_received - round.traffic_at_launch.data_received);
-  const Tally t = applied ? tally(round.masks, round_identity(round)) : Tally{};
+  const auto contribution =
+      std::span(round.masks).first(std::min(round.masks.size(), 2 * round.members));
+  const Tally t = applied ? tally(contribution, round_identity(round)) : Tally{};
   // A member that was in another round: every member enters an epoch from the same round
   // (docs/protocol.md, "Batch decisions"), so members a round apart are a bug, and they would drop
   // every round from here on. Every member sees the same masks: they all stop here, loudly.
@@ -193,10 +206,12 @@ Status SyncEngine::finish_round(bool restart) {
         "round {} of fragment {}: the members of the ring [{}] sent rounds [{}] (identities mod "
         "2^24); members in different rounds can never apply one",
         round.number, round.fragment, fmt::join(round.ring, " "),
-        fmt::join(std::span(round.masks).subspan(round.masks.size() / 2), " ")));
+        fmt::join(contribution.subspan(contribution.size() / 2), " ")));
   report.applied = applied;
   if (applied && t.change_pending) admission_due_ = true;
   if (applied) {
+    take_reports(round);
+    measure(round);
     report.participants = t.counted;
     for (size_t r : t.non_finite) report.non_finite_peers.push_back(round.ring[r]);
     average(round.delta, t.counted, workers_);

@@ -36,6 +36,31 @@ Status validate_hyperparameters(const EngineOptions& o) {
   return Status::ok();
 }
 
+// Only an adaptive configuration adds to the tag: a fixed τ's tag (and its checkpoints) stay.
+std::string adaptive_tag(const EngineOptions& o) {
+  if (!o.adaptive_delay) return "";
+  return fmt::format(".adaptive={},{:08x}", o.max_staleness_steps, bits(o.overlap_margin));
+}
+
+Status validate_overlap(const EngineOptions& o) {
+  if (!o.adaptive_delay) return Status::ok();
+  if (o.method != Method::kDiLoCo)
+    return Status(
+        LH_ERR_UNSUPPORTED,
+        fmt::format(
+            "{} already overlaps a whole round: the adaptive delay sizes (Streaming) DiLoCo's tau",
+            method_name(o.method)));
+  if (o.max_staleness_steps == 0)
+    return invalid_argument("max_staleness_steps must be at least 1 with the adaptive delay");
+  if (o.delay > o.max_staleness_steps)
+    return invalid_argument(fmt::format("the first tau = {} exceeds max_staleness_steps = {}",
+                                        o.delay, o.max_staleness_steps));
+  if (!std::isfinite(o.overlap_margin) || o.overlap_margin < 0.0f)
+    return invalid_argument(
+        fmt::format("the overlap margin = {} must be finite and not negative", o.overlap_margin));
+  return Status::ok();
+}
+
 }  // namespace
 
 const char* method_name(Method m) {
@@ -62,6 +87,7 @@ Status validate(const EngineOptions& o) {
       return invalid_argument(
           fmt::format("{} syncs the whole model: fragments must be 1", method_name(o.method)));
   }
+  LH_RETURN_IF_ERROR(validate_overlap(o));
   if (o.on_loss != LossPolicy::kRetry && o.on_loss != LossPolicy::kDrop)
     return invalid_argument("unknown loss policy");
   if (o.max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
@@ -76,10 +102,10 @@ std::string config_tag(const EngineOptions& o, const Layout& layout) {
     sizes += fmt::format("{}{}", f ? "," : "", layout.fragment_size(f));
   return fmt::format(
       "{}.H={}.F={}.tau={}.mix={:08x}.lr={:08x}.mu={:08x}.co2={:08x},{:08x},{:08x},{:08x}."
-      "codec={}.block={}.sizes={}",
+      "codec={}.block={}.sizes={}{}",
       method_name(o.method), o.sync_every, o.fragments, o.delay, bits(o.mix), bits(o.nesterov.lr),
       bits(o.nesterov.momentum), bits(o.co2.lr), bits(o.co2.momentum), bits(o.co2.gap_penalty),
-      bits(o.co2.clip), quant::codec_name(o.codec), o.block, sizes);
+      bits(o.co2.clip), quant::codec_name(o.codec), o.block, sizes, adaptive_tag(o));
 }
 
 }  // namespace longhaul::sync

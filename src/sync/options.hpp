@@ -32,7 +32,21 @@ struct EngineOptions {
   std::vector<FragmentPiece> pieces;  // empty: range i in fragment i mod fragments
   uint32_t fragments = 1;             // F
   uint32_t sync_every = 100;          // H
-  uint32_t delay = 0;                 // τ (DiLoCo method only; CO2 and eager need 0)
+  uint32_t delay = 0;                 // τ (DiLoCo method only; CO2 and eager need 0); with
+                                      // adaptive_delay: the first cycle's τ
+  // Adaptive overlap (docs/overlap.md): from the second cycle of H steps on, τ is the fewest
+  // steps that cover the slowest member's measured sync time plus `overlap_margin`, within
+  // [1, min(max_staleness_steps, the schedule's bound)]. DiLoCo method only (CO2 and eager
+  // already overlap a whole round). Default off: τ then follows the network's timing, so two runs
+  // of one seed no longer give the same θ_g, and a DiLoCo run configured blocking (τ = 0) would
+  // turn into Streaming DiLoCo; a trainer opts in.
+  bool adaptive_delay = false;
+  // The most inner steps a round may stay in flight when τ is adaptive. Default 5: a 4-peer ring
+  // sync of a 1.6 MB f32 fragment over 50 ms one-way paths at 100 Mbit/s takes about 0.5 s,
+  // 5 steps of 0.1 s (docs/training.md's WAN lab), while 5 of H = 50 steps keep the overlap at a
+  // tenth of a round.
+  uint32_t max_staleness_steps = 5;
+  float overlap_margin = 0.2f;  // the fraction of the sync time τ covers beyond it
   Method method = Method::kDiLoCo;
   NesterovParams nesterov;  // DiLoCo: lr 0.7, momentum 0.9
   Co2Params co2;

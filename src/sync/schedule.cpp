@@ -1,5 +1,7 @@
 #include "sync/schedule.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace longhaul::sync {
@@ -23,6 +25,12 @@ Result<FragmentSchedule> FragmentSchedule::make(uint32_t sync_every, uint32_t fr
                     "travel at once",
                     delay, spacing));
   return FragmentSchedule(sync_every, fragments, delay);
+}
+
+uint32_t FragmentSchedule::max_delay(uint32_t sync_every, uint32_t fragments) {
+  if (sync_every == 0 || fragments == 0) return 0;
+  const uint32_t below_h = sync_every - 1;
+  return fragments == 1 ? below_h : std::min(sync_every / fragments, below_h);
 }
 
 uint64_t FragmentSchedule::round_launched(uint64_t step, uint32_t fragment) const {

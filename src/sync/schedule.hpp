@@ -2,7 +2,8 @@
 // the trainer has just finished). Fragment f launches round k (k = 1, 2, ...) at step
 // k·H + f·⌊H/F⌋: every fragment syncs every H steps, the F fragments spread evenly over those H
 // steps, so at most one fragment's pseudo-gradient travels at a time. Its outer update is
-// applied τ steps after the launch (τ = 0: at once, blocking, as DiLoCo). The group admits
+// applied τ steps after the launch (τ = 0: at once, blocking, as DiLoCo); τ may change at an
+// admission point (overlap.hpp), and every round launched in a cycle keeps its τ. The group admits
 // joiners at every step that is a multiple of H, where no round is in flight (τ ≤ ⌊H/F⌋
 // guarantees it): every member calls update_topology at the same steps, so a change of
 // membership lands between rounds on every member alike.
@@ -25,7 +26,11 @@ class FragmentSchedule {
 
   uint32_t sync_every() const { return h_; }
   uint32_t fragments() const { return f_; }
+  // The τ it was made with: the first cycle's when the engine sizes τ itself (overlap.hpp).
   uint32_t delay() const { return tau_; }
+  // The largest τ this H and F allow: H − 1 with one fragment, else min(⌊H/F⌋, H − 1).
+  uint32_t delay_bound() const { return max_delay(h_, f_); }
+  static uint32_t max_delay(uint32_t sync_every, uint32_t fragments);
   // The step of fragment f's launch in round k ≥ 1.
   uint64_t launch_step(uint32_t fragment, uint64_t round) const {
     return round * h_ + uint64_t{fragment} * (h_ / f_);
@@ -34,7 +39,11 @@ class FragmentSchedule {
   uint64_t round_launched(uint64_t step, uint32_t fragment) const;
   // Whether fragment f applies a round at `step` (launched τ steps before), and which (0: none).
   uint64_t round_applied(uint64_t step, uint32_t fragment) const {
-    return step >= tau_ ? round_launched(step - tau_, fragment) : 0;
+    return round_applied(step, fragment, tau_);
+  }
+  // The same for a round launched with `delay`: τ may change between cycles of H steps.
+  uint64_t round_applied(uint64_t step, uint32_t fragment, uint32_t delay) const {
+    return step >= delay ? round_launched(step - delay, fragment) : 0;
   }
   bool admits(uint64_t step) const { return step > 0 && step % h_ == 0; }
 

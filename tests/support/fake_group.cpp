@@ -235,6 +235,32 @@ void FakeWorld::link_epoch() {
       arm_kill(s);
     }
   }
+  if (send_delay_.count() > 0)
+    for (auto& [ends, link] : links_) slow_down(link);
+}
+
+void FakeWorld::delay_sends(std::chrono::milliseconds delay) {
+  Lock lock(mu_);
+  send_delay_ = delay;
+  for (auto& [ends, link] : links_) slow_down(link);
+}
+
+void FakeWorld::slow_down(const std::shared_ptr<transport::InProcessLink>& link) {
+  if (send_delay_.count() == 0) {
+    link->hold_sends({});
+    link->release_held();
+    return;
+  }
+  // Called under the link's lock at each send: it only arms a timer, which releases on a link
+  // thread, outside that lock.
+  std::weak_ptr<transport::InProcessLink> weak = link;
+  link->hold_sends([this, weak, delay = send_delay_](transport::Tag) {
+    auto timer = std::make_shared<asio::steady_timer>(io_, delay);
+    timer->async_wait([timer, weak](const asio::error_code&) {
+      if (auto held = weak.lock()) held->release_held();
+    });
+    return true;
+  });
 }
 
 void FakeWorld::arm_kill(Seat& s) {

@@ -165,6 +165,11 @@ class FakeWorld {
   void remove(PeerId id, Status why);
   // A graceful leave: no ABORT, its group's undecided attempts fail, its links close.
   void leave(PeerId id);
+  // A slow network: every send on every link, of this epoch and of later ones, reaches its
+  // receiver about `delay` after it was posted (a timer per send releases what its link holds
+  // then, so a send posted just before another's timer goes with it). 0: at once again. Not
+  // together with kill_after_sends, which holds sends too.
+  void delay_sends(std::chrono::milliseconds delay);
   // The member's next `n` reports (decide) say "failed" whatever its attempt did.
   void fail_reports(PeerId id, uint32_t n = 1);
   // Runs on the reporting member's thread before each report reaches the master (epoch, attempt
@@ -244,6 +249,7 @@ class FakeWorld {
   void commit(bool admit);
   void link_epoch();
   void arm_kill(Seat& s);
+  void slow_down(const std::shared_ptr<transport::InProcessLink>& link);
   void abort_group(uint32_t group, lh_status code, const std::string& reason);
   void group_epoch_failed(uint32_t group);
   void decide_attempt(Attempt& a, bool ok);
@@ -290,6 +296,7 @@ class FakeWorld {
   size_t in_calls_ = 0;
   bool closing_ = false;
   Status broken_;  // a call waited past the limit: every call fails from then on
+  std::chrono::milliseconds send_delay_{0};  // delay_sends
 };
 
 // Runs body(i) for i in [0, n) on n threads and joins them.

@@ -4,9 +4,14 @@
 #include "sync/checkpoint.hpp"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <vector>
 
 #include <unistd.h>
 
@@ -28,6 +33,7 @@ class CheckpointFileTest : public ::testing::Test {
     EngineCheckpoint c;
     c.config = "diloco H=20 F=2";
     c.counters = {40, 2, 1};
+    c.overlap = {3, 2, 4};
     c.theta_g = {{1.0f, 2.0f}, {3.0f}};
     c.momentum = {{0.5f, -0.5f}, {0.25f}};
     c.last_reset = {40, 30};
@@ -51,6 +57,7 @@ class CheckpointFileTest : public ::testing::Test {
   static void expect_equal(const EngineCheckpoint& a, const EngineCheckpoint& b) {
     EXPECT_EQ(a.config, b.config);
     EXPECT_EQ(a.counters, b.counters);
+    EXPECT_EQ(a.overlap, b.overlap);
     EXPECT_EQ(a.theta_g, b.theta_g);
     EXPECT_EQ(a.momentum, b.momentum);
     EXPECT_EQ(a.last_reset, b.last_reset);
@@ -104,6 +111,38 @@ TEST_F(CheckpointFileTest, AMissingTruncatedOrAlteredFileIsRefusedWithTheReason)
   auto truncated = read_checkpoint(path());
   EXPECT_EQ(truncated.status().code(), LH_ERR_PROTOCOL);
   EXPECT_NE(truncated.status().message().find("header"), std::string::npos);
+}
+
+// A file of version 3 (before τ could change) is the version 4 layout without the overlap's
+// vector, right before the in-flight flag: it reads back with an empty overlap, which the engine
+// takes as the configured τ.
+TEST_F(CheckpointFileTest, AVersion3FileReadsWithoutTheOverlap) {
+  EngineCheckpoint c = sample(false);
+  c.overlap.clear();
+  ASSERT_TRUE(write_checkpoint(path(), c).is_ok());
+  std::vector<char> bytes;
+  {
+    std::ifstream in(path(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  constexpr size_t kSum = sizeof(uint64_t), kFlag = 1, kCount = sizeof(uint64_t);
+  ASSERT_GT(bytes.size(), 8 + 4 + kCount + kFlag + kSum);
+  bytes.resize(bytes.size() - kSum);
+  const auto count_at = static_cast<std::ptrdiff_t>(bytes.size() - kFlag - kCount);
+  bytes.erase(bytes.begin() + count_at, bytes.begin() + count_at + kCount);
+  const uint32_t version = 3;
+  std::memcpy(bytes.data() + 8, &version, sizeof version);
+  const uint64_t sum = XXH64(bytes.data(), bytes.size(), 0);
+  const auto* p = reinterpret_cast<const char*>(&sum);
+  bytes.insert(bytes.end(), p, p + sizeof sum);
+  {
+    std::ofstream out(path(), std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto back = read_checkpoint(path());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  expect_equal(*back, c);
+  EXPECT_TRUE(back->overlap.empty());
 }
 
 }  // namespace
