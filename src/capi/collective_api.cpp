@@ -1,6 +1,8 @@
 // lh_allreduce*, lh_reduce_scatter* and lh_allreduce_batch: the C face of the all-reducing
 // collectives a peer stages (peer/staged_ops.hpp).
 #include <cstddef>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "capi/convert.hpp"
@@ -25,13 +27,24 @@ extern "C" lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* r
       comm, comm->impl->staged().allreduce(std::move(*spec), lh::capi::memory_of(options)), out);
 }
 
+// Not lh_allreduce_async and a wait: the blocking call's outcome is settled with the group
+// (peer/settled_allreduce.hpp), so it returns OK on this peer exactly when on every peer.
 extern "C" lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count,
                                   lh_dtype dtype, lh_reduce_op op,
                                   const lh_allreduce_options* options, lh_op_info* info) {
-  lh_op* handle = nullptr;
-  lh_status s = lh_allreduce_async(comm, send, recv, count, dtype, op, options, &handle);
-  if (s != LH_OK) return s;
-  return lh::capi::wait_and_destroy(comm, handle, info);
+  if (lh_status s = lh::capi::check_open(comm, "lh_allreduce"); s != LH_OK) return s;
+  auto spec = lh::capi::allreduce_spec(send, recv, count, dtype, op, options);
+  if (!spec) return lh::capi::finish(comm, spec.status());
+  std::optional<lh::collective::OpInfo> started;
+  lh::Status s = comm->impl->staged().allreduce_settled(std::move(*spec),
+                                                        lh::capi::memory_of(options), &started);
+  if (info && started) {
+    info->bytes_sent = started->bytes_sent;
+    info->bytes_received = started->bytes_received;
+    info->world_size = static_cast<uint32_t>(started->world_size);
+    info->schedule = static_cast<lh_schedule>(started->schedule);
+  }
+  return lh::capi::finish(comm, s);
 }
 
 // The parts are checked against the group first: the whole's conversion needs their total.

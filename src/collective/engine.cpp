@@ -59,6 +59,8 @@ Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view
     refused = refusal(view, missing_link);
     if (refused.is_ok()) {
       op = make(seq);
+      if (success_gate_)
+        op->set_success_gate([gate = success_gate_, epoch = view.epoch, seq] { gate(epoch, seq); });
       remember(op);
     }
   }
@@ -98,6 +100,11 @@ void CollectiveEngine::remember(const std::shared_ptr<Operation>& op) {
   // Completed operations a caller still holds stay listed: the destructor drops their links.
   std::erase_if(in_flight_, [](const std::weak_ptr<Operation>& w) { return w.expired(); });
   in_flight_.push_back(op);
+}
+
+void CollectiveEngine::set_success_gate(SuccessGate gate) {
+  MutexLock lock(mu_);
+  success_gate_ = std::move(gate);
 }
 
 void CollectiveEngine::close_epoch(uint64_t epoch, const Status& why) {

@@ -47,6 +47,14 @@ class CollectiveEngine {
   // operation the others complete. Thread-safe.
   void close_epoch(uint64_t epoch, const Status& why);
 
+  // A fault hook for tests: `gate(epoch, seq)` runs on the worker pool when an operation started
+  // afterwards has done all its work and is about to succeed, and the operation's outcome is
+  // decided once it returns (an abort delivered meanwhile fails it). It forces an abort to race
+  // a completion at an exact point instead of by timing (tests/integration/atomic_allreduce_test).
+  // Empty: none (the default).
+  using SuccessGate = std::function<void(uint64_t epoch, uint64_t seq)>;
+  void set_success_gate(SuccessGate gate) EXCLUDES(mu_);
+
   // The scratch the operations share (the batch call guards its inputs with it too).
   BufferPool& buffers() { return buffers_; }
   // Frees the scratch buffers no operation holds (they are also freed under memory pressure).
@@ -77,6 +85,7 @@ class CollectiveEngine {
   uint64_t aborted_epoch_ GUARDED_BY(mu_) = 0;
   Status abort_status_ GUARDED_BY(mu_);
   std::vector<std::weak_ptr<Operation>> in_flight_ GUARDED_BY(mu_);
+  SuccessGate success_gate_ GUARDED_BY(mu_);
 };
 
 }  // namespace longhaul::collective

@@ -213,7 +213,7 @@ void Operation::maybe_finish() {
     if (in_flight_ > 0 || tasks_ > 0) return;
     restore();
     outcome_ = failure_;
-  } else if (completed_ < expected_ || tasks_ > 0) {
+  } else if (completed_ < expected_ || tasks_ > 0 || hold_at_success_gate()) {
     return;
   } else {
     outcome_ = commit();
@@ -221,6 +221,18 @@ void Operation::maybe_finish() {
   done_ = true;
   release();
   done_cv_.notify_all();
+}
+
+bool Operation::hold_at_success_gate() {
+  if (!success_gate_ || gate_passed_) return false;
+  gate_passed_ = true;
+  // Counted as a task: an abort while the gate runs waits for it, then fails the operation.
+  ++tasks_;
+  workers_.post([self = shared_from_this()] {
+    self->success_gate_();
+    self->task_done();
+  });
+  return true;
 }
 
 void Operation::drop_links() {

@@ -57,6 +57,12 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // after lh_comm_destroy), and its links must not be the last to go, on a runtime already gone.
   void drop_links();
 
+  // A fault hook for tests (CollectiveEngine::set_success_gate): runs once, on the worker pool,
+  // when the operation has completed every transfer and task and is about to succeed; the
+  // operation decides its outcome only after it returns, so an abort delivered meanwhile fails
+  // it. Set before start(); empty (the default) costs one test of an empty function.
+  void set_success_gate(std::function<void()> gate) { success_gate_ = std::move(gate); }
+
   // Takes the scratch the operation needs; the operation's failure instead when it has failed
   // already (the engine calls it once, before start()).
   virtual Status prepare() = 0;
@@ -137,10 +143,13 @@ class Operation : public std::enable_shared_from_this<Operation> {
   void send_done(const Status& s, size_t bytes);
   void recv_done(const Status& s, size_t bytes, const std::function<void()>& then);
   void maybe_finish() REQUIRES(mu_);
+  // Runs the success gate as a task, once: true when it did (the outcome waits for it).
+  bool hold_at_success_gate() REQUIRES(mu_);
   // A task (or a held wait) has ended: the operation may complete now.
   void task_done() EXCLUDES(mu_);
 
   runtime::WorkerPool& workers_;
+  std::function<void()> success_gate_;  // set before start(), read under mu_ afterwards
   const transport::Staging& staging_;
   const std::shared_ptr<SegmentStaging> segment_staging_;
 
@@ -154,6 +163,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   uint64_t bytes_received_ GUARDED_BY(mu_) = 0;
   Status failure_ GUARDED_BY(mu_);
   bool done_ GUARDED_BY(mu_) = false;
+  bool gate_passed_ GUARDED_BY(mu_) = false;
   Status outcome_ GUARDED_BY(mu_);
 };
 

@@ -16,7 +16,7 @@ size_t MemberCounts::total() const {
 }
 
 StagedOps::StagedOps(GroupControl& group, Collectives& collectives)
-    : group_(group), collectives_(collectives) {}
+    : group_(group), collectives_(collectives), settled_(group, collectives) {}
 
 Result<MemberCounts> StagedOps::member_counts(size_t count, const size_t* counts) const {
   if (Status s = group_.failure(); !s) return s;
@@ -42,6 +42,22 @@ Result<std::shared_ptr<collective::AllReduceOp>> StagedOps::allreduce(
     collective::AllReduceSpec spec, gpu::Memory memory) {
   if (auto staged = gpu::stage_device_buffers(spec, memory); !staged) return staged.status();
   return collectives_.allreduce(spec);
+}
+
+Status StagedOps::allreduce_settled(collective::AllReduceSpec spec, gpu::Memory memory,
+                                    std::optional<collective::OpInfo>* info) {
+  // Staged per segment, the result would land in the caller's device buffer at the member's own
+  // success, before the group's decision: staged whole, it lands only after an OK.
+  LH_RETURN_IF_ERROR(gpu::residual_on_host(spec.residual, memory));
+  gpu::BatchBuffers buffer{spec.input, spec.output, spec.count};
+  auto landings = gpu::stage_device_buffers(std::span(&buffer, 1), spec.dtype, memory);
+  if (!landings) return landings.status();
+  spec.input = buffer.input;
+  spec.output = buffer.output;
+  Status s = settled_.run(std::move(spec), info);
+  for (const auto& land : *landings)
+    if (s) s = land();
+  return s;
 }
 
 Result<std::shared_ptr<collective::AllReduceOp>> StagedOps::reduce_scatter(

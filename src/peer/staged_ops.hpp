@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "collective/allreduce.hpp"
@@ -24,6 +25,7 @@
 #include "peer/batch.hpp"
 #include "peer/collectives.hpp"
 #include "peer/group.hpp"
+#include "peer/settled_allreduce.hpp"
 
 namespace longhaul::peer {
 
@@ -50,6 +52,12 @@ class StagedOps {
   // An all-reduce (collective::AllReduceSpec, no reduce-scatter output) of buffers in `memory`.
   Result<std::shared_ptr<collective::AllReduceOp>> allreduce(collective::AllReduceSpec spec,
                                                              gpu::Memory memory);
+  // The blocking all-reduce (lh_allreduce): allreduce() whose outcome the group agrees on
+  // (settled_allreduce.hpp): OK on this member exactly when OK on every member. Device buffers are
+  // staged whole, as the batch stages them, and written only once the group decided OK. `info`
+  // (may be null) gets the all-reduce's figures.
+  Status allreduce_settled(collective::AllReduceSpec spec, gpu::Memory memory,
+                           std::optional<collective::OpInfo>* info);
   // A reduce-scatter: `whole` is the all-reduce of every member's part (input: parts.total()
   // elements, count: their total), its output this member's part (parts.counts[parts.rank]
   // elements, from reduce_scatter_parts()).
@@ -85,6 +93,7 @@ class StagedOps {
                                                               size_t rank, gpu::Memory memory);
   GroupControl& group_;
   Collectives& collectives_;
+  SettledAllReduces settled_;
 };
 
 }  // namespace longhaul::peer
