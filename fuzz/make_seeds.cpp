@@ -1,14 +1,18 @@
 // Writes the seed corpus of wire_fuzz: one valid encoding of each thing it decodes, made with the
-// real encoders so the seeds follow the codec if it changes.
+// real encoders so the seeds follow the codec if it changes. Every control message type has at
+// least one seed (control_seeds.cpp); the maker fails when a type has none.
 //
 //   wire_fuzz_seeds <dir>     (the checked-in corpus is fuzz/corpus/wire)
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "net/frame.hpp"
 #include "net/handshake.hpp"
+#include "seed_writer.hpp"
 #include "wire/codec.hpp"
 #include "wire/control_messages.hpp"
 #include "wire_fuzz_format.hpp"
@@ -23,6 +27,11 @@ namespace wire = longhaul::wire;
 namespace fz = longhaul::fuzz;
 
 std::string g_dir;
+std::set<size_t> g_control_seeded;  // variant indices of wire::ControlMessage with a seed
+
+}  // namespace
+
+namespace longhaul::fuzz {
 
 void write_seed(const char* name, Mode mode, const std::vector<std::byte>& body) {
   const std::string path = g_dir + "/" + name;
@@ -39,6 +48,17 @@ void write_seed(const char* name, Mode mode, const std::vector<std::byte>& body)
     std::exit(1);
   }
 }
+
+void write_control_seed(const char* name, const wire::ControlMessage& message) {
+  g_control_seeded.insert(message.index());
+  write_seed(name, kControl, wire::encode_control(message));
+}
+
+}  // namespace longhaul::fuzz
+
+namespace {
+
+using longhaul::fuzz::write_seed;
 
 std::vector<std::byte> cat(std::vector<std::byte> a, const std::vector<std::byte>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -85,19 +105,34 @@ void reader_program() {
   write_seed("reader_program", fz::kReaderProgram, w.take());
 }
 
-}  // namespace
+// The handshake messages every seed below is made of.
+struct Handshake {
+  net::HelloMessage hello;
+  net::HelloAckMessage ack;
+  net::AuthMessage auth;
+  net::RejectMessage reject;
+};
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s <corpus-dir>\n", argv[0]);
-    return 2;
-  }
-  g_dir = argv[1];
+Handshake handshake_messages() {
+  Handshake h;
+  h.hello.role = net::Role::kPeer;
+  h.hello.nonce = pattern(1);
+  h.hello.link_id = 0x0102030405060708ULL;
+  h.hello.connection_index = 2;
+  h.hello.connection_count = 4;
+  h.ack.role = net::Role::kMaster;
+  h.ack.secret_required = true;
+  h.ack.nonce = pattern(0x40);
+  h.ack.mac = pattern(0x80);
+  h.auth.mac = pattern(0xc0);
+  h.reject.code = LH_ERR_AUTH;
+  h.reject.reason = "wrong cluster secret";
+  return h;
+}
 
-  reader_program();
-
-  // Frame headers: one per payload rule (handshake, control, data, empty-only), and one carrying
-  // explicit limits.
+// Frame headers: one per payload rule (handshake, control, data, empty-only), and one carrying
+// explicit limits.
+void header_seeds() {
   write_seed("header_hello", fz::kFrameHeader,
              header_bytes({net::FrameType::kHello, 0, 55, 0, 0, 0}));
   write_seed("header_control", fz::kFrameHeader,
@@ -113,141 +148,70 @@ int main(int argc, char** argv) {
     write_seed("header_data_limits", fz::kFrameHeader,
                cat(header_bytes({net::FrameType::kData, 0, 200, 1, 0, 200}), limits.take()));
   }
+}
 
-  net::HelloMessage hello;
-  hello.role = net::Role::kPeer;
-  hello.nonce = pattern(1);
-  hello.link_id = 0x0102030405060708ULL;
-  hello.connection_index = 2;
-  hello.connection_count = 4;
-  write_seed("hello", fz::kHello, net::encode(hello));
+void handshake_seeds(const Handshake& h) {
+  write_seed("hello", fz::kHello, net::encode(h.hello));
   {
-    net::HelloMessage other = hello;
+    net::HelloMessage other = h.hello;
     other.version = net::kProtocolVersion + 1;  // another version: only magic and version are read
     auto bytes = net::encode(other);
     bytes.resize(10);
     write_seed("hello_other_version", fz::kHello, bytes);
   }
 
-  net::HelloAckMessage ack;
-  ack.role = net::Role::kMaster;
-  ack.secret_required = true;
-  ack.nonce = pattern(0x40);
-  ack.mac = pattern(0x80);
-  write_seed("hello_ack", fz::kHelloAck, net::encode(ack));
+  write_seed("hello_ack", fz::kHelloAck, net::encode(h.ack));
 
-  net::AuthMessage auth;
-  auth.mac = pattern(0xc0);
-  write_seed("auth", fz::kAuth, net::encode(auth));
+  write_seed("auth", fz::kAuth, net::encode(h.auth));
 
-  net::RejectMessage reject;
-  reject.code = LH_ERR_AUTH;
-  reject.reason = "wrong cluster secret";
-  write_seed("reject", fz::kReject, net::encode(reject));
+  write_seed("reject", fz::kReject, net::encode(h.reject));
   {
     net::RejectMessage longest;  // a reason at the 512-byte limit
     longest.code = LH_ERR_INTERNAL;
     longest.reason.assign(512, 'x');
     write_seed("reject_longest_reason", fz::kReject, net::encode(longest));
   }
+}
 
-  // Just past each limit: the decoders must refuse these (the fuzzer's model checks that they do),
-  // so replaying the corpus pins every boundary even where random mutation rarely lands exactly.
-  {
-    net::RejectMessage too_long;
-    too_long.code = LH_ERR_PROTOCOL;
-    too_long.reason.assign(513, 'x');
-    write_seed("bad_reject_reason_513", fz::kReject, net::encode(too_long));
-    auto zero_code = net::encode(reject);
-    zero_code[0] = std::byte{0};  // LH_OK is not a reason to reject
-    write_seed("bad_reject_code_ok", fz::kReject, zero_code);
-    auto trailing = net::encode(hello);
-    trailing.push_back(std::byte{0});
-    write_seed("bad_hello_trailing_byte", fz::kHello, trailing);
-    auto short_ack = net::encode(ack);
-    short_ack.pop_back();
-    write_seed("bad_hello_ack_short", fz::kHelloAck, short_ack);
-    auto bad_bool = net::encode(ack);
-    bad_bool[3] = std::byte{2};  // secret_required must be 0 or 1
-    write_seed("bad_hello_ack_bool", fz::kHelloAck, bad_bool);
-    write_seed("bad_header_hello_1025", fz::kFrameHeader,
-               header_bytes({net::FrameType::kHello, 0, net::kMaxHandshakePayload + 1, 0, 0, 0}));
-    write_seed("bad_header_data_past_total", fz::kFrameHeader,
-               header_bytes({net::FrameType::kData, 0, 101, 1, 0, 100}));
-    // offset + length wraps around 2^64 to land inside total: only exact arithmetic refuses it.
-    write_seed("bad_header_data_wrapping", fz::kFrameHeader,
-               header_bytes({net::FrameType::kData, 0, 16, 1, UINT64_MAX - 7, 100}));
-    write_seed("bad_header_ping_payload", fz::kFrameHeader,
-               header_bytes({net::FrameType::kPing, 0, 1, 1, 0, 0}));
-  }
+// Just past each limit: the decoders must refuse these (the fuzzer's model checks that they do),
+// so replaying the corpus pins every boundary even where random mutation rarely lands exactly.
+void bad_seeds(const Handshake& h) {
+  net::RejectMessage too_long;
+  too_long.code = LH_ERR_PROTOCOL;
+  too_long.reason.assign(513, 'x');
+  write_seed("bad_reject_reason_513", fz::kReject, net::encode(too_long));
+  auto zero_code = net::encode(h.reject);
+  zero_code[0] = std::byte{0};  // LH_OK is not a reason to reject
+  write_seed("bad_reject_code_ok", fz::kReject, zero_code);
+  auto trailing = net::encode(h.hello);
+  trailing.push_back(std::byte{0});
+  write_seed("bad_hello_trailing_byte", fz::kHello, trailing);
+  auto short_ack = net::encode(h.ack);
+  short_ack.pop_back();
+  write_seed("bad_hello_ack_short", fz::kHelloAck, short_ack);
+  auto bad_bool = net::encode(h.ack);
+  bad_bool[3] = std::byte{2};  // secret_required must be 0 or 1
+  write_seed("bad_hello_ack_bool", fz::kHelloAck, bad_bool);
+  write_seed("bad_header_hello_1025", fz::kFrameHeader,
+             header_bytes({net::FrameType::kHello, 0, net::kMaxHandshakePayload + 1, 0, 0, 0}));
+  write_seed("bad_header_data_past_total", fz::kFrameHeader,
+             header_bytes({net::FrameType::kData, 0, 101, 1, 0, 100}));
+  // offset + length wraps around 2^64 to land inside total: only exact arithmetic refuses it.
+  write_seed("bad_header_data_wrapping", fz::kFrameHeader,
+             header_bytes({net::FrameType::kData, 0, 16, 1, UINT64_MAX - 7, 100}));
+  write_seed("bad_header_ping_payload", fz::kFrameHeader,
+             header_bytes({net::FrameType::kPing, 0, 1, 1, 0, 0}));
+}
 
-  // Whole frames as a connection reads them.
-  const auto hello_payload = net::encode(hello);
-  // Control messages: the shared-state ones, whose fields are the richest.
-  write_seed("control_state_report", fz::kControl,
-             wire::encode_control(wire::StateReportMsg{
-                 3,
-                 1u << 20,
-                 7,
-                 wire::SyncStrategy::kEnforcePopular,
-                 {{"moments", 0, 300000, {11, 12}, {0x02}}, {"step", 8, 1, {13}, {0}}}}));
-  write_seed("control_state_plan", fz::kControl,
-             wire::encode_control(wire::StatePlanMsg{3,
-                                                     LH_OK,
-                                                     "",
-                                                     8,
-                                                     {{2, "10.0.0.2", 4000}, {5, "10.0.0.5", 4000}},
-                                                     {{0, {2, 5}, {{1, 99, true}}}}}));
-  write_seed("control_state_blocks_z", fz::kControl,
-             wire::encode_control(wire::StateBlocksZMsg{
-                 9, {{true, {std::byte{0x28}, std::byte{0xb5}}}, {false, {}}}}));
-  write_seed("control_state_fetch", fz::kControl,
-             wire::encode_control(wire::StateFetchMsg{9, 1, 16, 8, false}));
-  write_seed("control_state_source_lost", fz::kControl,
-             wire::encode_control(wire::StateSourceLostMsg{9, 5}));
-  // Nodes (protocol version 5): a rank's claim, a waiting node, and a claim past the rails limit.
-  write_seed("control_register_node", fz::kControl,
-             wire::encode_control(wire::RegisterMsg{1, "", 4000, "gpu-box-7", 1, 8}));
-  write_seed("control_node_waiting", fz::kControl,
-             wire::encode_control(wire::NodeWaitingMsg{8, {0, 1, 5}}));
-  write_seed("bad_control_register_rail_out_of_range", fz::kControl,
-             wire::encode_control(wire::RegisterMsg{1, "", 4000, "gpu-box-7", 8, 8}));
-  // Node agreement (protocol version 9).
-  write_seed("control_node_agree", fz::kControl, wire::encode_control(wire::NodeAgreeMsg{3, 2, 1}));
-  write_seed("control_node_agreed", fz::kControl, wire::encode_control(wire::NodeAgreedMsg{3, 1}));
-  // Observability (protocol version 6).
-  wire::PeerStatsMsg stats;
-  stats.epoch = 9;
-  stats.data_sent = 1;
-  stats.has_state = stats.has_engine = true;
-  stats.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}};
-  write_seed("control_peer_stats", fz::kControl, wire::encode_control(stats));
-  // Master restart (protocol version 7): a member's view of the run.
-  wire::RejoinMsg rejoin;
-  rejoin.peer_id = 5;
-  rejoin.advertised_port = 4000;
-  rejoin.epoch = 12;
-  rejoin.world = 3;
-  rejoin.ring = {3, 5, 7};
-  rejoin.proposed_epoch = 13;
-  rejoin.proposed_ring = {5, 7};
-  rejoin.decided_attempt = 2;
-  write_seed("control_rejoin", fz::kControl, wire::encode_control(rejoin));
-  // Protocol version 10: a rail of a node with its last node agreement answer.
-  rejoin.node = "host-3";
-  rejoin.rail = 1;
-  rejoin.rails = 2;
-  rejoin.node_answered = 4;
-  rejoin.node_answer = 1;
-  write_seed("control_rejoin_rail", fz::kControl, wire::encode_control(rejoin));
-  write_seed("control_topology", fz::kControl,
-             wire::encode_control(
-                 wire::TopologyMsg{9, {{1, 0, "a", 1}, {2, 0, "b", 2}}, {{0, {2, 1}}}, 0, {}}));
+// Whole frames as a connection reads them, and as the handshake reads them before
+// authentication ([expected type][frame]).
+void frame_seeds(const Handshake& h) {
+  const auto hello_payload = net::encode(h.hello);
   write_seed("frame_hello", fz::kFrameStream,
              cat(header_bytes({net::FrameType::kHello, 0,
                                static_cast<uint32_t>(hello_payload.size()), 0, 0, 0}),
                  hello_payload));
-  const auto reject_payload = net::encode(reject);
+  const auto reject_payload = net::encode(h.reject);
   write_seed("frame_reject", fz::kFrameStream,
              cat(header_bytes({net::FrameType::kReject, 0,
                                static_cast<uint32_t>(reject_payload.size()), 0, 0, 0}),
@@ -268,5 +232,30 @@ int main(int argc, char** argv) {
   write_seed(
       "pre_auth_data_before_auth", fz::kPreAuthStream,
       cat(expect(net::FrameType::kAuth), header_bytes({net::FrameType::kData, 0, 0, 0, 0, 0})));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <corpus-dir>\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[1];
+  const Handshake h = handshake_messages();
+  reader_program();
+  header_seeds();
+  handshake_seeds(h);
+  bad_seeds(h);
+  frame_seeds(h);
+  fz::control_seeds();
+  // A new control message without a seed fails here, so the corpus follows the protocol.
+  for (size_t i = 0; i < std::variant_size_v<wire::ControlMessage>; ++i)
+    if (!g_control_seeded.contains(i)) {
+      std::fprintf(stderr,
+                   "no seed for control message type %zu: add one to fuzz/control_seeds.cpp\n",
+                   i + 1);
+      return 1;
+    }
   return 0;
 }
