@@ -191,11 +191,6 @@ void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {
   s.delay = engine(tool::add_number(app, "--delay", e.delay, 0, UINT32_MAX,
                                     "tau: steps from a round's launch to its outer update "
                                     "(--method streaming: 1)"));
-  engine(app.add_flag("--adaptive-delay", e.adaptive_delay,
-                      "size tau at every H steps to the slowest peer's measured sync time "
-                      "(diloco and streaming; --delay is the first cycle's tau)"));
-  engine(tool::add_number(app, "--max-staleness-steps", e.max_staleness_steps, 1, UINT32_MAX,
-                          "with --adaptive-delay: the most steps a round may stay in flight"));
   engine(tool::add_number(app, "--mix", e.mix, 0.0, 1.0,
                           "alpha of the merge local <- alpha*local + (1-alpha)*global, below 1"));
   s.outer_lr = engine(tool::add_number(app, "--outer-lr", e.outer_lr, 0.0, HUGE_VAL,
