@@ -389,8 +389,8 @@ void lh_comm_destroy(lh_comm* comm);
  *   - has left (lh_comm_leave), or
  *   - was destroyed (lh_comm_destroy; see below).
  * Those calls: lh_comm_update_topology, lh_comm_wait_for_peers, every collective (lh_allreduce,
- * lh_reduce_scatter, lh_allgather, lh_broadcast, lh_barrier, their _async forms,
- * lh_allreduce_batch), lh_sync_state and lh_sync_engine_start. A communicator whose session
+ * lh_reduce_scatter, lh_allgather, lh_broadcast, lh_barrier, lh_sparse_allgather, their _async
+ * forms, lh_allreduce_batch), lh_sync_state and lh_sync_engine_start. A communicator whose session
  * failed (the master removed it, was lost for good, its node was evicted) reports that failure
  * instead (LH_ERR_PEER_LOST, LH_ERR_NODE_EVICTED, ...). The queries (lh_comm_get_attribute,
  * lh_comm_get_ring, lh_comm_get_traffic, lh_comm_are_peers_pending, lh_comm_last_error) keep
@@ -698,6 +698,129 @@ lh_status lh_broadcast(lh_comm* comm, void* buffer, size_t count, lh_dtype dtype
  * `options` is read; a codec other than LH_CODEC_NONE is LH_ERR_INVALID_ARGUMENT. */
 lh_status lh_barrier_async(lh_comm* comm, const lh_allreduce_options* options, lh_op** out);
 lh_status lh_barrier(lh_comm* comm, const lh_allreduce_options* options, lh_op_info* info);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sparse all-gather                                                                           */
+
+/* An all-gather of byte buffers whose sizes differ from peer to peer and are not declared by the
+ * caller: every peer of the group contributes one buffer (`send`, `send_bytes` bytes, 0
+ * included), and every peer receives every contribution, in ring order (LH_ATTR_RANK), with its
+ * size, bit-identical on every peer. Made for the sparse codec's encodings (docs/quantization.md,
+ * "The sparse all-gather"), whose size depends on the data; the bytes are opaque otherwise.
+ *
+ * It runs as two all-gathers of the group, one after the other, with every guarantee of
+ * lh_allgather (striped over each link's connections, the master's abort and a lost peer fail it
+ * on every peer within milliseconds, never a hang): first the sizes (8 bytes per peer), then the
+ * contributions with those sizes. So it takes two places in the group's order of collectives, and
+ * no other collective may be started on the communicator (from another thread) while
+ * lh_sparse_allgather_async runs. Wire cost: each peer sends its own contribution to the N-1 others
+ * (direct: itself; ring: each contribution passes N-1 hops, each peer forwarding the others'), plus
+ * N-1 sizes of 8 bytes; when every contribution is empty only the sizes travel, and a group of
+ * one sends nothing.
+ *
+ * Validation: with options->validate, every contribution (this peer's too) is checked as soon as
+ * it has arrived, overlapped with the rest of the transfer. A refused contribution does not fail
+ * the transfer: every peer holds the same bytes and runs the same check, so every peer refuses
+ * the same peers' contributions, and names them alike (ring position and peer id). The caller
+ * leaves them out (the sync engine re-forms the round without them).
+ *
+ * Ownership of the result: the library allocates it as an lh_sparse_gathered (one buffer holding
+ * every contribution back to back); the caller reads it with the lh_sparse_gathered_* functions
+ * and frees it with lh_sparse_gathered_destroy. Its pointers stay valid until then. */
+
+typedef enum lh_sparse_validate {
+  LH_SPARSE_VALIDATE_NONE = 0, /* every contribution is accepted as it is */
+  /* Every non-empty contribution must be a well-formed sparse codec encoding (the checks of the
+   * codec's decoder: header, every record, nothing after the last), of `expected_elements`
+   * elements when that is set. An empty contribution is accepted (a peer with nothing to send). */
+  LH_SPARSE_VALIDATE_CODEC = 1
+} lh_sparse_validate;
+
+typedef struct lh_sparse_allgather_options {
+  /* Of both all-gathers; default LH_SCHEDULE_AUTO (as lh_allgather: direct with full_mesh and at
+   * most 16 peers when the contributions are alike or small, else ring). LH_SCHEDULE_DIRECT needs
+   * lh_comm_options.full_mesh (LH_ERR_UNSUPPORTED). */
+  lh_schedule schedule;
+  uint32_t segment_bytes; /* pipeline granularity of the contributions; default 1 MiB, >= 1 */
+  lh_sparse_validate validate; /* default LH_SPARSE_VALIDATE_NONE */
+  /* With LH_SPARSE_VALIDATE_CODEC: the elements every non-empty contribution must encode (its
+   * header's count); 0 (the default): any count. */
+  uint64_t expected_elements;
+  /* The most bytes all contributions together may have; sizes above it fail the call on every
+   * peer with LH_ERR_PROTOCOL naming the largest contribution's peer, before any contribution is
+   * sent. 0 (the default): no limit but memory. */
+  uint64_t max_total_bytes;
+  /* The blocking lh_sparse_allgather only (the _async form refuses anything but 0 with
+   * LH_ERR_INVALID_ARGUMENT). 0 (the default): the call's outcome is this peer's own, as
+   * lh_allgather's. n >= 1: the call is settled with the group through the master as one
+   * lh_allreduce_batch is (docs/collectives.md, "Batch all-reduce"): it returns LH_OK on this peer
+   * exactly when it does on every peer; a failed attempt is retried over the survivors (re-formed
+   * without newcomers) up to n attempts in all. Nothing else may run on the communicator then (no
+   * other collective, no lh_comm_update_topology, no sync engine), as for the batch. */
+  uint32_t max_attempts;
+} lh_sparse_allgather_options;
+
+/* Fills *options with the defaults above. NULL is ignored. */
+void lh_sparse_allgather_options_init(lh_sparse_allgather_options* options);
+
+/* Every contribution of one sparse all-gather, owned by the library until
+ * lh_sparse_gathered_destroy. */
+typedef struct lh_sparse_gathered lh_sparse_gathered;
+
+/* Starts a sparse all-gather of `send` (send_bytes bytes, host memory; NULL only when send_bytes
+ * is 0). It waits for the size exchange (about one round trip with direct, N-1 hops on the ring;
+ * it ends once every peer has started the call), starts the contributions' all-gather and returns:
+ * *out owns the lh_op to wait on (lh_op_wait, lh_op_test, lh_op_get_info: the contributions' bytes;
+ * lh_op_destroy), *result owns the result, readable once the operation has completed with LH_OK.
+ * `send` must stay valid and unchanged until then. `options` may be NULL for the defaults; every
+ * peer must pass the same options. On failure both are NULL (LH_ERR_PEER_LOST / LH_ERR_ABORTED:
+ * call lh_comm_update_topology and retry; LH_ERR_INVALID_ARGUMENT, LH_ERR_UNSUPPORTED: bad
+ * arguments, nothing sent; LH_ERR_PROTOCOL: the sizes exceed max_total_bytes, on every peer).
+ * Refusals of contributions are in the result (lh_sparse_gathered_check), not in the operation's
+ * status. Thread-safe as lh_allreduce_async, with the rule above on other collectives meanwhile. */
+lh_status lh_sparse_allgather_async(lh_comm* comm, const void* send, size_t send_bytes,
+                                    const lh_sparse_allgather_options* options,
+                                    lh_sparse_gathered** result, lh_op** out);
+
+/* The blocking form: starts, waits, fills `info` (may be NULL: the bytes of both all-gathers) and
+ * returns the outcome. LH_OK: *result owns every contribution. LH_ERR_PROTOCOL from validation:
+ * *result is set too (free it), and the message (lh_comm_last_error, lh_last_error) names the
+ * first refused peer, its reason and how many were refused. Any other error: *result is NULL. With
+ * options->max_attempts >= 1 the outcome is the group's (see lh_sparse_allgather_options). */
+lh_status lh_sparse_allgather(lh_comm* comm, const void* send, size_t send_bytes,
+                              const lh_sparse_allgather_options* options,
+                              lh_sparse_gathered** result, lh_op_info* info);
+
+/* The readers of a result. Before its operation has completed they fail with
+ * LH_ERR_INVALID_ARGUMENT ("not completed"), after a failed one with the operation's error; a rank
+ * at or above the group's size is LH_ERR_INVALID_ARGUMENT. Thread-safe. */
+
+/* The peers the all-gather ran with (the group's size) and this peer's ring position among them. */
+lh_status lh_sparse_gathered_members(const lh_sparse_gathered* result, uint32_t* members,
+                                     uint32_t* rank);
+/* The contribution of the peer at ring position `rank`: *data points to its *bytes bytes inside
+ * the result (valid until lh_sparse_gathered_destroy; not NULL, even for 0 bytes). */
+lh_status lh_sparse_gathered_contribution(const lh_sparse_gathered* result, uint32_t rank,
+                                          const void** data, size_t* bytes);
+/* The peer id at ring position `rank` in the epoch the all-gather ran in (lh_comm_get_ring's). */
+lh_status lh_sparse_gathered_peer_id(const lh_sparse_gathered* result, uint32_t rank,
+                                     uint64_t* peer_id);
+/* LH_OK when the contribution at ring position `rank` was accepted (always, without validation);
+ * LH_ERR_PROTOCOL when it was refused, its message (lh_last_error, lh_sparse_gathered_last_error)
+ * naming the peer and the reason, e.g. "the contribution of peer 7 at ring position 2 (96 bytes)
+ * is malformed: sparse codec: chunk 0: index 9 after 12 (indices must strictly increase)". */
+lh_status lh_sparse_gathered_check(const lh_sparse_gathered* result, uint32_t rank);
+/* Copies the ring positions of the refused contributions, in ring order, into
+ * ranks[0..capacity) and sets *count to how many there are (which may exceed capacity). `ranks`
+ * may be NULL when capacity is 0. */
+lh_status lh_sparse_gathered_malformed(const lh_sparse_gathered* result, uint32_t* ranks,
+                                       size_t capacity, size_t* count);
+/* The message of the last failed call on this result, or "" (also for NULL). Owned by the result:
+ * valid until its next failing call or lh_sparse_gathered_destroy. */
+const char* lh_sparse_gathered_last_error(const lh_sparse_gathered* result);
+/* Waits for the operation if it still runs (its buffers are in use until then), then frees the
+ * result. NULL is ignored. */
+void lh_sparse_gathered_destroy(lh_sparse_gathered* result);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Node-local groups                                                                           */

@@ -89,6 +89,14 @@ inline const lh_allreduce_options& allreduce_defaults() {
   }();
   return o;
 }
+inline const lh_sparse_allgather_options& sparse_allgather_defaults() {
+  static const lh_sparse_allgather_options o = [] {
+    lh_sparse_allgather_options d;
+    lh_sparse_allgather_options_init(&d);
+    return d;
+  }();
+  return o;
+}
 }  // namespace detail
 
 // The cluster secret in the file at `path`, read with the rules of lh_secret_from_file (one final
@@ -273,6 +281,120 @@ class Operation {
     detail::check(s, [this] { return lh_op_last_error(handle_.get()); });
   }
   std::unique_ptr<lh_op, Deleter> handle_;
+};
+
+// Mirrors lh_sparse_allgather_options; the defaults are read from
+// lh_sparse_allgather_options_init (the fields' meanings and defaults are documented there).
+struct SparseAllGatherOptions {
+  lh_schedule schedule = detail::sparse_allgather_defaults().schedule;
+  uint32_t segment_bytes = detail::sparse_allgather_defaults().segment_bytes;
+  lh_sparse_validate validate = detail::sparse_allgather_defaults().validate;
+  uint64_t expected_elements = detail::sparse_allgather_defaults().expected_elements;
+  uint64_t max_total_bytes = detail::sparse_allgather_defaults().max_total_bytes;
+  // The blocking Communicator::sparse_allgather only: >= 1 settles it with the group.
+  uint32_t max_attempts = detail::sparse_allgather_defaults().max_attempts;
+
+  lh_sparse_allgather_options c_options() const {
+    lh_sparse_allgather_options o;
+    lh_sparse_allgather_options_init(&o);
+    o.schedule = schedule;
+    o.segment_bytes = segment_bytes;
+    o.validate = validate;
+    o.expected_elements = expected_elements;
+    o.max_total_bytes = max_total_bytes;
+    o.max_attempts = max_attempts;
+    return o;
+  }
+};
+
+// Every member's contribution of one sparse all-gather (an lh_sparse_gathered), from
+// Communicator::sparse_allgather(_async). Move-only RAII owner: its destructor waits for the
+// operation if it still runs, then frees the bytes. Readable once the operation has completed
+// successfully (until then, and after a failure, every reader throws Error). Thread-safe readers.
+class SparseGathered {
+ public:
+  SparseGathered(SparseGathered&&) noexcept = default;
+  SparseGathered& operator=(SparseGathered&&) noexcept = default;
+
+  // The group's size the all-gather ran with, and this member's ring position in it.
+  size_t members() const {
+    uint32_t n = 0, r = 0;
+    check(lh_sparse_gathered_members(get(), &n, &r));
+    return n;
+  }
+  size_t rank() const {
+    uint32_t n = 0, r = 0;
+    check(lh_sparse_gathered_members(get(), &n, &r));
+    return r;
+  }
+  // The contribution of the member at ring position `r` (valid as long as this object).
+  std::span<const std::byte> contribution(size_t r) const {
+    const void* data = nullptr;
+    size_t bytes = 0;
+    check(lh_sparse_gathered_contribution(get(), static_cast<uint32_t>(r), &data, &bytes));
+    return {static_cast<const std::byte*>(data), bytes};
+  }
+  std::span<const std::byte> operator[](size_t r) const { return contribution(r); }
+  // The peer id at ring position `r` in the all-gather's epoch.
+  uint64_t peer_id(size_t r) const {
+    uint64_t id = 0;
+    check(lh_sparse_gathered_peer_id(get(), static_cast<uint32_t>(r), &id));
+    return id;
+  }
+  // Whether the contribution at ring position `r` was accepted (always, without validation);
+  // if not and `why` is set, the reason, naming the member.
+  bool accepted(size_t r, std::string* why = nullptr) const {
+    const lh_status s = lh_sparse_gathered_check(get(), static_cast<uint32_t>(r));
+    if (s == LH_OK) return true;
+    if (s != LH_ERR_PROTOCOL) check(s);
+    if (why) *why = detail::or_empty(lh_sparse_gathered_last_error(get()));
+    return false;
+  }
+  // The ring positions whose contribution was refused, in ring order.
+  std::vector<uint32_t> malformed() const {
+    size_t count = 0;
+    check(lh_sparse_gathered_malformed(get(), nullptr, 0, &count));
+    std::vector<uint32_t> ranks(count);
+    check(lh_sparse_gathered_malformed(get(), ranks.data(), ranks.size(), &count));
+    ranks.resize(std::min(count, ranks.size()));
+    return ranks;
+  }
+  lh_sparse_gathered* get() const { return handle_.get(); }
+
+ private:
+  friend class Communicator;
+  explicit SparseGathered(lh_sparse_gathered* g) : handle_(g) {}
+  struct Deleter {
+    void operator()(lh_sparse_gathered* g) const { lh_sparse_gathered_destroy(g); }
+  };
+  void check(lh_status s) const {
+    detail::check(s, [this] { return lh_sparse_gathered_last_error(handle_.get()); });
+  }
+  std::unique_ptr<lh_sparse_gathered, Deleter> handle_;
+};
+
+// Thrown by Communicator::sparse_allgather when validation refused contributions
+// (LH_ERR_PROTOCOL): every member throws it alike, naming the same members. It holds the result
+// (every contribution, the refused ones included) for the caller to go on without them.
+class MalformedContributions : public Error {
+ public:
+  MalformedContributions(const std::string& message, SparseGathered gathered)
+      : Error(LH_ERR_PROTOCOL, message),
+        gathered_(std::make_shared<SparseGathered>(std::move(gathered))) {}
+  const SparseGathered& gathered() const { return *gathered_; }
+  // The refused members' ring positions.
+  std::vector<uint32_t> ranks() const { return gathered_->malformed(); }
+
+ private:
+  std::shared_ptr<SparseGathered> gathered_;  // shared: exceptions are copied
+};
+
+// From Communicator::sparse_allgather_async: the operation to wait on, and the result it fills
+// (readable once `operation` has completed successfully). `gathered`'s destructor waits for the
+// operation, so both may simply go out of scope.
+struct SparseAllGatherAsync {
+  Operation operation;
+  SparseGathered gathered;
 };
 
 // Mirrors lh_comm_options; the defaults are read from lh_comm_options_init (the fields' meanings
@@ -556,6 +678,33 @@ class Communicator {
     const lh_allreduce_options o = options.c_options();
     check(lh_barrier_async(get(), &o, &raw));
     return Operation(raw);
+  }
+
+  // Sparse all-gather (lh_sparse_allgather): every member contributes `send`, of any size (the
+  // sizes are exchanged), and every member receives every contribution in ring order. Blocks;
+  // throws MalformedContributions when validation refused some (with the result), Error on any
+  // other failure. `info` (may be null) gets the bytes of both all-gathers.
+  SparseGathered sparse_allgather(std::span<const std::byte> send,
+                                  const SparseAllGatherOptions& options = {},
+                                  lh_op_info* info = nullptr) {
+    const lh_sparse_allgather_options o = options.c_options();
+    lh_sparse_gathered* raw = nullptr;
+    const lh_status s = lh_sparse_allgather(get(), send.data(), send.size(), &o, &raw, info);
+    if (s == LH_ERR_PROTOCOL && raw)
+      throw MalformedContributions(detail::or_empty(lh_last_error()), SparseGathered(raw));
+    check(s);
+    return SparseGathered(raw);
+  }
+  // The async form (lh_sparse_allgather_async): waits for the size exchange, then returns the
+  // operation and its result. `send` must stay valid and unchanged until the operation completed.
+  // Refusals are read from the result (SparseGathered::malformed()), not thrown by wait().
+  SparseAllGatherAsync sparse_allgather_async(std::span<const std::byte> send,
+                                              const SparseAllGatherOptions& options = {}) {
+    const lh_sparse_allgather_options o = options.c_options();
+    lh_sparse_gathered* gathered = nullptr;
+    lh_op* raw = nullptr;
+    check(lh_sparse_allgather_async(get(), send.data(), send.size(), &o, &gathered, &raw));
+    return {Operation(raw), SparseGathered(gathered)};
   }
 
   lh_comm* get() const { return handle_.get(); }
