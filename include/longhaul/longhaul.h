@@ -1114,6 +1114,12 @@ typedef struct lh_sync_engine_options {
    * once each way at its own precision (docs/gpu.md). Without a usable device, a range declared
    * LH_MEMORY_CUDA fails the start with LH_ERR_UNSUPPORTED "no CUDA device: ...". */
   lh_memory memory;
+  /* Nonzero: the engine sizes tau itself at every H steps (docs/overlap.md): the steps that cover
+   * the slowest peer's measured sync time, within [1, max_staleness_steps] and the schedule's
+   * bound; `delay` is the first cycle's tau. LH_OUTER_DILOCO only. Default 0 (tau stays `delay`:
+   * with it on, two runs of one seed no longer give the same theta_g). */
+  int adaptive_delay;
+  uint32_t max_staleness_steps; /* with adaptive_delay: the most steps tau may be; default 5 */
 } lh_sync_engine_options;
 
 /* Fills *options with the defaults above. NULL is ignored. */
@@ -1126,7 +1132,8 @@ void lh_sync_engine_options_init(lh_sync_engine_options* options);
  * delay < sync_every, and delay <= sync_every / fragments when fragments > 1; LH_OUTER_CO2 and
  * LH_OUTER_EAGER need fragments = 1 and delay = 0; max_attempts >= 1; a valid codec, and block
  * 1..2^30 for U8/U4/E3M0; mix in [0, 1); outer_lr > 0 and outer_momentum in [0, 1) (finite);
- * with LH_OUTER_CO2, co2_lr > 0, co2_momentum in [0, 1), co2_gap_penalty >= 1, co2_clip >= 0. */
+ * with LH_OUTER_CO2, co2_lr > 0, co2_momentum in [0, 1), co2_gap_penalty >= 1, co2_clip >= 0;
+ * adaptive_delay with LH_OUTER_DILOCO only, and max_staleness_steps >= 1. */
 
 /* Starts the engine: a collective of the communicator's admitted peers, which must all call it
  * with the same options (a peer configured differently fails with LH_ERR_STATE_MISMATCH). The
@@ -1189,6 +1196,34 @@ typedef struct lh_sync_stats {
   int last_applied;           /* 1 applied, 0 dropped */
   uint32_t last_participants; /* peers whose contribution was counted */
   uint32_t last_attempts;
+  /* The overlap (docs/overlap.md). delay: tau in effect now (the group's: every peer the same at
+   * the same step); delay_needed: the most steps any peer reported needing over the last cycle of
+   * H steps, which an adaptive tau was taken from (0: none reported); delay_changes: cycles that
+   * began with another tau than the one before. This peer's own measurements: sync_time_ns, from
+   * its last applied round's launch to its result being ready here, and step_time_ns, its
+   * trainer's compute time per step (a weighted mean); slowest_sync_ns: the longest sync time any
+   * peer reported in the last round applied. 0 until measured. */
+  uint32_t delay;
+  uint32_t delay_needed;
+  uint64_t delay_changes;
+  uint64_t sync_time_ns;
+  uint64_t step_time_ns;
+  uint64_t slowest_sync_ns;
+  /* For a timeline of the rounds, times on the steady clock (CLOCK_MONOTONIC, as C++'s
+   * std::chrono::steady_clock), in ns; 0: not measured (a round read from a checkpoint). The last
+   * settled round's launch (its last attempt's) and when its result was ready on this peer: */
+  uint64_t last_launched_ns;
+  uint64_t last_ready_ns;
+  /* The round in flight when the last lh_sync_engine_step returned (in_flight 1; the fields
+   * below are 0 when in_flight is 0): its fragment and number, the step that applies it, its
+   * launch, and whether its result was seen ready here (at the start of a step) and when. */
+  int in_flight;
+  uint32_t in_flight_fragment;
+  uint64_t in_flight_round;
+  uint64_t in_flight_apply_step;
+  uint64_t in_flight_launched_ns;
+  int in_flight_ready;
+  uint64_t in_flight_ready_ns;
 } lh_sync_stats;
 
 /* Fills *stats (the last_* fields are 0 before the first settled round). Thread-safe. */

@@ -56,8 +56,17 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
   e.max_attempts = o.max_attempts;
   e.deadline = std::chrono::milliseconds(o.deadline_ms);
   e.verify_every = o.verify_every;
+  e.adaptive_delay = o.adaptive_delay != 0;
+  e.max_staleness_steps = o.max_staleness_steps;
   if (o.resume_path) e.resume_path = o.resume_path;
   return e;
+}
+
+// A time on the steady clock as the C API gives it: ns since the clock's epoch, 0 for "none".
+uint64_t steady_ns(std::chrono::steady_clock::time_point t) {
+  if (t == std::chrono::steady_clock::time_point{}) return 0;
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
 }
 
 }  // namespace
@@ -84,6 +93,8 @@ extern "C" void lh_sync_engine_options_init(lh_sync_engine_options* o) {
   o->deadline_ms = static_cast<uint32_t>(d.deadline.count());
   o->verify_every = d.verify_every;
   o->memory = LH_MEMORY_AUTO;
+  o->adaptive_delay = d.adaptive_delay ? 1 : 0;
+  o->max_staleness_steps = d.max_staleness_steps;
 }
 
 extern "C" lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_options* options,
@@ -144,6 +155,23 @@ extern "C" lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_s
     stats->last_applied = s.last_round->applied ? 1 : 0;
     stats->last_participants = static_cast<uint32_t>(s.last_round->participants);
     stats->last_attempts = s.last_round->attempts;
+    stats->last_launched_ns = steady_ns(s.last_round->launched_at);
+    stats->last_ready_ns = steady_ns(s.last_round->ready_at);
+  }
+  stats->delay = s.delay;
+  stats->delay_needed = s.delay_needed;
+  stats->delay_changes = s.delay_changes;
+  stats->sync_time_ns = static_cast<uint64_t>(s.sync_time.count());
+  stats->step_time_ns = static_cast<uint64_t>(s.step_time.count());
+  stats->slowest_sync_ns = static_cast<uint64_t>(s.slowest_sync.count());
+  if (s.in_flight) {
+    stats->in_flight = 1;
+    stats->in_flight_fragment = s.in_flight->fragment;
+    stats->in_flight_round = s.in_flight->round;
+    stats->in_flight_apply_step = s.in_flight->apply_step;
+    stats->in_flight_launched_ns = steady_ns(s.in_flight->launched_at);
+    stats->in_flight_ready = s.in_flight->ready ? 1 : 0;
+    stats->in_flight_ready_ns = s.in_flight->ready ? steady_ns(s.in_flight->ready_at) : 0;
   }
   return LH_OK;
 }

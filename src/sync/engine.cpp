@@ -139,6 +139,7 @@ Status SyncEngine::close() {
   Status s = finish_round(/*restart=*/false);
   MutexLock lock(stats_mu_);
   stats_.blocked += Clock::now() - t0;
+  stats_.in_flight.reset();
   return s;
 }
 

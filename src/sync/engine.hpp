@@ -60,6 +60,20 @@ struct RoundReport {
   size_t participants = 0;                 // peers whose contribution was counted
   std::vector<uint64_t> non_finite_peers;  // excluded, by peer id
   uint64_t event_bytes = 0;                // data bytes sent + received by this peer for the round
+  // Its (last attempt's) launch and when its result was ready here, for a timeline; the epoch
+  // (no time) for a round read from a checkpoint.
+  std::chrono::steady_clock::time_point launched_at, ready_at;
+};
+
+// The round in flight when step() returned, for a timeline (a trainer draws its time on the
+// network): copied at the end of each step, so reading it costs no lock on the trainer's path.
+struct InFlightRound {
+  uint32_t fragment = 0;
+  uint64_t round = 0;
+  uint64_t apply_step = 0;
+  std::chrono::steady_clock::time_point launched_at;  // the epoch: read from a checkpoint
+  bool ready = false;  // its result was seen ready here (polled at the start of a step)
+  std::chrono::steady_clock::time_point ready_at;
 };
 
 struct EngineStats {
@@ -85,6 +99,7 @@ struct EngineStats {
   uint32_t delay_needed = 0;
   uint64_t delay_changes = 0;
   std::chrono::nanoseconds sync_time{0}, step_time{0}, slowest_sync{0};
+  std::optional<InFlightRound> in_flight;
 };
 
 // What the engine runs on: the group's control port, its collectives, its shared-state sync

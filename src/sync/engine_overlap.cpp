@@ -86,6 +86,11 @@ void SyncEngine::resize_overlap() {
 void SyncEngine::publish_overlap() {
   stats_.delay = static_cast<uint32_t>(state_.delay());
   stats_.step_time = step_clock_.step();
+  stats_.in_flight.reset();
+  if (!in_flight_) return;
+  const Round& r = *in_flight_;
+  stats_.in_flight =
+      InFlightRound{r.fragment, r.number, r.apply_step, r.launched_at, r.ready, r.ready_at};
 }
 
 }  // namespace longhaul::sync

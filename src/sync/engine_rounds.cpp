@@ -191,6 +191,8 @@ Status SyncEngine::finish_round(bool restart) {
   report.round = round.number;
   report.late = round.late;
   report.attempts = round.attempts;
+  report.launched_at = round.launched_at;
+  report.ready_at = round.ready_at;
   const peer::TrafficTotals now = collectives_.traffic();
   if (round.launched_at != Clock::time_point{})  // not a round read from a checkpoint
     report.event_bytes = (now.data_sent - round.traffic_at_launch.data_sent) +

@@ -95,9 +95,13 @@ void add_output(CLI::App& app, Options& o) {
       ->type_name("PATH")
       ->group(group);
   app.add_flag_callback(
-         "--no-plot", [&o] { o.plot = false; }, "skip loss.png")
+         "--no-plot", [&o] { o.plot = false; }, "skip loss.png (and a peer's timeline.png)")
       ->group(group);
   app.add_option("--plot-script", o.plot_script, "the plotter that draws loss.png")
+      ->type_name("FILE")
+      ->group(group);
+  app.add_option("--timeline-script", o.timeline_script,
+                 "the plotter that draws a peer's timeline.png from its timeline.csv")
       ->type_name("FILE")
       ->group(group);
   app.add_flag("--profile", o.profile, "print the per-layer time breakdown")->group(group);
@@ -191,6 +195,11 @@ void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {
   s.delay = engine(tool::add_number(app, "--delay", e.delay, 0, UINT32_MAX,
                                     "tau: steps from a round's launch to its outer update "
                                     "(--method streaming: 1)"));
+  engine(app.add_flag("--adaptive-delay", e.adaptive_delay,
+                      "size tau at every H steps to the slowest peer's measured sync time "
+                      "(diloco and streaming; --delay is the first cycle's tau)"));
+  engine(tool::add_number(app, "--max-staleness-steps", e.max_staleness_steps, 1, UINT32_MAX,
+                          "with --adaptive-delay: the most steps a round may stay in flight"));
   engine(tool::add_number(app, "--mix", e.mix, 0.0, 1.0,
                           "alpha of the merge local <- alpha*local + (1-alpha)*global, below 1"));
   s.outer_lr = engine(tool::add_number(app, "--outer-lr", e.outer_lr, 0.0, HUGE_VAL,

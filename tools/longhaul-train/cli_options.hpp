@@ -51,6 +51,8 @@ struct Options {
   std::string out_dir = "train-out";  // log.csv, loss.png, checkpoint.bin (engine.bin)
   std::string resume;                 // checkpoint file, or the directory holding it
   std::string plot_script = LH_PLOT_SCRIPT;
+  // The plotter of a peer's timeline.png (timeline.hpp); `plot` draws it beside loss.png.
+  std::string timeline_script = LH_TIMELINE_SCRIPT;
   bool plot = true;
   bool profile = false;  // per-layer time breakdown at the end
   bool json = false;     // one JSON summary as the last line of stdout

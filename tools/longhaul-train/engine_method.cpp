@@ -23,6 +23,7 @@ class EngineMethod final : public SyncMethod {
   Result<StepStats> step(Trainer& trainer, const std::vector<std::uint8_t>& shard) override;
   Status global_parameters(Trainer& trainer, std::span<float> out) override;
   SyncCounters counters() override;
+  std::optional<lh_sync_stats> engine_stats() override;
   Status save(const RunFiles& files) override;
   Status close() override;
   Result<std::uint64_t> state_hash(Trainer& trainer) override;
@@ -119,6 +120,12 @@ SyncCounters EngineMethod::counters() {
   (void)lh_sync_engine_get_stats(engine_, &s);
   return {s.blocked_ns,     s.peak_event_bytes, s.rounds_applied,
           s.rounds_dropped, s.rounds_late,      s.retries};
+}
+
+std::optional<lh_sync_stats> EngineMethod::engine_stats() {
+  lh_sync_stats s{};
+  if (lh_sync_engine_get_stats(engine_, &s) != LH_OK) return std::nullopt;  // not started
+  return s;
 }
 
 Status EngineMethod::save(const RunFiles& files) {

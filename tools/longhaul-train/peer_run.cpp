@@ -11,6 +11,7 @@
 #include "progress.hpp"
 #include "run_setup.hpp"
 #include "sync_method.hpp"
+#include "timeline.hpp"
 #include "train/checkpoint.hpp"
 #include "train/param_layout.hpp"
 #include "train/threads.hpp"
@@ -23,16 +24,29 @@ constexpr std::string_view kComponent = "train";
 // Everything the loop works with, and its running totals.
 struct PeerLoop {
   PeerLoop(const Options& options, Trainer& t, const RunData& d,
-           const std::vector<std::uint8_t>& own_shard, CsvLog& log, PeerGroup& g, SyncMethod& m)
-      : o(options), trainer(t), data(d), shard(own_shard), csv(log), group(g), method(m) {}
+           const std::vector<std::uint8_t>& own_shard, CsvLog& log, Timeline& tl, PeerGroup& g,
+           SyncMethod& m, Timeline::Clock::time_point start)
+      : o(options),
+        trainer(t),
+        data(d),
+        shard(own_shard),
+        csv(log),
+        timeline(tl),
+        group(g),
+        method(m),
+        origin(start) {}
 
   const Options& o;
   Trainer& trainer;
   const RunData& data;
   const std::vector<std::uint8_t>& shard;
   CsvLog& csv;
+  Timeline& timeline;
   PeerGroup& group;
   SyncMethod& method;
+  const Timeline::Clock::time_point origin;  // the timeline's times are seconds since it
+  std::optional<lh_sync_stats> engine;       // the engine's figures after the last step
+  BlockedWindow window;
   std::optional<Trainer> evaluator;  // a copy of the model that theta_g is evaluated on
   Progress progress;
   ProgressState ps;
@@ -49,6 +63,7 @@ struct PeerLoop {
     return static_cast<double>(o.train.batch) * o.train.model.context;
   }
   Status step();
+  Result<StepStats> timed_step();
   Status print_theta();
   Status end_of_run(bool periodic_checkpoint);
   Result<float> validate();
@@ -57,17 +72,31 @@ struct PeerLoop {
   void report(const StepStats& stats, std::optional<float> val);
 };
 
-Status PeerLoop::step() {
-  const auto t0 = std::chrono::steady_clock::now();
+// The method's step, timed for the totals, the progress line's window and the timeline.
+Result<StepStats> PeerLoop::timed_step() {
+  const std::uint64_t blocked_before = method.counters().blocked_ns;
+  const auto t0 = Timeline::Clock::now();
   Result<StepStats> stats = method.step(trainer, shard);
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!stats) return stats.status();
+  const double dt = std::chrono::duration<double>(Timeline::Clock::now() - t0).count();
+  if (!stats) return stats;
+  const double blocked = static_cast<double>(method.counters().blocked_ns - blocked_before) / 1e9;
   const bool measured = run_steps++ >= o.bench_warmup;
   step_seconds += dt;
   if (measured) {
     measured_seconds += dt;
     ++measured_steps;
   }
+  window.add(dt, blocked);
+  engine = method.engine_stats();
+  timeline.record(
+      {trainer.step_count(), std::chrono::duration<double>(t0 - origin).count(), dt, blocked},
+      engine);
+  return stats;
+}
+
+Status PeerLoop::step() {
+  Result<StepStats> stats = timed_step();
+  if (!stats) return stats.status();
   last_loss = stats->loss;
   LH_RETURN_IF_ERROR(print_theta());
   const std::int64_t s = trainer.step_count();
@@ -107,6 +136,8 @@ Status PeerLoop::end_of_run(bool save) {
   if (save) LH_RETURN_IF_ERROR(checkpoint());
   closed = true;
   LH_RETURN_IF_ERROR(method.close());
+  timeline.finish(trainer.step_count(), method.engine_stats());
+  timeline.flush();
   Result<float> v = validate();
   if (!v) return v.status();
   last_val = *v;
@@ -157,6 +188,11 @@ void PeerLoop::report(const StepStats& stats, std::optional<float> val) {
   const lh_traffic& t = pc.traffic;
   ps.sent_bytes = static_cast<double>(t.data_sent + t.control_sent + t.state_sent);
   ps.blocked_s = pc.blocked_s;
+  ps.blocked_fraction = window.fraction();
+  if (engine)
+    ps.overlap = ProgressState::Overlap{engine->delay, engine->delay_needed,
+                                        static_cast<double>(engine->sync_time_ns) / 1e9,
+                                        static_cast<double>(engine->step_time_ns) / 1e9};
   progress.update(ps);
 }
 
@@ -197,7 +233,10 @@ Status summarize(PeerLoop& loop) {
                s.run.tokens_per_s,
                static_cast<unsigned long long>(t.data_sent + t.control_sent + t.state_sent),
                s.blocked_s, static_cast<unsigned long long>(s.state_hash));
-  if (o.plot && loop.run_steps > 0) plot_loss(o, RunFiles::in(o.out_dir).csv, s.run.unigram);
+  if (o.plot && loop.run_steps > 0) {
+    plot_loss(o, RunFiles::in(o.out_dir).csv, s.run.unigram);
+    plot_timeline(o.timeline_script, o.out_dir);
+  }
   if (o.json) std::printf("%s\n", peer_summary_json(o, s).c_str());
   return Status::ok();
 }
@@ -213,6 +252,7 @@ std::int64_t round_every(const PeerOptions& p) {
 // From the start collective to the summary; the caller leaves the group.
 Status train(PeerLoop& loop) {
   LH_RETURN_IF_ERROR(loop.method.start(loop.trainer));
+  loop.timeline.begin(loop.method.engine_stats());
   if (loop.o.peer.theta_every > 0)
     print_event(joined_event(loop.group.attribute(LH_ATTR_PEER_ID),
                              loop.group.attribute(LH_ATTR_EPOCH),
@@ -248,14 +288,19 @@ int run_peer(const Options& o) {
   if (!trainer) return fail(trainer.status());
   Result<CsvLog> csv = open_output(o, /*peer_columns=*/true);
   if (!csv) return fail(csv.status());
+  const auto origin = Timeline::Clock::now();
+  const bool engine = o.peer.method != Method::kDataParallel;
+  Result<Timeline> timeline =
+      Timeline::open(o.out_dir, /*append=*/!o.resume.empty(),
+                     engine ? std::optional(o.peer.sync.fragments) : std::nullopt, origin);
+  if (!timeline) return fail(timeline.status());
   Result<std::unique_ptr<PeerGroup>> group = PeerGroup::join(o.peer);
   if (!group) return fail(group.status());
   const std::vector<std::uint8_t> shard =
       take_shard(data->corpus.train, o.peer.peers, o.peer.peer_index);
-  std::unique_ptr<SyncMethod> method = o.peer.method == Method::kDataParallel
-                                           ? make_data_parallel(o, **group)
-                                           : make_engine_method(o, **group);
-  PeerLoop loop(o, *trainer, *data, shard, *csv, **group, *method);
+  std::unique_ptr<SyncMethod> method =
+      engine ? make_engine_method(o, **group) : make_data_parallel(o, **group);
+  PeerLoop loop(o, *trainer, *data, shard, *csv, *timeline, **group, *method, origin);
   if (Status st = train(loop); !st) return fail(st);
   if (Status left = (*group)->leave(stop_requested() ? "stopped by a signal" : "done"); !left)
     log::warn(kComponent, "{}", left.to_string());

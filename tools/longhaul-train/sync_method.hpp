@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,6 +34,9 @@ class SyncMethod {
   // theta_g, the parameters every peer of the group holds in common, in the trainer's layout.
   virtual Status global_parameters(Trainer& trainer, std::span<float> out) = 0;
   virtual SyncCounters counters() = 0;
+  // The sync engine's figures (its methods; the timeline and the progress line read the overlap
+  // and the rounds from them); none for data-parallel training, which has no engine.
+  virtual std::optional<lh_sync_stats> engine_stats() { return std::nullopt; }
   // The method's part of a checkpoint (beside the trainer's checkpoint.bin).
   virtual Status save(const RunFiles& files) = 0;
   // Settles what is in flight with the group; no step after it.
