@@ -241,6 +241,14 @@ typedef struct lh_comm_options {
    * died or left) keeps working with fewer members; call lh_comm_wait_for_peers to wait again.
    * 0 and 1 (0 is the default): no wait beyond admission. At most 65536. */
   uint32_t min_peers;
+  /* TCP congestion control of the data connections (setsockopt TCP_CONGESTION; docs/transport.md,
+   * "Socket tuning"). "auto" or NULL (the default): BBR where the kernel offers it to this process,
+   * else the system's algorithm (said once in the log): Linux restarts a loss-based algorithm's
+   * window after one RTO of silence, so a DiLoCo sync after seconds of compute would climb out
+   * of slow start again, which BBR is spared. "system": never changed. Any other name: that
+   * algorithm, or every connection fails with the kernel's error (LH_ERR_IO naming it). At most
+   * 15 bytes. */
+  const char* tcp_congestion;
 } lh_comm_options;
 
 /* Fills *options with the defaults above (the strings it sets are static). NULL is ignored. */
@@ -575,15 +583,24 @@ typedef struct lh_op_info {
  * be NULL for the defaults. On success *out owns a new operation: release it with lh_op_destroy
  * (which waits for it). On failure *out is NULL and the message is in lh_comm_last_error and
  * lh_last_error. Thread-safe with respect to other collectives on the same communicator, but not
- * to lh_comm_update_topology. */
+ * to lh_comm_update_topology. Its outcome is this peer's own: an abort that races its completion
+ * can end it OK on some peers and failed on others; lh_allreduce and lh_allreduce_batch settle
+ * the outcome with the group. */
 lh_status lh_allreduce_async(lh_comm* comm, const void* send, void* recv, size_t count,
                              lh_dtype dtype, lh_reduce_op op, const lh_allreduce_options* options,
                              lh_op** out);
 
-/* lh_allreduce_async followed by lh_op_wait and lh_op_destroy: blocks until the all-reduce has
- * completed and returns its outcome, with the failure message in lh_comm_last_error and
- * lh_last_error. `info` may be NULL; it is filled once the operation started, whether it then
- * succeeded or failed. Thread-safe as lh_allreduce_async. */
+/* Runs an all-reduce and blocks until the group has decided its outcome: every peer reports its
+ * own outcome to the master, which decides for the group (as for lh_allreduce_batch, one attempt),
+ * so lh_allreduce returns LH_OK on a peer exactly when it returns LH_OK on every peer of the
+ * group, all with bit-identical results. On failure `send` is intact (an in-place buffer is
+ * restored, unless options->restore_input == 0) and the residual too, also on a peer whose own
+ * all-reduce had succeeded (it then returns LH_ERR_ABORTED); call lh_comm_update_topology and
+ * retry. The failure message is in lh_comm_last_error and lh_last_error. Costs one round trip to
+ * the master per call (in a group of one, none). `info` may be NULL; it is filled once the
+ * operation started, whether it then succeeded or failed. Thread-safe as lh_allreduce_async
+ * (calls from several threads are decided in the order they started), but must not run beside
+ * lh_allreduce_batch, a settled lh_sparse_allgather or a sync engine on the same communicator. */
 lh_status lh_allreduce(lh_comm* comm, const void* send, void* recv, size_t count, lh_dtype dtype,
                        lh_reduce_op op, const lh_allreduce_options* options, lh_op_info* info);
 

@@ -422,6 +422,7 @@ struct CommunicatorOptions {
   uint32_t master_reconnect_timeout_ms = detail::comm_defaults().master_reconnect_timeout_ms;
   uint32_t link_upload_mbit = detail::comm_defaults().link_upload_mbit;
   uint32_t min_peers = detail::comm_defaults().min_peers;
+  std::string tcp_congestion = detail::or_empty(detail::comm_defaults().tcp_congestion);
 };
 
 class Communicator {
@@ -456,6 +457,7 @@ class Communicator {
     o.node_rails = options.node_rails;
     o.master_reconnect_timeout_ms = options.master_reconnect_timeout_ms;
     o.min_peers = options.min_peers;
+    o.tcp_congestion = detail::c_str_or_null(options.tcp_congestion);
     lh_comm* raw = nullptr;
     detail::check(lh_comm_create(&o, &raw), lh_last_error);
     handle_.reset(raw);

@@ -28,6 +28,9 @@ const std::optional<longhaul::peer::NodeIdentity>& environment_node() {
 }
 }  // namespace
 
+// The kernel's TCP_CA_NAME_MAX less its terminating zero.
+constexpr size_t kMaxCongestionName = 15;
+
 // The defaults are peer::CommunicatorOptions's (and the runtime's); nothing is written here.
 extern "C" void lh_comm_options_init(lh_comm_options* o) {
   if (!o) return;
@@ -73,6 +76,10 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     if (o->min_peers > lh::peer::kMaxWaitPeers)
       return lh::capi::fail(lh::invalid_argument(fmt::format(
           "min_peers must be at most {}, got {}", lh::peer::kMaxWaitPeers, o->min_peers)));
+    if (o->tcp_congestion && std::strlen(o->tcp_congestion) > kMaxCongestionName)
+      return lh::capi::fail(
+          lh::invalid_argument(fmt::format("tcp_congestion must be at most {} bytes, got \"{}\"",
+                                           kMaxCongestionName, o->tcp_congestion)));
     lh::peer::CommunicatorOptions options;
     options.master_address = o->master_address;
     options.group = o->peer_group;
@@ -95,6 +102,8 @@ extern "C" lh_status lh_comm_create(const lh_comm_options* o, lh_comm** out) {
     options.rails = o->node_rails;
     options.master_reconnect_timeout = std::chrono::milliseconds(o->master_reconnect_timeout_ms);
     options.min_peers = o->min_peers;
+    if (o->tcp_congestion && *o->tcp_congestion)
+      options.transport.socket.congestion_control = o->tcp_congestion;
     static std::atomic<uint64_t> generations{0};
     auto h = std::make_unique<lh_comm>();
     h->generation = ++generations;

@@ -335,3 +335,21 @@ TEST(Mistakes, TheDirectScheduleWithFullMeshRunsAtTwoPeersAsAtFour) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------ congestion control
+
+// A name the kernel could never hold (TCP_CA_NAME_MAX) is refused at create, not at the first
+// connection; a name it does not know fails that connection with the kernel's error
+// (tests/unit/net/socket_tuning_test.cpp).
+TEST(Mistakes, ACongestionControlNameTooLongIsRefusedAtCreate) {
+  lh_comm_options o;
+  lh_comm_options_init(&o);
+  o.master_address = "127.0.0.1:1";
+  o.tcp_congestion = "a-name-of-twenty-bytes";
+  lh_comm* c = nullptr;
+  EXPECT_EQ(lh_comm_create(&o, &c), LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(lh_last_error()).find("tcp_congestion must be at most 15 bytes"),
+            std::string::npos)
+      << lh_last_error();
+}

@@ -54,6 +54,9 @@ TEST(OptionDefaults, CommunicatorOptionsAgreeInCInitCppAndPeer) {
   EXPECT_EQ(c.node_rails, peer.rails);
   EXPECT_EQ(c.link_upload_mbit, peer.transport.link_rate_bytes_per_s * 8 / 1'000'000);
   EXPECT_EQ(c.min_peers, peer.min_peers);
+  // NULL means "auto", the internal default.
+  EXPECT_EQ(c.tcp_congestion, nullptr);
+  EXPECT_EQ(peer.transport.socket.congestion_control, "auto");
 
   EXPECT_EQ(cpp.master_address, str(c.master_address));
   EXPECT_EQ(cpp.peer_group, c.peer_group);
@@ -76,6 +79,7 @@ TEST(OptionDefaults, CommunicatorOptionsAgreeInCInitCppAndPeer) {
   EXPECT_EQ(cpp.node_rails, c.node_rails);
   EXPECT_EQ(cpp.link_upload_mbit, c.link_upload_mbit);
   EXPECT_EQ(cpp.min_peers, c.min_peers);
+  EXPECT_EQ(cpp.tcp_congestion, str(c.tcp_congestion));
 }
 
 TEST(OptionDefaults, MasterOptionsAgreeInCInitCppAndMaster) {
