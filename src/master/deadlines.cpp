@@ -52,29 +52,57 @@ void MasterServer::round_half_ready(uint64_t epoch) {
   arm_round_timer(epoch, now + grace);
 }
 
-void MasterServer::misbehaved(PeerId who, const std::string& what) {
+void MasterServer::misbehaved(PeerId who, const std::string& what, bool lied) {
   auto it = membership_.members().find(who);
   if (it == membership_.members().end()) return;
   const Membership::Member& m = it->second;
   const Node* node = membership_.nodes().node_of(who);
   const std::string identity = Penalties::identity(m.host, m.port, node ? node->name : "");
-  const auto backoff = penalties_.record(identity, Clock::now());
+  const auto now = Clock::now();
+  const auto backoff = penalties_.record(identity, now);
   log::warn("master",
             "peer {} ({}) misbehaved: {}; its registrations are refused for {} ms "
             "(offence {})",
             who, identity, what, backoff.count(), penalties_.offences(identity));
+  const std::string source = source_of(who);
+  const bool repeatable = lied || m.state == Membership::State::kPending;
+  if (!repeatable || source.empty()) return;
+  const std::string address = Penalties::address_key(source);
+  const auto address_backoff = penalties_.record(address, now, Penalties::kFreeAddressOffences);
+  if (address_backoff.count() > 0)
+    log::warn("master",
+              "{}: {} failed admissions or false claims; every registration from it is refused "
+              "for {} ms",
+              address, penalties_.offences(address), address_backoff.count());
 }
 
-Status MasterServer::check_backoff(const std::string& host, uint16_t port,
-                                   const std::string& node) const {
+std::string MasterServer::source_of(PeerId who) const {
+  auto conn = by_peer_.find(who);
+  if (conn == by_peer_.end()) return {};
+  auto session = sessions_.find(conn->second);
+  if (session == sessions_.end() || !session->second.link) return {};
+  auto host = seen_from(session->second);
+  return host ? *host : std::string();
+}
+
+Status MasterServer::check_backoff(const std::string& host, uint16_t port, const std::string& node,
+                                   const std::string& source) const {
+  const auto now = Clock::now();
   const std::string identity = Penalties::identity(host, port, node);
-  const auto left = penalties_.refused_for(identity, Clock::now());
-  if (left.count() == 0) return Status::ok();
-  return peer_lost(fmt::format(
-      "registrations from {} are refused for {} ms more: a member with this address was evicted "
-      "for misbehaving {} time(s) (missed round deadlines or link claims nobody confirmed; "
-      "the master's log says which)",
-      identity, left.count(), penalties_.offences(identity)));
+  if (const auto left = penalties_.refused_for(identity, now); left.count() > 0)
+    return peer_lost(fmt::format(
+        "registrations from {} are refused for {} ms more: a member with this address was "
+        "evicted for misbehaving {} time(s) (missed round deadlines or link claims nobody "
+        "confirmed; the master's log says which)",
+        identity, left.count(), penalties_.offences(identity)));
+  const std::string address = Penalties::address_key(source);
+  if (const auto left = penalties_.refused_for(address, now); left.count() > 0)
+    return peer_lost(fmt::format(
+        "registrations from {} are refused for {} ms more: members registering from it failed "
+        "their admission or made claims nobody confirmed {} time(s), whatever data port they "
+        "named (the master's log says which)",
+        address, left.count(), penalties_.offences(address)));
+  return Status::ok();
 }
 
 }  // namespace longhaul::master

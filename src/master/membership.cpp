@@ -310,6 +310,10 @@ std::optional<Membership::Eviction> Membership::choose_eviction(uint32_t group,
                 : fmt::format(
                       "no ring of group {} avoids its unreachable links (cannot reach peers {})",
                       group, fmt::join(cut, ", "))};
+    if (std::get<0>(score) > 0)
+      victim->reason +=
+          "; removed rather than the peers it names: its claims were contradicted "
+          "or did not count (no completed link of its own)";
   }
   return victim;
 }
@@ -348,8 +352,12 @@ void Membership::commit() {
   const bool held = !round_->admits_joiners;
   round_.reset();
   ring_broken_ = false;
+  std::map<uint32_t, size_t> group_sizes;
+  for (PeerId id : participants) ++group_sizes[members_.at(id).group];
   for (PeerId id : participants) {
     Member& m = members_.at(id);
+    // A committed round had no unreachable claim: with a neighbour, its links all completed.
+    if (group_sizes[m.group] >= 2) m.linked = true;
     if (m.state == State::kPending) {
       m.state = State::kActive;
       count_active(m, +1);

@@ -51,9 +51,11 @@ class Outbox {
   // still running after the configured topology timeout.
   virtual void round_started(uint64_t epoch) = 0;
   // `who` is about to be evicted for misbehaving (a missed round deadline, loss claims nobody
-  // confirms): the caller remembers it against the member's identity (penalties.hpp). The member
-  // is still in Membership during the call.
-  virtual void misbehaved(PeerId /*who*/, const std::string& /*what*/) {}
+  // confirms): the caller remembers it against the member's identity (penalties.hpp), and against
+  // its source address when the offence is one a party repeats under fresh identities: `lied`
+  // (claims nobody confirmed), or a member still pending (a failed admission). The member is
+  // still in Membership during the call.
+  virtual void misbehaved(PeerId /*who*/, const std::string& /*what*/, bool /*lied*/ = false) {}
   // The round proposing `epoch` has answers from at least half its participants: the rest get a
   // grace period (MasterOptions::topology_grace) rather than the whole topology timeout.
   virtual void round_half_ready(uint64_t /*epoch*/) {}
@@ -94,6 +96,13 @@ class Membership {
     // The epoch it is in: the committed one, except for a member that rejoined a restarted
     // master and has not entered a new epoch yet (it reported its own).
     uint64_t epoch = 0;
+    // It completed its own links: it was in a committed epoch with a neighbour, or rejoined
+    // reporting a ring of two or more. Until then its claims about a newcomer the master reached
+    // do not count (judge_round_claims).
+    bool linked = false;
+    // The master opened a TCP connection to its advertised data address (MasterServer's probe at
+    // REGISTER); nullopt until the probe ends.
+    std::optional<bool> reached_by_master;
   };
   // What a member of the previous master reports when it rejoins (wire::RejoinMsg).
   struct RejoinReport {
@@ -133,6 +142,10 @@ class Membership {
   // `full_mesh`: the peer links to every member of its group (wire::RegisterMsg).
   void add_pending(PeerId id, uint32_t group, std::string host, uint16_t port,
                    const NodeClaim& node = {}, bool full_mesh = false);
+  // The master's probe of a pending peer's advertised data address ended: reached or not. A
+  // claim that a reached newcomer is unreachable counts only from a member that completed its own
+  // links (Member::linked); one that did not is the one in conflict (issue 50, item 2).
+  void note_reached(PeerId id, bool reached);
 
   // Messages from a registered peer. A non-OK result means the peer broke the protocol; the
   // caller drops it (drop_peer) and closes its connection. Nothing was changed in that case.
@@ -295,6 +308,9 @@ class Membership {
   // The committed epoch's REPORT_PEER_LOST claims, before the next round: one the accused did not
   // make in return while it stayed counts against the claimer.
   void judge_loss_claims();
+  // Whether `claimer`'s claim that `accused` is unreachable counts: not when the accused is a
+  // newcomer the master reached and the claimer never completed a link of its own.
+  bool claim_counts(PeerId claimer, PeerId accused) const;
   // Adds an unconfirmed claim; true once the claimer has too many.
   bool count_unconfirmed(PeerId claimer, PeerId accused);
   // Removes the members with too many unconfirmed claims (Outbox::misbehaved first).
@@ -317,8 +333,8 @@ class Membership {
   NodeTable nodes_;
   PeerId last_id_ = 0;
   uint64_t committed_epoch_ = 0;
-  uint64_t last_epoch_ = 0;    // last epoch number proposed
-  uint64_t op_sequence_ = 0;   // advanced by the collective layer (issue 4)
+  uint64_t last_epoch_ = 0;   // last epoch number proposed
+  uint64_t op_sequence_ = 0;  // advanced by the collective layer (issue 4)
   // Since the last commit: an active member or a link was lost, or the epoch failed (an ABORT, a
   // failed batch attempt). The members must re-form.
   bool ring_broken_ = false;

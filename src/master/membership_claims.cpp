@@ -124,10 +124,38 @@ size_t Membership::contradicted_claims(PeerId id) const {
   return it == contradicted_.end() ? 0 : it->second.size();
 }
 
+bool Membership::claim_counts(PeerId claimer, PeerId accused) const {
+  auto c = members_.find(claimer);
+  auto a = members_.find(accused);
+  if (c == members_.end() || a == members_.end()) return true;
+  return c->second.linked || a->second.state != State::kPending ||
+         a->second.reached_by_master != true;
+}
+
+void Membership::note_reached(PeerId id, bool reached) {
+  auto it = members_.find(id);
+  if (it == members_.end()) return;
+  it->second.reached_by_master = reached;
+  if (!reached)
+    log::info("master", "peer {}: its data address {}:{} did not answer the master's probe", id,
+              it->second.host, it->second.port);
+}
+
 void Membership::judge_round_claims() {
   std::vector<PeerId> conflicting;
   for (const auto& [claimer, accused_set] : round_->unreachable)
     for (PeerId accused : accused_set) {
+      if (!claim_counts(claimer, accused)) {
+        // It never completed a link of its own and names a newcomer the master reached: the
+        // newcomer's counter-claim (nobody came) is the one believed, and this claimer goes
+        // before it (choose_eviction puts contradicted claimers first).
+        log::warn("master",
+                  "peer {} names newcomer {} unreachable, but has completed no link of its own "
+                  "and the master reached {}: its claim does not count",
+                  claimer, accused, accused);
+        contradicted_[claimer].insert(accused);
+        continue;
+      }
       auto said = round_->unreachable.find(accused);
       const bool confirmed = said != round_->unreachable.end() && said->second.contains(claimer);
       if (confirmed) continue;
@@ -159,7 +187,7 @@ void Membership::evict_conflicting(const std::vector<PeerId>& ids) {
         "its claims that its links to peers {} failed were confirmed by none of them: removed as "
         "the member in conflict with the others",
         fmt::join(accused, ", ")));
-    out_.misbehaved(id, why.message());
+    out_.misbehaved(id, why.message(), /*lied=*/true);
     evict(id, why);
   }
 }

@@ -57,6 +57,7 @@ Status Membership::add_rejoined(const RejoinReport& r) {
   m.full_mesh = r.full_mesh;
   m.state = State::kActive;
   m.epoch = r.epoch;
+  m.linked = r.ring.size() >= 2;  // it reports links it held before the restart
   count_active(m, +1);
   members_.emplace(r.id, std::move(m));
   nodes_.add(r.id, r.node);

@@ -11,13 +11,22 @@ std::string Penalties::identity(const std::string& host, uint16_t port, const st
                       : fmt::format("{}:{} ({})", host, port, node);
 }
 
-std::chrono::milliseconds Penalties::record(const std::string& identity, Clock::time_point now) {
+std::string Penalties::address_key(const std::string& source_host) {
+  return fmt::format("address {}", source_host);
+}
+
+std::chrono::milliseconds Penalties::record(const std::string& key, Clock::time_point now,
+                                            uint32_t free) {
   if (base_.count() <= 0) return std::chrono::milliseconds(0);
   forget_old(now);
-  Record& r = records_[identity];
+  Record& r = records_[key];
   r.offences = std::min<uint32_t>(r.offences + 1, 32);
+  if (r.offences <= free) {
+    r.until = now;  // remembered (forget_old keeps it for `cap`), but refused for nothing yet
+    return std::chrono::milliseconds(0);
+  }
   auto backoff = base_;
-  for (uint32_t i = 1; i < r.offences && backoff < cap_; ++i) backoff *= 2;
+  for (uint32_t i = free + 1; i < r.offences && backoff < cap_; ++i) backoff *= 2;
   backoff = std::min(backoff, cap_);
   r.until = now + backoff;
   return backoff;

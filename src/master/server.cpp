@@ -8,6 +8,7 @@
 #include <asio/post.hpp>
 
 #include "common/log.hpp"
+#include "master/reach_probe.hpp"
 
 namespace longhaul::master {
 double unix_now() {
@@ -209,7 +210,7 @@ Status MasterServer::on_register(Session& session, uint64_t conn, const wire::Re
   const std::string host = reg.advertised_host.empty() ? peer_host : reg.advertised_host;
   // A rank's node claim is checked before it gets an id: a refused claim joins nothing.
   const NodeClaim node{reg.node, reg.rail, reg.rails, reg.group, peer_host};
-  LH_RETURN_IF_ERROR(check_backoff(host, reg.advertised_port, reg.node));
+  LH_RETURN_IF_ERROR(check_backoff(host, reg.advertised_port, reg.node, peer_host));
   LH_RETURN_IF_ERROR(membership_.check_node_claim(node));
   // The id is in the journal before anyone hears of it.
   LH_RETURN_IF_ERROR(cover_in_journal(membership_.last_epoch()));
@@ -221,6 +222,10 @@ Status MasterServer::on_register(Session& session, uint64_t conn, const wire::Re
                             options_.heartbeat_misses});
   recorder_.joined(id, reg.group, unix_now());
   membership_.add_pending(id, reg.group, host, reg.advertised_port, node, reg.full_mesh);
+  probe_reachable(strand_, host, reg.advertised_port, options_.transport.handshake_timeout,
+                  [weak = weak_from_this(), id](bool reached) {
+                    if (auto self = weak.lock()) self->membership_.note_reached(id, reached);
+                  });
   return Status::ok();
 }
 

@@ -70,7 +70,8 @@ struct MasterOptions {
   std::chrono::milliseconds gather_timeout{600000};
   // A member evicted for misbehaving (a missed deadline, link claims nobody confirms) cannot
   // register again from the same data address and node for this long, doubled with each offence
-  // up to 10 minutes (penalties.hpp). 0: nothing is remembered.
+  // up to 10 minutes; from the second failed admission or false claim of one source address on,
+  // no registration from that address can (penalties.hpp). 0: nothing is remembered.
   std::chrono::milliseconds misbehaviour_backoff{10000};
   // A member's state report may name at most this many tensors; beyond it the member is dropped
   // with the reason (planning a sync costs the master time in the number of tensors reported).
@@ -148,8 +149,12 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void check_round_deadlines(Clock::time_point now);
   void check_gather_deadline(Clock::time_point now);
   void arm_round_timer(uint64_t epoch, Clock::time_point deadline);
-  // A registration from an identity under back-off is refused with how long it still lasts.
-  Status check_backoff(const std::string& host, uint16_t port, const std::string& node) const;
+  // A registration from an identity or a source address under back-off is refused with how long
+  // it still lasts.
+  Status check_backoff(const std::string& host, uint16_t port, const std::string& node,
+                       const std::string& source) const;
+  // The address peer `who`'s control connection comes from; empty if unknown.
+  std::string source_of(PeerId who) const;
   void arm_heartbeat();
   std::chrono::milliseconds silence_check() const;  // the period of heartbeat_tick
   void publish_status();                            // on the strand
@@ -162,7 +167,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   void disconnect(PeerId who, const Status& why) override;
   void round_started(uint64_t epoch) override;
   void round_half_ready(uint64_t epoch) override;
-  void misbehaved(PeerId who, const std::string& what) override;
+  void misbehaved(PeerId who, const std::string& what, bool lied) override;
   void peer_forgotten(PeerId who) override;
   void group_reconfiguring(uint32_t group) override;
   void group_epoch_failed(uint32_t group) override;

@@ -64,8 +64,9 @@ void StateArbiter::maybe_plan(uint32_t group) {
   }
   auto it = revisions_.find(group);
   state::Election e =
-      state::elect(round.reports, it == revisions_.end() ? std::nullopt : std::optional(it->second),
-                   round.epoch);
+      ties_.elect(group, round.reports,
+                  it == revisions_.end() ? std::nullopt : std::optional(it->second), round.epoch);
+  round.elected = StateTies::elected_content(round.reports, e);
   node_sources_.apply(group, membership_.nodes(), e);
   round.planned = true;
   round.phase_seen.reset();  // the fetch phase's deadline counts from now
@@ -118,7 +119,10 @@ Status StateArbiter::on_done(PeerId id, const wire::StateDoneMsg& done) {
 void StateArbiter::maybe_complete(uint32_t group) {
   Round& round = rounds_.at(group);
   if (!round.planned || !round.fetching.empty()) return;
-  if (round.releasing.size() > round.failed) revisions_[group] = round.next_revision;
+  if (round.releasing.size() > round.failed) {
+    revisions_[group] = round.next_revision;
+    ties_.agreed(group, std::move(round.elected));
+  }
   out_.send_all({round.releasing.begin(), round.releasing.end()},
                 wire::StateCompleteMsg{round.epoch});
   rounds_.erase(group);

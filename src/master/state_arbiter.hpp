@@ -9,7 +9,8 @@
 // A peer lost while fetchers still use it as a source is named to each of them (STATE_SOURCE_LOST):
 // a frozen process keeps its sockets open, so without the master's word a fetcher would notice only
 // after its stall timeout.
-// The revision of the group's last completed sync is remembered for the next election.
+// The revision of the group's last completed sync is remembered for the next election, and so is
+// its content (tensor digests): a tie goes to the member still holding it (state_ties.hpp).
 //
 // Every sync has deadlines (expire(), which the caller runs a few times a second): a sync still
 // collecting reports waits `timeout` for the missing members, then plans without them; a planned
@@ -31,6 +32,7 @@
 
 #include "master/membership.hpp"
 #include "master/state_sources.hpp"
+#include "master/state_ties.hpp"
 #include "state/election.hpp"
 
 namespace longhaul::master {
@@ -74,6 +76,7 @@ class StateArbiter {
     std::set<PeerId> excused;                     // left out at the report deadline
     uint64_t planned_bytes = 0;                   // what the plans fetch, all fetchers
     std::optional<Clock::time_point> phase_seen;  // collecting or fetching, since
+    StateTies::Digests elected;                   // what the OK plans hold once done
   };
   // The deadline of the round's phase passed: the members it still waits for are left out.
   void leave_out_reporters(uint32_t group, Round& round);
@@ -92,6 +95,7 @@ class StateArbiter {
   std::map<uint32_t, Round> rounds_;
   std::map<uint32_t, uint64_t> revisions_;
   StateSources node_sources_;             // one source node per fetching node
+  StateTies ties_;                        // ties go to what the group last agreed on
   std::map<PeerId, uint32_t> misses_;     // syncs missed in a row
   std::map<PeerId, uint64_t> late_done_;  // fetchers left out, by the sync's epoch
   std::vector<std::pair<PeerId, Status>> to_evict_;

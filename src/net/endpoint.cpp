@@ -53,7 +53,8 @@ Listener::Listener(runtime::IoRuntime& io, asio::ip::tcp::acceptor acceptor,
       acceptor_(std::move(acceptor)),
       options_(options),
       tls_(std::move(tls)),
-      handshakes_(options.max_unauthenticated, options.max_unauthenticated_per_address) {
+      handshakes_(options.max_unauthenticated, options.max_unauthenticated_per_address,
+                  options.unauthenticated_grace) {
   port_ = acceptor_.local_endpoint().port();
 }
 
@@ -117,13 +118,42 @@ asio::awaitable<void> Listener::accept_loop() {
     const uint64_t slot = handshakes_.take(conn, address);
     if (slot == 0) {
       ++refused_;
-      conn->close();
+      refuse_for_now(std::move(conn), address);
       continue;
     }
     asio::co_spawn(
         conn->strand(), [self = shared_from_this(), conn, slot] { return self->admit(conn, slot); },
         asio::detached);
   }
+}
+
+void Listener::refuse_for_now(std::shared_ptr<Connection> conn, const std::string& address) {
+  // Telling the client why costs a write (and on TLS a TLS handshake), so only a few refusals are
+  // answered at once; beyond them the connection is closed without a reason.
+  if (refusing_.fetch_add(1) >= kMaxRefusalsInFlight) {
+    --refusing_;
+    conn->close();
+    return;
+  }
+  const Status why(kRetryLaterCode,
+                   fmt::format("{} connections from {} are already in their handshake; retry "
+                               "shortly",
+                               options_.max_unauthenticated_per_address, address));
+  asio::co_spawn(
+      conn->strand(),
+      [self = shared_from_this(), conn, why] { return self->tell_refusal(conn, why); },
+      asio::detached);
+}
+
+asio::awaitable<void> Listener::tell_refusal(std::shared_ptr<Connection> conn, Status why) {
+  asio::steady_timer deadline(conn->strand(), kRefusalDeadline);
+  deadline.async_wait([conn](asio::error_code ec) {
+    if (!ec) conn->close();
+  });
+  co_await refuse_handshake(*conn, why);
+  deadline.cancel();
+  conn->close();
+  --refusing_;
 }
 
 asio::awaitable<void> Listener::back_off(const asio::error_code& ec) {
@@ -162,6 +192,14 @@ asio::awaitable<void> Listener::admit(std::shared_ptr<Connection> conn, uint64_t
   auto who = co_await server_handshake(*conn, options_);
   deadline.cancel();
   handshakes_.release(slot);
+  if (!who && !*timed_out && conn->closed_between_frames()) {
+    // Closed before a single byte: the master's reachability probe of a newcomer
+    // (master/reach_probe.hpp), or a port scan. Nothing was refused; not worth a warning.
+    ++refused_;
+    log::info("net", "connection from {} closed before its handshake", conn->remote());
+    conn->close();
+    co_return;
+  }
   if (!who) {
     ++refused_;
     log::warn("net", "refused connection from {}: {}", conn->remote(),

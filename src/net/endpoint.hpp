@@ -64,6 +64,11 @@ class Listener : public std::enable_shared_from_this<Listener> {
   // little longer each time in a row (10 ms .. 1 s) and log once per interval, not per failure.
   asio::awaitable<void> back_off(const asio::error_code& ec);
   asio::awaitable<void> admit(std::shared_ptr<Connection> conn, uint64_t slot);
+  // A connection over its address's cap: a REJECT with the reason (kRetryLaterCode), then close.
+  void refuse_for_now(std::shared_ptr<Connection> conn, const std::string& address);
+  asio::awaitable<void> tell_refusal(std::shared_ptr<Connection> conn, Status why);
+  static constexpr int kMaxRefusalsInFlight = 16;
+  static constexpr std::chrono::milliseconds kRefusalDeadline{1000};
   void add_to_link(std::shared_ptr<Connection> conn, const AdmittedConnection& who);
 
   runtime::IoRuntime& io_;
@@ -72,6 +77,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   std::shared_ptr<asio::ssl::context> tls_;
   uint16_t port_ = 0;
   std::atomic<uint64_t> refused_{0};
+  std::atomic<int> refusing_{0};  // refusals still being told to their client
   HandshakeSlots handshakes_;
   std::chrono::milliseconds accept_backoff_{0};  // accept loop's strand only
   std::chrono::steady_clock::time_point last_accept_warning_{};

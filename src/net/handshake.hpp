@@ -34,6 +34,14 @@ inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr uint16_t kMaxConnectionsPerLink = 64;
 
+// The code of a REJECT that means "not now, try again shortly" (the listener holds as many
+// unauthenticated connections from the client's address as it allows). Connecting code retries
+// on it with backoff; no other refusal uses this code.
+inline constexpr lh_status kRetryLaterCode = LH_ERR_ABORTED;
+inline bool is_retry_later(const Status& s) {
+  return s.code() == kRetryLaterCode;
+}
+
 using Nonce = std::array<std::byte, kNonceBytes>;
 using Mac = std::array<std::byte, kMacBytes>;
 

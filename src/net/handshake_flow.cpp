@@ -51,6 +51,12 @@ asio::awaitable<void> send_reject(Connection& conn, const Status& why) {
 
 }  // namespace
 
+asio::awaitable<void> refuse_handshake(Connection& conn, const Status& why) {
+  Status s = co_await conn.tls_handshake();
+  if (!s) co_return;
+  co_await send_reject(conn, why);
+}
+
 asio::awaitable<Status> client_handshake(Connection& conn, const TransportOptions& options,
                                          uint64_t link_id, uint16_t index, uint16_t count) {
   Status s = co_await conn.tls_handshake();

@@ -28,4 +28,9 @@ asio::awaitable<Status> client_handshake(Connection& conn, const TransportOption
 asio::awaitable<Result<AdmittedConnection>> server_handshake(Connection& conn,
                                                              const TransportOptions& options);
 
+// Server side, for a connection the listener will not serve now (its address is at its cap):
+// TLS (if configured) and a REJECT with `why`, so the client learns the reason instead of an end
+// of file. Best effort; the caller closes the connection and bounds the time.
+asio::awaitable<void> refuse_handshake(Connection& conn, const Status& why);
+
 }  // namespace longhaul::net

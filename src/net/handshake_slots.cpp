@@ -1,16 +1,19 @@
 #include "net/handshake_slots.hpp"
 
+#include <algorithm>
+
 #include "net/connection.hpp"
 
 namespace longhaul::net {
 
-uint64_t HandshakeSlots::take(const std::shared_ptr<Connection>& conn, const std::string& address) {
+uint64_t HandshakeSlots::take(const std::shared_ptr<Connection>& conn, const std::string& address,
+                              Clock::time_point now) {
   MutexLock lock(mu_);
-  if (per_address_[address] >= max_per_address_) return 0;
+  if (!room_for_address_locked(address, now)) return 0;
   while (!slots_.empty() && slots_.size() >= max_total_) drop_front_locked();
-  if (max_total_ == 0) return 0;
+  if (max_total_ == 0 || max_per_address_ == 0) return 0;
   const uint64_t id = next_id_++;
-  slots_.push_back({id, conn, address});
+  slots_.push_back({id, conn, address, now});
   by_id_[id] = std::prev(slots_.end());
   ++per_address_[address];
   return id;
@@ -32,12 +35,26 @@ bool HandshakeSlots::shed_oldest() {
   return true;
 }
 
+bool HandshakeSlots::room_for_address_locked(const std::string& address, Clock::time_point now) {
+  auto count = per_address_.find(address);
+  if (count == per_address_.end() || count->second < max_per_address_) return true;
+  // The list is oldest first, so the first slot of this address is its oldest.
+  auto oldest = std::find_if(slots_.begin(), slots_.end(),
+                             [&](const Slot& s) { return s.address == address; });
+  if (oldest == slots_.end() || now - oldest->since < grace_) return false;
+  drop_locked(oldest);
+  return true;
+}
+
 void HandshakeSlots::drop_front_locked() {
-  Slot& oldest = slots_.front();
-  if (auto conn = oldest.conn.lock()) conn->close();
-  release_address_locked(oldest.address);
-  by_id_.erase(oldest.id);
-  slots_.pop_front();
+  drop_locked(slots_.begin());
+}
+
+void HandshakeSlots::drop_locked(std::list<Slot>::iterator slot) {
+  if (auto conn = slot->conn.lock()) conn->close();
+  release_address_locked(slot->address);
+  by_id_.erase(slot->id);
+  slots_.erase(slot);
   ++shed_;
 }
 

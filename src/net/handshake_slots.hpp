@@ -3,6 +3,7 @@
 // allow (issue 24: descriptors, memory, handshake work).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -18,14 +19,20 @@ class Connection;
 
 class HandshakeSlots {
  public:
-  HandshakeSlots(size_t max_total, size_t max_per_address)
-      : max_total_(max_total), max_per_address_(max_per_address) {}
+  using Clock = std::chrono::steady_clock;
 
-  // Takes a slot for `conn`, from `address`. Refused (0) when that address already holds
-  // max_per_address slots. When every slot is taken, the oldest connection is closed to make
-  // room: an honest handshake takes milliseconds, so the oldest are the silent ones. Returns the
-  // slot's id for release().
-  uint64_t take(const std::shared_ptr<Connection>& conn, const std::string& address);
+  // `grace`: how long a connection may sit in its handshake before a newcomer from its own
+  // address, finding that address at its cap, may take its place.
+  HandshakeSlots(size_t max_total, size_t max_per_address, std::chrono::milliseconds grace)
+      : max_total_(max_total), max_per_address_(max_per_address), grace_(grace) {}
+
+  // Takes a slot for `conn`, from `address`, and returns its id for release(). When that address
+  // already holds max_per_address slots, its oldest connection gives way if it has been in its
+  // handshake for `grace` (an honest handshake takes a few round trips, so a connection that old
+  // is a silent one); otherwise the newcomer is refused (0) and the caller tells it why. When
+  // every slot is taken, the oldest connection is closed to make room.
+  uint64_t take(const std::shared_ptr<Connection>& conn, const std::string& address,
+                Clock::time_point now = Clock::now());
   // The handshake ended (admitted, refused or timed out); unknown or shed ids are ignored.
   void release(uint64_t id);
   // Closes the oldest connection still in its handshake (when descriptors run out); false when
@@ -40,12 +47,17 @@ class HandshakeSlots {
     uint64_t id;
     std::weak_ptr<Connection> conn;
     std::string address;
+    Clock::time_point since;
   };
+  // Makes room for one more from `address`, shedding its oldest past the grace; false: none was.
+  bool room_for_address_locked(const std::string& address, Clock::time_point now) REQUIRES(mu_);
   void drop_front_locked() REQUIRES(mu_);  // closes and forgets the oldest slot
+  void drop_locked(std::list<Slot>::iterator slot) REQUIRES(mu_);  // closes and forgets one
   void release_address_locked(const std::string& address)
       REQUIRES(mu_);  // one slot fewer from `address`
 
   const size_t max_total_, max_per_address_;
+  const std::chrono::milliseconds grace_;
   mutable Mutex mu_;
   std::list<Slot> slots_ GUARDED_BY(mu_);  // oldest first
   std::map<uint64_t, std::list<Slot>::iterator> by_id_ GUARDED_BY(mu_);

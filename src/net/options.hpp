@@ -59,10 +59,15 @@ struct TransportOptions {
   // connections) after this long is dropped.
   std::chrono::milliseconds handshake_timeout{5000};
   // Accepted connections still in their handshake (no secret proven yet): at most this many in
-  // all (beyond it the oldest is dropped to make room) and from one address (beyond it a new one
-  // is refused). One link opens up to 64 connections at once.
+  // all (beyond it the oldest is dropped to make room) and from one address (beyond it that
+  // address's oldest gives way if it has been in its handshake for unauthenticated_grace, else
+  // the new one is refused with a REJECT saying so, and the library's connect retries with
+  // backoff). Authenticated connections never count. One link opens up to 64 connections at once.
   size_t max_unauthenticated = 256;
   size_t max_unauthenticated_per_address = 64;
+  // An honest handshake takes a few round trips (TLS included, under a second on any path);
+  // silence this long marks a connection that may give way to a newcomer from its address.
+  std::chrono::milliseconds unauthenticated_grace{1000};
   // Bytes of data that may arrive before the matching receive is posted; beyond this the
   // connection stops reading until the receive is posted (TCP backpressure, nothing is lost).
   uint64_t max_unexpected_bytes = 256ull << 20;

@@ -338,6 +338,7 @@ void PeerSession::on_master_link(Result<std::shared_ptr<net::Link>> result) {
     if (result) (*result)->close();
     return;
   }
+  if (!result && net::is_retry_later(result.status())) return register_again_later(result.status());
   if (!result) {
     fail(result.status().with_context(
         fmt::format("cannot join the master at {}", options_.master_address)));

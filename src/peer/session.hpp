@@ -177,6 +177,9 @@ class PeerSession final : public GroupControl, public std::enable_shared_from_th
   // admitted and allowed, otherwise fail with `why`.
   void lose_master(Status why);
   void reconnect_after(std::chrono::milliseconds delay);
+  // Registering, the master said "retry later" (its per-address handshake cap): connect again
+  // after a jittered, doubling backoff; connect_timeout still bounds the whole connect.
+  void register_again_later(const Status& why);
   void on_reconnect(Result<std::shared_ptr<net::Link>> result);
   wire::RejoinMsg rejoin_report() const;
   // WELCOME after REJOIN: resume the state the master was lost in and the call in progress.

@@ -79,6 +79,19 @@ void PeerSession::reconnect_after(std::chrono::milliseconds delay) {
   });
 }
 
+void PeerSession::register_again_later(const Status& why) {
+  backoff_ = backoff_.count() == 0 ? kFirstBackoff : std::min(backoff_ * 2, kMaxBackoff);
+  const auto delay = jittered(backoff_);
+  log::info("peer", "the master at {} asks to retry: {}; connecting again in {} ms",
+            options_.master_address, why.message(), delay.count());
+  reconnect_timer_.expires_after(delay);
+  reconnect_timer_.async_wait([weak = weak_from_this()](asio::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->state_ != State::kRegistering) return;
+    self->async_connect_master();
+  });
+}
+
 void PeerSession::on_reconnect(Result<std::shared_ptr<net::Link>> result) {
   if (!result) {
     last_loss_ = result.status();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "cluster.hpp"
@@ -224,6 +225,57 @@ TEST(HostileMember, AReportOfTheMostTensorsAllowedCostsTheMasterLittle) {
   EXPECT_GT(per_sync_ms, 0);
   EXPECT_LT(per_sync_ms, 50);
   EXPECT_LT(beside_ms, 4 * alone_ms);
+}
+
+// The word after `key` in `line` ("blocks 3 sources ..." -> "3" for key "blocks").
+std::string field(const std::string& line, const std::string& key) {
+  std::istringstream in(line);
+  for (std::string w; in >> w;)
+    if (w == key && in >> w) return w;
+  return {};
+}
+
+// Issue 50, item 7: in a group of two, the first member (the lowest id) alters its state after
+// the group agreed on it. On 34a8959 the tie went to the lowest id and the honest member was told
+// to fetch the altered content. Now it goes to the member still holding what the group last agreed
+// on: the honest member fetches nothing and keeps its bytes; the other one is repaired.
+TEST(HostileMember, InAGroupOfTwoATieGoesToTheStateTheGroupLastAgreedOn) {
+  Cluster cluster;
+  auto first = start_state_peer(cluster, "first", "w:f32:65536");
+  ASSERT_TRUE(ready(*first)) << first->stderr_text();
+  auto honest = start_state_peer(cluster, "honest", "w:f32:65536");
+  first->send("world 2");
+  ASSERT_TRUE(ready(*honest)) << honest->stderr_text();
+  honest->send("world 2");
+  const auto sync_line = [](Child& p, size_t from) {
+    return p.wait_line([](const std::string& l) { return l.rfind("sync ", 0) == 0; }, 30s, from);
+  };
+  for (Child* p : {first.get(), honest.get()}) {
+    ASSERT_TRUE(p->wait_line([](const std::string& l) { return l.rfind("world 2", 0) == 0; }, 30s))
+        << p->stderr_text();
+    p->send("fill 7");
+  }
+  size_t from_first = first->lines().size(), from_honest = honest->lines().size();
+  first->send("sync enforce");
+  honest->send("sync enforce");
+  auto agreed = sync_line(*honest, from_honest);
+  ASSERT_TRUE(agreed && agreed->rfind("sync LH_OK", 0) == 0) << honest->stderr_text();
+  ASSERT_TRUE(sync_line(*first, from_first).has_value());
+  const std::string agreed_hash = field(*agreed, "hash");
+
+  first->send("flip 0 100 3");  // one bit of its only tensor: a tie, one voter each
+  from_first = first->lines().size();
+  from_honest = honest->lines().size();
+  first->send("sync enforce");
+  honest->send("sync enforce");
+  const auto h = sync_line(*honest, from_honest);
+  const auto f = sync_line(*first, from_first);
+  ASSERT_TRUE(h && f) << honest->stderr_text() << first->stderr_text();
+  std::cerr << "tie in a group of two: honest: " << *h << "\n  first: " << *f << "\n";
+  EXPECT_EQ(h->rfind("sync LH_OK", 0), 0u) << *h;
+  EXPECT_EQ(field(*h, "blocks"), "0") << "the honest member was told to fetch: " << *h;
+  EXPECT_EQ(field(*h, "hash"), agreed_hash);
+  EXPECT_EQ(field(*f, "hash"), agreed_hash) << "the altered member is repaired: " << *f;
 }
 
 }  // namespace

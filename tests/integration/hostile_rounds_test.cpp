@@ -79,6 +79,42 @@ TEST(HostileRounds, AJoinerThatNeverConfirmsHoldsTheOthersForTheGraceThenIsRefus
             << " ms; re-registration: " << refused.value_or("(none)") << "\n";
 }
 
+// Issue 50, item 3: a zombie joiner that links but never confirms, re-registering from a fresh data
+// port (a new identity) the moment it is removed. On 34a8959 the identity ban never applied and
+// the honest members spent nearly all their time held in its rounds (5 steps in 70 s against
+// about 640). Now its failed admissions count against its source address, which is refused from
+// the second on: in 20 s it holds the members at most three times.
+TEST(HostileRounds, AZombieJoinerOnAFreshPortEachTimeIsRefusedByItsAddress) {
+  Cluster cluster({"--topology-grace-ms", "1000", "--misbehaviour-backoff-ms", "10000"});
+  Child& a = cluster.add_peer();
+  Child& b = cluster.add_peer();
+  ASSERT_TRUE(cluster.wait_agreement({&a, &b}, 2));
+  const auto t0 = Clock::now();
+  int admitted = 0, refused = 0;
+  double held_ms = 0;
+  while (ms_since(t0) < 20'000) {
+    RogueMember zombie(cluster.port(), never_confirms());  // a fresh listener: a fresh port
+    const auto started = Clock::now();
+    zombie.register_with_master();
+    const auto removed = zombie.wait_removed(15s);
+    if (contains(removed, "refused for")) {
+      ++refused;
+      std::this_thread::sleep_for(100ms);
+      continue;
+    }
+    ASSERT_TRUE(contains(removed, "did not set up its links")) << removed.value_or("(none)");
+    ++admitted;
+    held_ms += ms_since(started);
+  }
+  ASSERT_TRUE(cluster.wait_agreement({&a, &b}, 2, 20s));
+  EXPECT_TRUE(a.running() && b.running());
+  EXPECT_LE(admitted, 3);
+  EXPECT_GT(refused, 0);
+  std::cerr << "zombie on fresh ports for 20 s: admitted to " << admitted
+            << " rounds (members held " << held_ms << " ms in all), " << refused
+            << " registrations refused by address\n";
+}
+
 // A member that never comes to update_topology held the others there for good while a joiner
 // waited. Now they wait at most the gather timeout, and it is evicted.
 TEST(HostileRounds, AMemberThatNeverComesToUpdateTopologyIsEvictedAtTheGatherDeadline) {
@@ -233,6 +269,35 @@ TEST(HostileRounds, AMemberNamingNewcomersUnreachableDoesNotKeepThemOut) {
   EXPECT_TRUE(b.running());
   std::cerr << "newcomers named unreachable: the newcomer joined; the claimer: "
             << removed.value_or("(not removed)") << "\n";
+}
+
+// Issue 50, item 2: the rogue is the FIRST member, never opens its links and names every newcomer
+// unreachable. The newcomer, whom nobody connected to, names it back, and on 34a8959 that counted
+// as a confirmed claim and the newcomer was evicted, every time. Now the master reached the
+// newcomer's data address itself and the rogue never completed a link of its own: its claim does
+// not count, and it is the one removed.
+TEST(HostileRounds, AFirstMemberThatNeverOpensItsLinksIsRemovedNotTheNewcomer) {
+  Cluster cluster;
+  RogueMember::Policy policy;
+  policy.open_links = false;
+  policy.unreachable = [](const wire::TopologyMsg& t, uint64_t self) {
+    std::vector<uint64_t> newer;
+    for (const auto& m : t.members)
+      if (m.peer_id > self) newer.push_back(m.peer_id);
+    return newer;
+  };
+  RogueMember rogue(cluster.port(), policy);
+  rogue.register_with_master();
+  ASSERT_TRUE(rogue.wait_admitted(30s));
+  const auto t0 = Clock::now();
+  Child& b = cluster.add_peer();
+  const auto removed = rogue.wait_removed(30s);
+  ASSERT_TRUE(cluster.wait_agreement({&b}, 1, 30s)) << b.stderr_text();
+  const double joined_ms = ms_since(t0);
+  EXPECT_TRUE(contains(removed, "did not count")) << removed.value_or("(not removed)");
+  EXPECT_TRUE(b.running());
+  std::cerr << "a first member that never links: the newcomer joined alone after " << joined_ms
+            << " ms; the rogue: " << removed.value_or("(not removed)") << "\n";
 }
 
 // Naming a peer that is not its ring neighbour unreachable evicted an honest member as a "full

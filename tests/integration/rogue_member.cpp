@@ -126,7 +126,7 @@ void RogueMember::State::apply(const wire::TopologyMsg& t) {
 }
 
 void RogueMember::State::link_to_neighbours(uint64_t proposed) {
-  if (!proposal || proposal->rings.empty()) return;
+  if (!policy.open_links || !proposal || proposal->rings.empty()) return;
   const auto& order = proposal->rings.at(0).order;
   const size_t n = order.size();
   const auto self = std::find(order.begin(), order.end(), id);

@@ -29,6 +29,8 @@ class RogueMember {
     bool confirm_links = true;
     // Come to update_topology when a change is pending or the group aborted (false: never).
     bool come_to_update = true;
+    // Open the data links this member is to open (false: never connect to a neighbour).
+    bool open_links = true;
     // Added to every LINKS_READY: what to name unreachable, given the proposal.
     std::function<std::vector<uint64_t>(const wire::TopologyMsg&, uint64_t self)> unreachable;
   };

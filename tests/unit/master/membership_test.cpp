@@ -223,6 +223,54 @@ TEST_F(MembershipTest, AClaimTheAccusedContradictsRemovesTheClaimerNotTheNewcome
   EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{x}));
 }
 
+// Issue 50, item 2: a first member that never opens its links names the newcomer unreachable, and
+// the newcomer (nobody came) names it back: the claim looked confirmed and the newcomer went. A
+// claim about a newcomer the master reached counts only from a member that completed links of its
+// own, so the first member is the one removed.
+TEST_F(MembershipTest, AFirstMemberThatNeverLinkedLosesItsClaimAboutANewcomerTheMasterReached) {
+  const PeerId a = join();
+  all_ready();
+  const PeerId x = join();
+  m.note_reached(x, true);
+  all_update({a});
+  auto proposals = out.take<wire::TopologyMsg>();
+  const uint64_t epoch = proposals[0].second.epoch;
+  ASSERT_TRUE(m.on_links_ready(a, epoch, {x}).is_ok());
+  ASSERT_TRUE(m.on_links_ready(x, epoch, {a}).is_ok());
+  ASSERT_EQ(out.disconnected.size(), 1u);
+  EXPECT_EQ(out.disconnected[0].first, a);
+  all_ready();
+  EXPECT_EQ(m.rings().at(0), (std::vector<PeerId>{x}));
+}
+
+// The same claims from a member that has completed links of its own count as before: the
+// newcomer, not the member that worked so far, goes.
+TEST_F(MembershipTest, AMemberThatLinkedBeforeKeepsItsClaimAboutANewcomer) {
+  const auto ids = form(2);
+  const PeerId x = join();
+  m.note_reached(x, true);
+  all_update(ids);
+  auto proposals = out.take<wire::TopologyMsg>();
+  const uint64_t epoch = proposals[0].second.epoch;
+  // The newcomer's proposal is whole (the members' may be changes to their epoch).
+  const auto to_x =
+      std::find_if(proposals.begin(), proposals.end(), [x](const auto& p) { return p.first == x; });
+  ASSERT_NE(to_x, proposals.end());
+  const auto& ring = to_x->second.rings.at(0).order;
+  ASSERT_EQ(ring.size(), 3u);
+  const auto at = std::find(ring.begin(), ring.end(), x) - ring.begin();
+  const PeerId neighbour = ring[static_cast<size_t>((at + 1) % 3)];
+  for (PeerId id : ring) {
+    std::vector<PeerId> unreachable;
+    if (id == neighbour) unreachable = {x};
+    if (id == x) unreachable = {neighbour};
+    ASSERT_TRUE(m.on_links_ready(id, epoch, unreachable).is_ok());
+  }
+  // Two of three cannot avoid the pair in a ring of three: one of the pair goes, the newcomer.
+  ASSERT_EQ(out.disconnected.size(), 1u);
+  EXPECT_EQ(out.disconnected[0].first, x);
+}
+
 // Claims about a peer that is not the claimer's ring neighbour are refused when it does not link
 // as a full mesh (an honest member never links to it, so cannot lose the link).
 TEST_F(MembershipTest, ClaimsAboutNonNeighboursAreRefusedWithoutAFullMesh) {

@@ -26,6 +26,24 @@ TEST(Penalties, EachOffenceDoublesTheBackOffUpToTheCap) {
   EXPECT_EQ(p.refused_for(Penalties::identity("10.0.0.1", 4000, "box"), t + 10s).count(), 0);
 }
 
+// Issue 50, item 3: an address's first failed admission is free (one honest mishap behind a NAT
+// keeps nobody out), the next ones ban it with the same doubling back-off.
+TEST(Penalties, AnAddressIsBannedFromItsSecondOffenceOn) {
+  Penalties p(1000ms, 5000ms);
+  const auto t = Clock::now();
+  const std::string address = Penalties::address_key("10.0.0.1");
+  EXPECT_EQ(p.record(address, t, Penalties::kFreeAddressOffences).count(), 0);
+  EXPECT_EQ(p.refused_for(address, t).count(), 0);
+  EXPECT_EQ(p.record(address, t + 1s, Penalties::kFreeAddressOffences), 1000ms);
+  EXPECT_EQ(p.refused_for(address, t + 1500ms), 500ms);
+  EXPECT_EQ(p.record(address, t + 3s, Penalties::kFreeAddressOffences), 2000ms);
+  EXPECT_EQ(p.offences(address), 3u);
+  // A free offence is still remembered for the cap, so the next one counts.
+  Penalties q(1000ms, 5000ms);
+  q.record(address, t, Penalties::kFreeAddressOffences);
+  EXPECT_EQ(q.record(address, t + 4s, Penalties::kFreeAddressOffences), 1000ms);
+}
+
 TEST(Penalties, ARecordIsForgottenACapAfterItsBackOffEnded) {
   Penalties p(1000ms, 5000ms);
   const auto t = Clock::now();

@@ -203,6 +203,37 @@ TEST_F(Refusals, ConnectingToNothingFailsFast) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
 }
 
+// Issue 50, item 5: an address at its cap of unauthenticated connections is told why and when to
+// come back (a REJECT with kRetryLaterCode, not an end of file), and once its silent connection
+// has sat in its handshake past the grace, a newcomer from that address takes its place.
+TEST_F(Refusals, AnAddressAtItsHandshakeCapIsToldToRetryThenAdmittedPastTheGrace) {
+  TransportOptions options = with_secret("s");
+  options.max_unauthenticated_per_address = 1;
+  options.unauthenticated_grace = std::chrono::milliseconds(400);
+  start_listener(options);
+  asio::io_context ctx;
+  asio::ip::tcp::socket silent(ctx);
+  silent.connect({asio::ip::make_address("127.0.0.1"), listener_->port()});
+  for (int i = 0; i < 200 && listener_->handshaking_count() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(listener_->handshaking_count(), 1u);
+
+  auto refused = connect_link(io_, "127.0.0.1", listener_->port(), 1, with_secret("s"));
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_TRUE(is_retry_later(refused.status())) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("retry"), std::string::npos)
+      << refused.status().to_string();
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  auto admitted = connect_link(io_, "127.0.0.1", listener_->port(), 1, with_secret("s"));
+  ASSERT_TRUE(admitted.is_ok()) << admitted.status().to_string();  // the silent one gave way
+  admitted.value()->close();
+  std::array<std::byte, 16> buf;
+  asio::error_code ec;
+  silent.read_some(asio::buffer(buf), ec);
+  EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
+}
+
 TEST_F(Refusals, InvalidConnectionCountIsACallerError) {
   start_listener(with_secret(""));
   EXPECT_EQ(connect_link(io_, "127.0.0.1", listener_->port(), 0, {}).status().code(),

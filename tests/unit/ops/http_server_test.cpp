@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 namespace longhaul::ops {
 namespace {
@@ -131,6 +132,37 @@ TEST(HttpServerTest, SilentDribblingAndNonReadingClientsDoNotStopOthers) {
   const auto t1 = std::chrono::steady_clock::now();
   server.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - t1, 5s);
+}
+
+// Issue 50, item 6: idle connections beyond the cap shed the oldest idle one, so the server holds
+// at most max_connections descriptors and a real request still gets its answer at once; HEAD has
+// no body and a request announcing a body is refused.
+TEST(HttpServerTest, IdleConnectionsBeyondTheCapShedTheOldestAndARequestIsAnswered) {
+  std::atomic<int> calls{0};
+  HttpOptions options;
+  options.max_connections = 4;
+  options.idle_timeout = 5000ms;  // longer than the test: only the cap frees them
+  options.read_timeout = 5000ms;
+  auto server = serve(&calls, options);
+  ASSERT_TRUE(server);
+  std::vector<int> idle;
+  for (int i = 0; i < 20; ++i) idle.push_back(connect_raw(server->port()));
+  for (int i = 0; i < 200 && server->refused_count() < 16; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_LE(server->open_connections(), 4u);
+  EXPECT_GE(server->refused_count(), 16u);
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(5);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = client.Get("/a.b");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  auto head = client.Head("/a.b");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty());
+  EXPECT_EQ(client.Post("/a.b", std::string(4096, 'x'), "text/plain")->status, 413);
+  for (int fd : idle) ::close(fd);
 }
 
 }  // namespace
