@@ -246,6 +246,14 @@ TEST(HostileRounds, FalseLossReportsRemoveTheLiarNotTheAccused) {
             << *removed << "); both accused stayed\n";
 }
 
+// A rogue's claim: every member that joined after it (a larger id) is unreachable.
+std::vector<uint64_t> every_newer_member(const wire::TopologyMsg& t, uint64_t self) {
+  std::vector<uint64_t> newer;
+  for (const auto& m : t.members)
+    if (m.peer_id > self) newer.push_back(m.peer_id);
+  return newer;
+}
+
 // A first member naming every newcomer unreachable kept anyone from joining (the newcomer went
 // first). Now the one whose claims nobody confirms goes.
 TEST(HostileRounds, AMemberNamingNewcomersUnreachableDoesNotKeepThemOut) {
@@ -253,12 +261,7 @@ TEST(HostileRounds, AMemberNamingNewcomersUnreachableDoesNotKeepThemOut) {
   Child& a = cluster.add_peer();
   ASSERT_TRUE(cluster.wait_agreement({&a}, 1));
   RogueMember::Policy policy;
-  policy.unreachable = [](const wire::TopologyMsg& t, uint64_t self) {
-    std::vector<uint64_t> newer;
-    for (const auto& m : t.members)
-      if (m.peer_id > self) newer.push_back(m.peer_id);
-    return newer;
-  };
+  policy.unreachable = every_newer_member;
   RogueMember rogue(cluster.port(), policy);
   rogue.register_with_master();
   ASSERT_TRUE(rogue.wait_admitted(30s));
@@ -280,12 +283,7 @@ TEST(HostileRounds, AFirstMemberThatNeverOpensItsLinksIsRemovedNotTheNewcomer) {
   Cluster cluster;
   RogueMember::Policy policy;
   policy.open_links = false;
-  policy.unreachable = [](const wire::TopologyMsg& t, uint64_t self) {
-    std::vector<uint64_t> newer;
-    for (const auto& m : t.members)
-      if (m.peer_id > self) newer.push_back(m.peer_id);
-    return newer;
-  };
+  policy.unreachable = every_newer_member;
   RogueMember rogue(cluster.port(), policy);
   rogue.register_with_master();
   ASSERT_TRUE(rogue.wait_admitted(30s));

@@ -17,29 +17,16 @@
 
 #include <longhaul/longhaul.h>
 
+#include "capi_handles.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
 
-struct MasterDeleter {
-  void operator()(lh_master* m) const { lh_master_destroy(m); }
-};
-struct CommDeleter {
-  void operator()(lh_comm* c) const { lh_comm_destroy(c); }
-};
-using MasterPtr = std::unique_ptr<lh_master, MasterDeleter>;
-using CommPtr = std::unique_ptr<lh_comm, CommDeleter>;
-
-// A running master on loopback; `secret` may be NULL.
+using longhaul::capi_test::CommPtr;
+using longhaul::capi_test::MasterPtr;
 MasterPtr start_master(const char* secret = nullptr) {
-  lh_master_options o;
-  lh_master_options_init(&o);
-  o.listen_address = "127.0.0.1:0";
-  o.secret = secret;
-  lh_master* m = nullptr;
-  EXPECT_EQ(lh_master_create(&o, &m), LH_OK) << lh_last_error();
-  EXPECT_EQ(lh_master_run(m), LH_OK);
-  return MasterPtr(m);
+  return longhaul::capi_test::start_loopback_master(secret);
 }
 
 struct CommSettings {

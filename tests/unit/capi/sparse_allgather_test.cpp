@@ -20,6 +20,7 @@
 #include <longhaul/longhaul.h>
 #include <longhaul/longhaul.hpp>
 
+#include "capi_handles.hpp"
 #include "comm_pair.hpp"
 #include "quant/sparse_codec.hpp"
 
@@ -28,31 +29,19 @@ namespace {
 using namespace std::chrono_literals;
 using Bytes = std::vector<std::byte>;
 
-struct MasterDeleter {
-  void operator()(lh_master* m) const { lh_master_destroy(m); }
-};
-struct CommDeleter {
-  void operator()(lh_comm* c) const { lh_comm_destroy(c); }
-};
+using longhaul::capi_test::CommPtr;
+using longhaul::capi_test::MasterPtr;
 struct ResultDeleter {
   void operator()(lh_sparse_gathered* r) const { lh_sparse_gathered_destroy(r); }
 };
 struct OpDeleter {
   void operator()(lh_op* op) const { lh_op_destroy(op); }
 };
-using MasterPtr = std::unique_ptr<lh_master, MasterDeleter>;
-using CommPtr = std::unique_ptr<lh_comm, CommDeleter>;
 using ResultPtr = std::unique_ptr<lh_sparse_gathered, ResultDeleter>;
 using OpPtr = std::unique_ptr<lh_op, OpDeleter>;
 
 MasterPtr make_master() {
-  lh_master_options o;
-  lh_master_options_init(&o);
-  o.listen_address = "127.0.0.1:0";
-  lh_master* m = nullptr;
-  EXPECT_EQ(lh_master_create(&o, &m), LH_OK) << lh_last_error();
-  EXPECT_EQ(lh_master_run(m), LH_OK);
-  return MasterPtr(m);
+  return longhaul::capi_test::start_loopback_master();
 }
 
 struct CommSettings {
@@ -123,8 +112,8 @@ std::vector<Outcome> gather_all(std::vector<CommPtr>& comms, const std::vector<B
     running.push_back(std::async(std::launch::async, [&, i] {
       Outcome o;
       lh_sparse_gathered* r = nullptr;
-      o.status = lh_sparse_allgather(comms[i].get(), sends[i].data(), sends[i].size(), options,
-                                     &r, &o.info);
+      o.status = lh_sparse_allgather(comms[i].get(), sends[i].data(), sends[i].size(), options, &r,
+                                     &o.info);
       o.message = lh_comm_last_error(comms[i].get());
       o.result.reset(r);
       return o;
@@ -277,26 +266,35 @@ TEST(SparseAllGather, AGroupOfOneGetsItsOwnContribution) {
 
 // The async form: the operation to wait on and the result it fills; the result's readers refuse
 // before completion and work after it.
-TEST(SparseAllGather, TheAsyncFormFillsItsResultOnceItsOperationCompleted) {
-  MasterPtr master = make_master();
-  auto comms = connect_group(master.get(), 3);
-  const std::vector<Bytes> sends{pattern(0, 5 << 20), pattern(1, 3), pattern(2, 0)};
-  struct Started {
-    lh_status status;
-    OpPtr op;
-    ResultPtr result;
-  };
+// lh_sparse_allgather_async started on every member at once (it returns once the sizes are
+// exchanged, so the calls must overlap); what each start returned.
+struct Started {
+  lh_status status;
+  OpPtr op;
+  ResultPtr result;
+};
+std::vector<Started> start_everywhere(const std::vector<CommPtr>& comms,
+                                      const std::vector<Bytes>& sends,
+                                      const lh_sparse_allgather_options* options) {
   std::vector<std::future<Started>> starting;
   for (size_t i = 0; i < comms.size(); ++i)
     starting.push_back(std::async(std::launch::async, [&, i] {
       lh_op* op = nullptr;
       lh_sparse_gathered* r = nullptr;
       const lh_status s = lh_sparse_allgather_async(comms[i].get(), sends[i].data(),
-                                                    sends[i].size(), nullptr, &r, &op);
+                                                    sends[i].size(), options, &r, &op);
       return Started{s, OpPtr(op), ResultPtr(r)};
     }));
   std::vector<Started> started;
   for (auto& f : starting) started.push_back(f.get());
+  return started;
+}
+
+TEST(SparseAllGather, TheAsyncFormFillsItsResultOnceItsOperationCompleted) {
+  MasterPtr master = make_master();
+  auto comms = connect_group(master.get(), 3);
+  const std::vector<Bytes> sends{pattern(0, 5 << 20), pattern(1, 3), pattern(2, 0)};
+  std::vector<Started> started = start_everywhere(comms, sends, nullptr);
   std::vector<Outcome> outcomes;
   for (size_t i = 0; i < comms.size(); ++i) {
     ASSERT_EQ(started[i].status, LH_OK) << lh_comm_last_error(comms[i].get());
@@ -335,26 +333,10 @@ TEST_P(SparseAllGatherAbort, AMemberDestroyedMidTransferFailsTheOthersWithoutAHa
   MasterPtr master = make_master();
   // 40 Mbit/s per link: 8 MiB per contribution takes over a second per hop.
   auto comms = connect_group(
-      master.get(), 3,
-      {.full_mesh = GetParam() == LH_SCHEDULE_DIRECT, .link_upload_mbit = 40});
+      master.get(), 3, {.full_mesh = GetParam() == LH_SCHEDULE_DIRECT, .link_upload_mbit = 40});
   const std::vector<Bytes> sends{pattern(0, 8 << 20), pattern(1, 8 << 20), pattern(2, 8 << 20)};
   const auto o = options_with(GetParam(), 256 << 10);
-  struct Started {
-    lh_status status;
-    OpPtr op;
-    ResultPtr result;
-  };
-  std::vector<std::future<Started>> starting;
-  for (size_t i = 0; i < comms.size(); ++i)
-    starting.push_back(std::async(std::launch::async, [&, i] {
-      lh_op* op = nullptr;
-      lh_sparse_gathered* r = nullptr;
-      const lh_status s = lh_sparse_allgather_async(comms[i].get(), sends[i].data(),
-                                                    sends[i].size(), &o, &r, &op);
-      return Started{s, OpPtr(op), ResultPtr(r)};
-    }));
-  std::vector<Started> started;
-  for (auto& f : starting) started.push_back(f.get());
+  std::vector<Started> started = start_everywhere(comms, sends, &o);
   for (size_t i = 0; i < comms.size(); ++i)
     ASSERT_EQ(started[i].status, LH_OK) << lh_comm_last_error(comms[i].get());
 
@@ -380,7 +362,8 @@ TEST_P(SparseAllGatherAbort, AMemberDestroyedMidTransferFailsTheOthersWithoutAHa
   comms[2].reset();  // its operation fails with LH_ERR_CLOSED; its handles stay valid
   EXPECT_NE(lh_op_wait(started[2].op.get()), LH_OK);
   for (size_t i = 0; i < 2; ++i) {
-    auto waited = std::async(std::launch::async, [&, i] { return lh_op_wait(started[i].op.get()); });
+    auto waited =
+        std::async(std::launch::async, [&, i] { return lh_op_wait(started[i].op.get()); });
     ASSERT_EQ(waited.wait_for(30s), std::future_status::ready) << "member " << i << " hangs";
     const lh_status s = waited.get();
     EXPECT_TRUE(s == LH_ERR_PEER_LOST || s == LH_ERR_ABORTED)
@@ -422,8 +405,8 @@ TEST(SparseAllGather, AJoinerBetweenCallsIsInTheNextCall) {
   expect_everyone_has_everything(comms, sends, first);
 
   comms.push_back(make_comm(master.get(), {}));
-  auto joined = std::async(std::launch::async,
-                           [&c = comms.back()] { return lh_comm_connect(c.get()); });
+  auto joined =
+      std::async(std::launch::async, [&c = comms.back()] { return lh_comm_connect(c.get()); });
   for (size_t i = 0; i < 2; ++i) {
     int pending = 0;
     for (int k = 0; k < 2000 && !pending; ++k) {
@@ -553,9 +536,9 @@ TEST(SparseAllGather, TheSettledFormSucceedsOnEveryMember) {
 
   lh_op* op = nullptr;
   lh_sparse_gathered* r = nullptr;
-  EXPECT_EQ(lh_sparse_allgather_async(comms[0].get(), sends[0].data(), sends[0].size(), &o, &r,
-                                      &op),
-            LH_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      lh_sparse_allgather_async(comms[0].get(), sends[0].data(), sends[0].size(), &o, &r, &op),
+      LH_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(op, nullptr);
   EXPECT_EQ(r, nullptr);
 }
