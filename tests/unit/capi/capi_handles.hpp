@@ -28,7 +28,9 @@ inline MasterPtr start_loopback_master(const char* secret = nullptr) {
   o.secret = secret;
   lh_master* m = nullptr;
   EXPECT_EQ(lh_master_create(&o, &m), LH_OK) << lh_last_error();
-  if (m) EXPECT_EQ(lh_master_run(m), LH_OK);
+  if (m) {
+    EXPECT_EQ(lh_master_run(m), LH_OK);
+  }
   return MasterPtr(m);
 }
 
