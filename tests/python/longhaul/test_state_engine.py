@@ -1,4 +1,6 @@
 """sync_state, the sync engine, DiLoCo on a plain module, and a node's eviction, from Python."""
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -74,5 +76,11 @@ def test_node_eviction_raises_node_evicted(master):
                 continue
             a0.allreduce(np.ones(4, dtype=np.float32)).wait(timeout=10)
     assert e.value.status == "LH_ERR_NODE_EVICTED"
+    # The abort callback runs on a library thread once the session has failed (longhaul.h,
+    # lh_abort_callback), which is not ordered before a call that already sees the failure: a
+    # clean-clone run raised NodeEvicted while the callback had not run yet. Wait for it.
+    deadline = time.monotonic() + 10
+    while a0.last_abort is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert a0.last_abort is not None and a0.last_abort[1] == "LH_ERR_NODE_EVICTED"
     a0.close()
