@@ -2,6 +2,8 @@
 // penalties.hpp): the arbiters' phases are checked with every heartbeat tick, a reconfiguration
 // round has its own timer, and an eviction for misbehaving starts a back-off for the member's
 // identity.
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "common/log.hpp"
@@ -88,21 +90,21 @@ std::string MasterServer::source_of(PeerId who) const {
 Status MasterServer::check_backoff(const std::string& host, uint16_t port, const std::string& node,
                                    const std::string& source) const {
   const auto now = Clock::now();
-  const std::string identity = Penalties::identity(host, port, node);
-  if (const auto left = penalties_.refused_for(identity, now); left.count() > 0)
+  // A registration is refused while either its identity or its source address serves a ban.
+  const auto refused = [&](const std::string& key, std::string_view earned_by) {
+    const auto left = penalties_.refused_for(key, now);
+    if (left.count() <= 0) return Status::ok();
     return peer_lost(fmt::format(
-        "registrations from {} are refused for {} ms more: a member with this address was "
-        "evicted for misbehaving {} time(s) (missed round deadlines or link claims nobody "
-        "confirmed; the master's log says which)",
-        identity, left.count(), penalties_.offences(identity)));
-  const std::string address = Penalties::address_key(source);
-  if (const auto left = penalties_.refused_for(address, now); left.count() > 0)
-    return peer_lost(fmt::format(
-        "registrations from {} are refused for {} ms more: members registering from it failed "
-        "their admission or made claims nobody confirmed {} time(s), whatever data port they "
-        "named (the master's log says which)",
-        address, left.count(), penalties_.offences(address)));
-  return Status::ok();
+        "registrations from {} are refused for {} ms more: {} {} time(s) (the master's log says "
+        "which)",
+        key, left.count(), earned_by, penalties_.offences(key)));
+  };
+  LH_RETURN_IF_ERROR(refused(Penalties::identity(host, port, node),
+                             "a member with this address was evicted for misbehaving (missed "
+                             "round deadlines or link claims nobody confirmed)"));
+  return refused(Penalties::address_key(source),
+                 "members registering from it, whatever data port they named, failed their "
+                 "admission or made claims nobody confirmed");
 }
 
 }  // namespace longhaul::master

@@ -24,33 +24,14 @@ namespace {
 using namespace std::chrono_literals;
 
 using longhaul::capi_test::CommPtr;
+using longhaul::capi_test::CommSettings;
 using longhaul::capi_test::MasterPtr;
 MasterPtr start_master(const char* secret = nullptr) {
   return longhaul::capi_test::start_loopback_master(secret);
 }
 
-struct CommSettings {
-  uint32_t min_peers = 0;
-  uint32_t connect_timeout_ms = 20000;
-  bool full_mesh = false;
-  const char* secret = nullptr;
-};
-
 CommPtr make_comm(lh_master* master, const CommSettings& s = {}) {
-  uint16_t port = 0;
-  EXPECT_EQ(lh_master_port(master, &port), LH_OK);
-  const std::string address = "127.0.0.1:" + std::to_string(port);
-  lh_comm_options o;
-  lh_comm_options_init(&o);
-  o.master_address = address.c_str();
-  o.listen_address = "127.0.0.1:0";
-  o.min_peers = s.min_peers;
-  o.connect_timeout_ms = s.connect_timeout_ms;
-  o.full_mesh = s.full_mesh ? 1 : 0;
-  o.secret = s.secret;
-  lh_comm* c = nullptr;
-  EXPECT_EQ(lh_comm_create(&o, &c), LH_OK) << lh_last_error();
-  return CommPtr(c);
+  return longhaul::capi_test::connect_to_master(master, s);
 }
 
 int64_t group_size(lh_comm* c) {

@@ -30,6 +30,7 @@ using namespace std::chrono_literals;
 using Bytes = std::vector<std::byte>;
 
 using longhaul::capi_test::CommPtr;
+using longhaul::capi_test::CommSettings;
 using longhaul::capi_test::MasterPtr;
 struct ResultDeleter {
   void operator()(lh_sparse_gathered* r) const { lh_sparse_gathered_destroy(r); }
@@ -44,29 +45,11 @@ MasterPtr make_master() {
   return longhaul::capi_test::start_loopback_master();
 }
 
-struct CommSettings {
-  uint32_t min_peers = 0;
-  bool full_mesh = false;
-  uint32_t connections_per_link = 2;  // striped
-  uint32_t link_upload_mbit = 0;
-};
-
-CommPtr make_comm(lh_master* master, const CommSettings& s) {
-  uint16_t port = 0;
-  EXPECT_EQ(lh_master_port(master, &port), LH_OK);
-  const std::string address = "127.0.0.1:" + std::to_string(port);
-  lh_comm_options o;
-  lh_comm_options_init(&o);
-  o.master_address = address.c_str();
-  o.listen_address = "127.0.0.1:0";
-  o.min_peers = s.min_peers;
-  o.full_mesh = s.full_mesh ? 1 : 0;
-  o.connections_per_link = s.connections_per_link;
-  o.link_upload_mbit = s.link_upload_mbit;
-  o.connect_timeout_ms = 30000;
-  lh_comm* c = nullptr;
-  EXPECT_EQ(lh_comm_create(&o, &c), LH_OK) << lh_last_error();
-  return CommPtr(c);
+// Striped links (2 connections each), and a patient connect: members join one after another.
+CommPtr make_comm(lh_master* master, CommSettings s) {
+  s.connections_per_link = 2;
+  s.connect_timeout_ms = 30000;
+  return longhaul::capi_test::connect_to_master(master, s);
 }
 
 // `n` communicators with min_peers = n, connected at once: the group forms whole.

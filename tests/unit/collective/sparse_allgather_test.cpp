@@ -53,8 +53,26 @@ struct Group {
     EXPECT_TRUE(g.is_ok()) << g.status().to_string();
     return g.is_ok() ? *g : nullptr;
   }
+  // Every member starts with `bytes + r` bytes of its pattern, and every member but the last (the
+  // one a test makes late, loses or drops) starts step 2 as well.
+  void start_all_but_last_in_step2(size_t bytes, Schedule schedule) {
+    for (size_t r = 0; r < links.size(); ++r) contributions.push_back(pattern(r, bytes + r));
+    for (size_t r = 0; r < links.size(); ++r)
+      handles.push_back(start(r, contributions[r], schedule));
+    for (size_t r = 0; r + 1 < links.size(); ++r) ASSERT_TRUE(handles[r]->start_data().is_ok());
+  }
+  // Waits for every member but the last, none for longer than 10 s; `codes` gets their outcomes.
+  void wait_all_but_last(std::vector<lh_status>* codes) {
+    for (size_t r = 0; r + 1 < handles.size(); ++r) {
+      auto waited = std::async(std::launch::async, [&, r] { return handles[r]->wait(); });
+      ASSERT_EQ(waited.wait_for(10s), std::future_status::ready) << "member " << r << " hangs";
+      codes->push_back(waited.get().code());
+    }
+  }
   InProcessGroup links;
   Members members;
+  std::vector<Bytes> contributions;
+  std::vector<std::shared_ptr<SparseAllGather>> handles;
 };
 
 class SparseAllGatherSteps : public ::testing::TestWithParam<Schedule> {};
@@ -109,11 +127,8 @@ TEST_P(SparseAllGatherSteps, StartedInTwoStepsEveryMemberHoldsEveryContribution)
 TEST_P(SparseAllGatherSteps, TheMastersAbortBetweenTheStepsFailsEveryMember) {
   constexpr size_t kN = 4;
   Group group(kN);
-  std::vector<Bytes> data;
-  for (size_t r = 0; r < kN; ++r) data.push_back(pattern(r, 5000 + r));
-  std::vector<std::shared_ptr<SparseAllGather>> g;
-  for (size_t r = 0; r < kN; ++r) g.push_back(group.start(r, data[r], GetParam()));
-  for (size_t r = 0; r + 1 < kN; ++r) ASSERT_TRUE(g[r]->start_data().is_ok());
+  ASSERT_NO_FATAL_FAILURE(group.start_all_but_last_in_step2(5000, GetParam()));
+  auto& g = group.handles;
   std::this_thread::sleep_for(20ms);
   for (size_t r = 0; r + 1 < kN; ++r) EXPECT_FALSE(g[r]->test());
   const Status why = aborted_error("the master aborted the epoch");
@@ -130,20 +145,14 @@ TEST_P(SparseAllGatherSteps, TheMastersAbortBetweenTheStepsFailsEveryMember) {
 TEST_P(SparseAllGatherSteps, AMemberLostBetweenTheStepsFailsTheOthers) {
   constexpr size_t kN = 3;
   Group group(kN);
-  std::vector<Bytes> data;
-  for (size_t r = 0; r < kN; ++r) data.push_back(pattern(r, 20000));
-  std::vector<std::shared_ptr<SparseAllGather>> g;
-  for (size_t r = 0; r < kN; ++r) g.push_back(group.start(r, data[r], GetParam()));
-  for (size_t r = 0; r + 1 < kN; ++r) ASSERT_TRUE(g[r]->start_data().is_ok());
+  ASSERT_NO_FATAL_FAILURE(group.start_all_but_last_in_step2(20000, GetParam()));
   group.links.kill(kN - 1);
-  for (size_t r = 0; r + 1 < kN; ++r) {
-    auto waited = std::async(std::launch::async, [&, r] { return g[r]->wait(); });
-    ASSERT_EQ(waited.wait_for(10s), std::future_status::ready) << "member " << r << " hangs";
-    // Lost here, or the other survivor's cancel of it first.
-    const lh_status code = waited.get().code();
+  std::vector<lh_status> codes;
+  ASSERT_NO_FATAL_FAILURE(group.wait_all_but_last(&codes));
+  // Lost here, or the other survivor's cancel of it first.
+  for (const lh_status code : codes)
     EXPECT_TRUE(code == LH_ERR_PEER_LOST || code == LH_ERR_ABORTED) << lh_status_string(code);
-  }
-  (void)g[kN - 1]->start_data();  // its links are gone: fails at once
+  (void)group.handles[kN - 1]->start_data();  // its links are gone: fails at once
 }
 
 // A member that drops its handle after step 1 (an exception skipped its start_data) still
@@ -151,17 +160,11 @@ TEST_P(SparseAllGatherSteps, AMemberLostBetweenTheStepsFailsTheOthers) {
 TEST_P(SparseAllGatherSteps, AHandleDroppedBeforeStep2EndsItForEveryone) {
   constexpr size_t kN = 3;
   Group group(kN);
-  std::vector<Bytes> data;
-  for (size_t r = 0; r < kN; ++r) data.push_back(pattern(r, 3000));
-  std::vector<std::shared_ptr<SparseAllGather>> g;
-  for (size_t r = 0; r < kN; ++r) g.push_back(group.start(r, data[r], GetParam()));
-  for (size_t r = 0; r + 1 < kN; ++r) ASSERT_TRUE(g[r]->start_data().is_ok());
-  g[kN - 1].reset();
-  for (size_t r = 0; r + 1 < kN; ++r) {
-    auto waited = std::async(std::launch::async, [&, r] { return g[r]->wait(); });
-    ASSERT_EQ(waited.wait_for(10s), std::future_status::ready) << "member " << r << " hangs";
-    EXPECT_EQ(waited.get().code(), LH_ERR_ABORTED);
-  }
+  ASSERT_NO_FATAL_FAILURE(group.start_all_but_last_in_step2(3000, GetParam()));
+  group.handles[kN - 1].reset();
+  std::vector<lh_status> codes;
+  ASSERT_NO_FATAL_FAILURE(group.wait_all_but_last(&codes));
+  EXPECT_EQ(codes, std::vector<lh_status>(kN - 1, LH_ERR_ABORTED));
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, SparseAllGatherSteps,
