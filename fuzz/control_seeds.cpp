@@ -1,5 +1,5 @@
 // The control-message seeds of wire_fuzz: every type of wire::ControlMessage (protocol version
-// 10), with the fields that make its decoder work (lists, strings, options), and a few just past a
+// 11), with the fields that make its decoder work (lists, strings, options), and a few just past a
 // limit. make_seeds.cpp fails when a type has no seed here, so a new message cannot be missed.
 #include <string>
 
@@ -77,7 +77,7 @@ void state_seeds() {
   write_control_seed("control_state_source_lost", w::StateSourceLostMsg{9, 5});
 }
 
-// Nodes (protocol version 5), node agreement (9, 10), observability (6), master restart (7, 10).
+// Nodes (protocol 5), node agreement (9, 10), observability (6, 11), master restart (7, 10).
 void node_and_run_seeds() {
   write_control_seed("control_node_waiting", w::NodeWaitingMsg{8, {0, 1, 5}});
   write_control_seed("control_node_agree", w::NodeAgreeMsg{3, 2, 1});
@@ -88,8 +88,15 @@ void node_and_run_seeds() {
   stats.has_state = stats.has_engine = true;
   stats.outer_rounds = 40;
   stats.rounds_dropped = 2;
+  stats.delay = 3;  // the overlap's figures (protocol version 11)
+  stats.delay_needed = 4;
+  stats.delay_changes = 1;
+  stats.sync_time_ns = 350'000'000;
+  stats.step_time_ns = 100'000'000;
   stats.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}};
   write_control_seed("control_peer_stats", stats);
+  stats.has_engine = false;  // a peer without an engine cannot have a τ
+  write_control_seed("bad_control_peer_stats_engine_figures_without_engine", stats);
   w::RejoinMsg rejoin;
   rejoin.peer_id = 5;
   rejoin.advertised_port = 4000;

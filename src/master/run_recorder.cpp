@@ -100,6 +100,7 @@ void RunRecorder::fill_peer(const Membership::Member& m, std::string node, doubl
       ++s->engine_peers;
       s->inner_steps = std::max(s->inner_steps, r.last.inner_steps);
       s->outer_rounds = std::max(s->outer_rounds, r.last.outer_rounds);
+      s->delay = std::max<uint64_t>(s->delay, r.last.delay);
     }
   }
   s->peers.push_back(std::move(p));

@@ -85,8 +85,8 @@ struct RunStatus {
   std::vector<ThroughputSample> throughput;      // the most recent, oldest first
   // Bytes moved by every peer that ever reported, departed ones included (data, control, state).
   uint64_t data_bytes_sent = 0, control_bytes_sent = 0, state_bytes_sent = 0;
-  // Sync engines: the largest inner step and outer round any member reports.
-  uint64_t engine_peers = 0, inner_steps = 0, outer_rounds = 0;
+  // Sync engines: the largest inner step, outer round and τ (round delay) any member reports.
+  uint64_t engine_peers = 0, inner_steps = 0, outer_rounds = 0, delay = 0;
   // What the master itself wrote to its control links since it started, by message name.
   std::map<std::string, SentTotals> master_sent;
 };

@@ -15,6 +15,22 @@ json link_json(const wire::LinkStatsEntry& l) {
           {"retransmits", l.retransmits}};
 }
 
+// A member's sync engine: its progress, and the overlap (τ, what it needed, why: sync and step
+// time; docs/overlap.md).
+json engine_json(const wire::PeerStatsMsg& s) {
+  return {{"inner_steps", s.inner_steps},
+          {"outer_rounds", s.outer_rounds},
+          {"rounds_dropped", s.rounds_dropped},
+          {"last_round_participants", s.last_round_participants},
+          {"last_round_bytes", s.last_round_bytes},
+          {"blocked_s", static_cast<double>(s.blocked_ns) / 1e9},
+          {"delay", s.delay},
+          {"delay_needed", s.delay_needed},
+          {"delay_changes", s.delay_changes},
+          {"sync_time_s", static_cast<double>(s.sync_time_ns) / 1e9},
+          {"step_time_s", static_cast<double>(s.step_time_ns) / 1e9}};
+}
+
 json stats_json(const PeerStatus& p) {
   if (!p.has_stats) return nullptr;
   const auto& s = p.stats;
@@ -36,13 +52,7 @@ json stats_json(const PeerStatus& p) {
                   // 64-bit hashes as hex strings: JavaScript numbers cannot hold them.
                   {"hash", fmt::format("{:016x}", s.state_digest)},
                   {"mismatch", p.state_mismatch}};
-  if (s.has_engine)
-    j["engine"] = {{"inner_steps", s.inner_steps},
-                   {"outer_rounds", s.outer_rounds},
-                   {"rounds_dropped", s.rounds_dropped},
-                   {"last_round_participants", s.last_round_participants},
-                   {"last_round_bytes", s.last_round_bytes},
-                   {"blocked_s", static_cast<double>(s.blocked_ns) / 1e9}};
+  if (s.has_engine) j["engine"] = engine_json(s);
   return j;
 }
 
@@ -118,7 +128,8 @@ std::string status_json(const RunStatus& s) {
                     {"engine",
                      {{"peers", s.engine_peers},
                       {"inner_steps", s.inner_steps},
-                      {"outer_rounds", s.outer_rounds}}},
+                      {"outer_rounds", s.outer_rounds},
+                      {"delay", s.delay}}},
                     {"throughput", plot},
                     {"master_sent", master_sent_json(s)}};
   // Reasons come from peers: replace invalid UTF-8 rather than fail.

@@ -75,6 +75,9 @@ void run_metrics(const RunStatus& s, Writer& w) {
   w.family("longhaul_run_engine_outer_rounds", Type::kGauge,
            "The most outer rounds a sync engine reports applied.");
   w.sample(static_cast<double>(s.outer_rounds));
+  w.family("longhaul_run_engine_delay_steps", Type::kGauge,
+           "The largest round delay tau a sync engine reports.");
+  w.sample(static_cast<double>(s.delay));
 }
 
 void group_metrics(const RunStatus& s, Writer& w) {
@@ -137,6 +140,11 @@ void peer_progress_metrics(const RunStatus& s, Writer& w) {
            "1 when the member's shared state differs from its group's most common one.");
   for (const auto& p : s.peers)
     if (p.has_stats && p.stats.has_state) w.sample(p.state_mismatch ? 1 : 0, peer_labels(p));
+}
+
+// Each member's sync engine: its progress, and the overlap (docs/overlap.md: τ, the steps its
+// last cycle needed, and why: the sync and step times).
+void engine_metrics(const RunStatus& s, Writer& w) {
   struct Figure {
     const char* name;
     Type type;
@@ -157,6 +165,21 @@ void peer_progress_metrics(const RunStatus& s, Writer& w) {
       {"longhaul_peer_engine_blocked_seconds_total", Type::kCounter,
        "Seconds the member's trainer waited inside the sync engine.",
        [](const wire::PeerStatsMsg& m) { return static_cast<double>(m.blocked_ns) / 1e9; }},
+      {"longhaul_peer_engine_delay_steps", Type::kGauge,
+       "The round delay tau in effect (steps from a round's launch to its apply), the group's.",
+       [](const wire::PeerStatsMsg& m) { return static_cast<double>(m.delay); }},
+      {"longhaul_peer_engine_delay_needed_steps", Type::kGauge,
+       "The most steps any member needed for a sync over the last cycle (0: none reported).",
+       [](const wire::PeerStatsMsg& m) { return static_cast<double>(m.delay_needed); }},
+      {"longhaul_peer_engine_delay_changes_total", Type::kCounter,
+       "Times the member's engine changed tau.",
+       [](const wire::PeerStatsMsg& m) { return static_cast<double>(m.delay_changes); }},
+      {"longhaul_peer_engine_sync_seconds", Type::kGauge,
+       "The member's last applied round, from its launch to its result ready there.",
+       [](const wire::PeerStatsMsg& m) { return static_cast<double>(m.sync_time_ns) / 1e9; }},
+      {"longhaul_peer_engine_step_seconds", Type::kGauge,
+       "The member's trainer compute time per inner step (a weighted mean).",
+       [](const wire::PeerStatsMsg& m) { return static_cast<double>(m.step_time_ns) / 1e9; }},
   };
   for (const auto& f : kFigures) {
     w.family(f.name, f.type, f.help);
@@ -194,6 +217,7 @@ std::string status_metrics(const RunStatus& status) {
   group_metrics(status, w);
   peer_metrics(status, w);
   peer_progress_metrics(status, w);
+  engine_metrics(status, w);
   link_metrics(status, w);
   auto text = w.take();
   if (!text) {

@@ -27,7 +27,7 @@ tr.node td{background:#f0f3f8;font-weight:600}
 .kind{border-radius:3px;padding:0 5px;font-size:11px;color:#fff;background:#6b7280}
 .k-join{background:#137333}.k-leave{background:#0a5ea8}.k-lost{background:#b45309}
 .k-evicted{background:#a40000}.k-abort{background:#7c2d12}.k-epoch{background:#4b5563}
-.cols{display:grid;grid-template-columns:1fr 1fr;gap:16px} .muted{color:#6b7280}
+.muted{color:#6b7280}
 canvas{background:#fff;border:1px solid #dde1e7;width:100%;height:220px}
 </style></head><body>
 <h1>longhaul master</h1>
@@ -35,8 +35,9 @@ canvas{background:#fff;border:1px solid #dde1e7;width:100%;height:220px}
 <div class="cards" id="cards"></div>
 <h2>Members <span class="muted">(grouped by node, then group; a peer without a node under its host)</span></h2>
 <table id="members"></table>
-<div class="cols"><div><h2>Groups and ring order</h2><table id="groups"></table></div>
-<div><h2>Sync engine progress</h2><table id="engine"></table></div></div>
+<h2>Groups and ring order</h2><table id="groups"></table>
+<h2>Sync engine progress <span class="muted">(τ: the round delay, docs/overlap.md; τ needed in red: the syncs take longer than τ steps)</span></h2>
+<table id="engine"></table>
 <h2>Data links <span class="muted">(as the peer at the near end measures them: TCP_INFO)</span></h2>
 <table id="links"></table>
 <h2>Throughput <span class="muted">(data bytes sent per second, all peers)</span></h2>
@@ -53,6 +54,7 @@ function bytes(n) {
   return (i ? n.toFixed(1) : n.toFixed(0)) + " " + u[i];
 }
 const rate = (n) => n == null ? "–" : bytes(n) + "/s";
+const secs = (t) => t == null ? "–" : t < 1 ? (t * 1000).toFixed(1) + " ms" : t.toFixed(2) + " s";
 const time = (t) => new Date(t * 1000).toLocaleTimeString();
 function row(cells, cls) {
   return "<tr" + (cls ? ' class="' + cls + '"' : "") + ">" + cells.map((c) =>
@@ -67,7 +69,8 @@ function cards(s) {
     ["groups", s.groups.length], ["data sent", bytes(s.bytes.data_sent)],
     ["state sync sent", bytes(s.bytes.state_sent)],
     ["throughput", rate(s.throughput.length ? s.throughput[s.throughput.length - 1][1] : 0)],
-    ["outer rounds", s.engine.outer_rounds], ["inner steps", s.engine.inner_steps]];
+    ["outer rounds", s.engine.outer_rounds], ["inner steps", s.engine.inner_steps],
+    ["τ (round delay)", s.engine.delay]];
   $("cards").innerHTML = items.map(([k, v]) => '<div class="card">' + esc(k) + "<b>" + esc(v) + "</b></div>").join("");
   $("sub").textContent = "up " + s.uptime_s.toFixed(0) + " s · " + s.connections + " connections · " +
     (s.round_in_progress ? "reconfiguring" : "stable") + (s.peers_pending ? " · peers pending" : "") +
@@ -100,12 +103,21 @@ function groups(s) {
     s.groups.map((g) => row([num(g.group), num(g.members), num(g.active), g.ring.join(" → "),
       num(g.state_revision == null ? "–" : g.state_revision),
       {cls: "num " + (g.state_mismatches ? "mismatch" : ""), html: g.state_mismatches}])).join("");
+  engine(s);
+}
+// Per member: progress, then the overlap (docs/overlap.md): τ, the steps the last cycle needed
+// (red when more than τ: the trainer waits for its rounds), τ's changes, and why: the member's
+// last sync time and its compute time per step.
+function engine(s) {
   const eng = s.peers.filter((p) => p.stats && p.stats.engine);
   $("engine").innerHTML = head(["peer", "inner step", "outer step", "participants", "bytes / sync",
-                                "dropped", "time blocked"]) + (eng.length ? eng.map((p) => {
-    const e = p.stats.engine;
+                                "dropped", "time blocked", "τ", "τ needed", "τ changes", "sync time",
+                                "step time"]) + (eng.length ? eng.map((p) => {
+    const e = p.stats.engine, short = e.delay_needed > e.delay ? "mismatch" : "";
     return row([num(p.id), num(e.inner_steps), num(e.outer_rounds), num(e.last_round_participants),
-      num(bytes(e.last_round_bytes)), num(e.rounds_dropped), num(e.blocked_s.toFixed(2) + " s")]);
+      num(bytes(e.last_round_bytes)), num(e.rounds_dropped), num(e.blocked_s.toFixed(2) + " s"),
+      num(e.delay), {cls: "num " + short, html: esc(e.delay_needed)}, num(e.delay_changes),
+      num(secs(e.sync_time_s)), num(secs(e.step_time_s))], "engine");
   }).join("") : row([{cls: "muted", html: "no sync engine reports yet"}]));
 }
 function links(s) {

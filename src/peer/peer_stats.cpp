@@ -29,6 +29,11 @@ void StatsBoard::fill(wire::PeerStatsMsg* out) const {
   out->last_round_participants = engine_.last_round_participants;
   out->last_round_bytes = engine_.last_round_bytes;
   out->blocked_ns = engine_.blocked_ns;
+  out->delay = engine_.delay;
+  out->delay_needed = engine_.delay_needed;
+  out->delay_changes = engine_.delay_changes;
+  out->sync_time_ns = engine_.sync_time_ns;
+  out->step_time_ns = engine_.step_time_ns;
 }
 
 namespace {

@@ -25,6 +25,13 @@ struct EngineFigures {
   uint64_t last_round_participants = 0;
   uint64_t last_round_bytes = 0;
   uint64_t blocked_ns = 0;
+  // The overlap (docs/overlap.md, "What it reports"): τ now, the steps the last cycle needed,
+  // τ's changes, and this peer's last sync time and step time.
+  uint32_t delay = 0;
+  uint32_t delay_needed = 0;
+  uint64_t delay_changes = 0;
+  uint64_t sync_time_ns = 0;
+  uint64_t step_time_ns = 0;
 };
 
 // Progress posted by the layers above the session. Thread-safe.

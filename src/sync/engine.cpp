@@ -92,6 +92,11 @@ Status SyncEngine::step() {
       figures.last_round_bytes = stats_.last_round->event_bytes;
     }
     figures.blocked_ns = static_cast<uint64_t>(stats_.blocked.count());
+    figures.delay = stats_.delay;
+    figures.delay_needed = stats_.delay_needed;
+    figures.delay_changes = stats_.delay_changes;
+    figures.sync_time_ns = static_cast<uint64_t>(stats_.sync_time.count());
+    figures.step_time_ns = static_cast<uint64_t>(stats_.step_time.count());
   }
   // For the master's status page (PEER_STATS).
   if (stats_board_) stats_board_->set_engine(figures);

@@ -255,6 +255,11 @@ void fields(V& v, M& m) {
   v.u64(m.last_round_participants);
   v.u64(m.last_round_bytes);
   v.u64(m.blocked_ns);
+  v.u32(m.delay);
+  v.u32(m.delay_needed);
+  v.u64(m.delay_changes);
+  v.u64(m.sync_time_ns);
+  v.u64(m.step_time_ns);
   v.list(m.links, kMaxStatsLinks);
 }
 

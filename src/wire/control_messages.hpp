@@ -53,7 +53,7 @@ enum class ControlType : uint8_t {
   kStateSourceLost = 26,  // master -> fetcher: a source of your plan was lost; stop using it
   // Nodes, added in protocol version 5 (docs/protocol.md, "Nodes").
   kNodeWaiting = 27,  // master -> peer: your node is admitted once all its rails have registered
-  // Observability, added in protocol version 6 (docs/operations.md).
+  // Observability, added in protocol version 6 (docs/operations.md); the overlap's figures in 11.
   kPeerStats = 28,  // peer -> master: my traffic, my links as TCP measures them, my progress
   // Master restart, added in protocol version 7 (docs/protocol.md, "Master restart").
   kRejoin = 29,  // peer -> (restarted) master: I was member `peer_id`; here is my view of the run
@@ -295,8 +295,16 @@ struct PeerStatsMsg {
   uint64_t outer_rounds = 0;  // rounds applied
   uint64_t rounds_dropped = 0;
   uint64_t last_round_participants = 0;
-  uint64_t last_round_bytes = 0;      // data bytes this peer moved for its last round
-  uint64_t blocked_ns = 0;            // time the trainer waited inside the engine
+  uint64_t last_round_bytes = 0;  // data bytes this peer moved for its last round
+  uint64_t blocked_ns = 0;        // time the trainer waited inside the engine
+  // The overlap (protocol version 11, docs/overlap.md): τ now (the group's), the steps the last
+  // cycle needed (τ's source when adaptive), how often τ changed, and this peer's sync time (its
+  // last applied round, launch to result) and step time (the trainer's compute per step).
+  uint32_t delay = 0;
+  uint32_t delay_needed = 0;
+  uint64_t delay_changes = 0;
+  uint64_t sync_time_ns = 0;
+  uint64_t step_time_ns = 0;
   std::vector<LinkStatsEntry> links;  // at most kMaxStatsLinks, ascending peer ids
 };
 

@@ -220,8 +220,22 @@ Status validate(const StateSourceLostMsg& m) {
   return Status::ok();
 }
 
-// Links once each, in ascending order, never to peer 0.
+// Whether any sync-engine figure is set: a peer without an engine has none to report (its board
+// sends zeros, peer_stats.cpp).
+bool has_engine_figures(const PeerStatsMsg& m) {
+  const uint64_t figures[] = {
+      m.inner_steps,      m.outer_rounds, m.rounds_dropped, m.last_round_participants,
+      m.last_round_bytes, m.blocked_ns,   m.delay,          m.delay_needed,
+      m.delay_changes,    m.sync_time_ns, m.step_time_ns};
+  for (uint64_t f : figures)
+    if (f != 0) return true;
+  return false;
+}
+
+// Engine figures only with an engine; links once each, in ascending order, never to peer 0.
 Status validate(const PeerStatsMsg& m) {
+  if (!m.has_engine && has_engine_figures(m))
+    return protocol_error("PEER_STATS: sync engine figures without a sync engine");
   for (size_t i = 0; i < m.links.size(); ++i) {
     if (m.links[i].peer_id == 0) return protocol_error("PEER_STATS: a link to peer 0");
     if (i > 0 && m.links[i].peer_id <= m.links[i - 1].peer_id)

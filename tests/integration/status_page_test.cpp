@@ -120,8 +120,10 @@ class StatusPageTest : public ::testing::Test {
   std::vector<std::unique_ptr<Child>> peers_;
 };
 
-// Every active trainer reports engine progress, links with a measured RTT, and the same state.
+// Every active trainer reports engine progress and its overlap, links with a measured RTT, and
+// the same state.
 void expect_live_figures(const Json& s) {
+  bool timed = false;  // some trainer timed its steps and its syncs (a joiner may not have yet)
   for (const auto& p : s["peers"]) {
     if (p["state"] == "pending") continue;
     SCOPED_TRACE("peer " + p["id"].dump());
@@ -129,10 +131,15 @@ void expect_live_figures(const Json& s) {
     const auto& st = p["stats"];
     ASSERT_FALSE(st["engine"].is_null());
     EXPECT_GT(st["engine"]["inner_steps"].get<uint64_t>(), 0u);
+    for (const char* key : {"delay", "delay_needed", "delay_changes", "sync_time_s", "step_time_s"})
+      EXPECT_TRUE(st["engine"][key].is_number()) << key;
+    timed |= st["engine"]["step_time_s"].get<double>() > 0 &&
+             st["engine"]["sync_time_s"].get<double>() > 0;
     EXPECT_GT(st["bytes"]["data_sent"].get<uint64_t>(), 0u);
     ASSERT_FALSE(st["state"].is_null()) << "the engine's state sync reports revision and hash";
     EXPECT_FALSE(st["state"]["mismatch"].get<bool>());
   }
+  EXPECT_TRUE(timed) << "no trainer reports its sync and step time";
   std::set<uint64_t> with_links;
   for (const auto& l : s["links"]) {
     EXPECT_GT(l["rtt_us"].get<uint64_t>(), 0u);
@@ -237,6 +244,12 @@ TEST_F(StatusPageTest, ALiveRunWithChurnShowsInJsonMetricsAndHeadlessChromium) {
   const auto n_rows = std::distance(std::sregex_iterator(page.dom.begin(), page.dom.end(), rows),
                                     std::sregex_iterator());
   EXPECT_GE(n_rows, 2) << page.dom;
+  const std::regex engine_rows(R"(<tr class="engine">)");
+  EXPECT_GE(std::distance(std::sregex_iterator(page.dom.begin(), page.dom.end(), engine_rows),
+                          std::sregex_iterator()),
+            2)
+      << "a sync-engine row per trainer, with its overlap";
+  EXPECT_NE(page.dom.find("<th>step time</th>"), std::string::npos);
   EXPECT_NE(page.dom.find("data-rendered=\""), std::string::npos) << page.dom;
   std::smatch plot;
   ASSERT_TRUE(

@@ -55,6 +55,39 @@ def test_sync_engine_and_diloco_on_plain_modules(pair):
     assert not torch.equal(p0[1], p1[1])
 
 
+def test_engine_stats_report_the_overlap(pair):
+    """The stats dict carries the overlap's figures (docs/overlap.md, "What it reports")."""
+    overlap = ("delay", "delay_needed", "delay_changes", "sync_time_ns", "step_time_ns",
+               "slowest_sync_ns")
+
+    def peer(comm):
+        params = [np.zeros(64, dtype=np.float32), np.zeros(32, dtype=np.float32)]
+        engine = lh.SyncEngine(comm, params, fragments=2, sync_every=4, delay=1)
+        before = engine.stats()
+        for _ in range(20):
+            time.sleep(0.005)  # the trainer's "compute": what step_time_ns measures
+            params[0] += 1.0
+            engine.step()
+        after = engine.stats()
+        engine.close()
+        return before, after
+
+    (b0, s0), (b1, s1) = run_threads(*[lambda c=c: peer(c) for c in pair])
+    for before, stats in ((b0, s0), (b1, s1)):
+        assert all(type(stats[k]) is int for k in overlap), {k: stats.get(k) for k in overlap}
+        assert before["delay"] == 1 and before["sync_time_ns"] == 0 and before["step_time_ns"] == 0
+        assert stats["rounds_applied"] >= 5
+        assert stats["delay"] == 1 and stats["delay_changes"] == 0, "a fixed tau never changes"
+        # Every member reported its syncs: the last cycle needed at least a step, and within the
+        # 20 steps a round can take here.
+        assert 1 <= stats["delay_needed"] <= 20
+        # The trainer's 5 ms between steps; the engine's own time is left out.
+        assert 4_000_000 <= stats["step_time_ns"] < 1_000_000_000
+        assert 0 < stats["sync_time_ns"] < 10_000_000_000
+        assert 0 < stats["slowest_sync_ns"] < 10_000_000_000
+    assert s0["delay_needed"] == s1["delay_needed"], "the group's figure, from the same masks"
+
+
 def test_engine_bad_options(pair):
     with pytest.raises(ValueError):
         lh.SyncEngine(pair[0], [np.zeros(4, dtype=np.float32)], fragments=3, sync_every=2)

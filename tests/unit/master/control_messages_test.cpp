@@ -10,7 +10,7 @@
 namespace longhaul::wire {
 namespace {
 
-// A PEER_STATS with every field set to a distinct value.
+// A REJOIN of a member whose master was lost while it linked for the next epoch.
 RejoinMsg rejoin() {
   RejoinMsg m;
   m.peer_id = 5;
@@ -38,8 +38,10 @@ RejoinMsg rail_rejoin() {
   return m;
 }
 
+// A PEER_STATS with every field set to a distinct value.
 PeerStatsMsg full_peer_stats() {
-  PeerStatsMsg m{9, 1, 2, 3, 4, 5, 6, true, 7, 8, true, 9, 10, 11, 12, 13, 14, {}};
+  PeerStatsMsg m{9,  1,  2,  3,  4,  5,  6,  true, 7,  8,  true, 9,
+                 10, 11, 12, 13, 14, 15, 16, 17,   18, 19, {}};
   m.links = {{2, 4, 1500, 1u << 20, 99, 98, 1}, {5, 1, 20, 0, 0, 0, 0}};
   return m;
 }
@@ -141,6 +143,51 @@ TEST(ControlMessages, EveryMessageRoundTrips) {
                               << back.status().to_string();
     EXPECT_EQ(back->index(), m.index());
     EXPECT_EQ(encode_control(*back), bytes) << control_type_name(control_type(m));
+  }
+}
+
+TEST(ControlMessages, PeerStatsCarryTheOverlapsFigures) {
+  PeerStatsMsg m = full_peer_stats();
+  m.delay = 0xFFFFFFFFu;  // each at its widest: nothing is narrowed on the way
+  m.delay_needed = 0xFFFFFFFEu;
+  m.delay_changes = UINT64_MAX;
+  m.sync_time_ns = 1'234'567'890'123ULL;
+  m.step_time_ns = UINT64_MAX - 1;
+  auto back = decode_control(encode_control(m));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  const auto& b = std::get<PeerStatsMsg>(*back);
+  EXPECT_EQ(b.blocked_ns, 14u);
+  EXPECT_EQ(b.delay, 0xFFFFFFFFu);
+  EXPECT_EQ(b.delay_needed, 0xFFFFFFFEu);
+  EXPECT_EQ(b.delay_changes, UINT64_MAX);
+  EXPECT_EQ(b.sync_time_ns, 1'234'567'890'123ULL);
+  EXPECT_EQ(b.step_time_ns, UINT64_MAX - 1);
+  ASSERT_EQ(b.links.size(), 2u) << "the links still follow the engine's figures";
+  EXPECT_EQ(b.links[0].peer_id, 2u);
+  EXPECT_EQ(b.links[1].peer_id, 5u);
+}
+
+TEST(ControlMessages, EngineFiguresWithoutAnEngineAreRefused) {
+  auto refused = [](const PeerStatsMsg& m) { return !decode_control(encode_control(m)).is_ok(); };
+  PeerStatsMsg m;
+  EXPECT_FALSE(refused(m)) << "no engine, no figures";
+  m.has_engine = true;
+  EXPECT_FALSE(refused(m)) << "an engine before its first step";
+  for (auto field :
+       {&PeerStatsMsg::inner_steps, &PeerStatsMsg::blocked_ns, &PeerStatsMsg::delay_changes,
+        &PeerStatsMsg::sync_time_ns, &PeerStatsMsg::step_time_ns}) {
+    PeerStatsMsg f;
+    f.*field = 1;
+    EXPECT_TRUE(refused(f));
+    f.has_engine = true;
+    EXPECT_FALSE(refused(f));
+  }
+  for (auto field : {&PeerStatsMsg::delay, &PeerStatsMsg::delay_needed}) {
+    PeerStatsMsg f;
+    f.*field = 3;
+    EXPECT_TRUE(refused(f)) << "a round delay without an engine";
+    f.has_engine = true;
+    EXPECT_FALSE(refused(f));
   }
 }
 

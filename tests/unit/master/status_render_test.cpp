@@ -34,6 +34,11 @@ class StatusMetricsTest : public MasterFixture {
       s.outer_rounds = 2;
       s.last_round_participants = 3;
       s.blocked_ns = 1'500'000'000;
+      s.delay = 2;
+      s.delay_needed = static_cast<uint32_t>(i + 1);  // peer 3 needs more than τ
+      s.delay_changes = 4;
+      s.sync_time_ns = 250'000'000 * (i + 1);
+      s.step_time_ns = 125'000'000;
       s.links = {{ids[(i + 1) % 3], 2, 250, 1u << 24, 4096, 2048, 1}};
       rec.stats(ids[i], s, 103);
     }
@@ -55,6 +60,39 @@ TEST_F(StatusMetricsTest, PromtoolAcceptsTheMastersMetrics) {
   EXPECT_NE(text.find("longhaul_peer_engine_blocked_seconds_total{peer=\"1\",group=\"0\","
                       "node=\"127.0.0.1\"} 1.5\n"),
             std::string::npos);
+}
+
+TEST_F(StatusMetricsTest, TheMetricsShowEachMembersOverlap) {
+  const std::string text = status_metrics(run());
+  auto has = [&text](const std::string& line) {
+    return text.find("\n" + line + "\n") != std::string::npos;
+  };
+  const std::string peer3 = "{peer=\"3\",group=\"0\",node=\"127.0.0.1\"}";
+  EXPECT_TRUE(has("longhaul_peer_engine_delay_steps" + peer3 + " 2")) << text;
+  EXPECT_TRUE(has("longhaul_peer_engine_delay_needed_steps" + peer3 + " 3"));
+  EXPECT_TRUE(has("longhaul_peer_engine_delay_changes_total" + peer3 + " 4"));
+  EXPECT_TRUE(has("longhaul_peer_engine_sync_seconds" + peer3 + " 0.75"));
+  EXPECT_TRUE(has("longhaul_peer_engine_step_seconds" + peer3 + " 0.125"));
+  EXPECT_TRUE(has("longhaul_run_engine_delay_steps 2"));
+  EXPECT_NE(text.find("# TYPE longhaul_peer_engine_delay_changes_total counter"),
+            std::string::npos);
+  EXPECT_EQ(text.find("longhaul_peer_engine_delay_steps{peer=\"4\""), std::string::npos)
+      << "the joiner runs no engine";
+}
+
+TEST_F(StatusMetricsTest, TheJsonCarriesEachMembersOverlap) {
+  const auto j = nlohmann::json::parse(status_json(run()));
+  EXPECT_EQ(j["engine"]["delay"], 2);
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const auto& e = j["peers"][i]["stats"]["engine"];
+    EXPECT_EQ(e["delay"], 2);
+    EXPECT_EQ(e["delay_needed"], i + 1);
+    EXPECT_EQ(e["delay_changes"], 4);
+    EXPECT_DOUBLE_EQ(e["sync_time_s"].get<double>(), 0.25 * static_cast<double>(i + 1));
+    EXPECT_DOUBLE_EQ(e["step_time_s"].get<double>(), 0.125);
+  }
+  EXPECT_TRUE(j["peers"][3]["stats"].is_null()) << "the joiner has not reported";
 }
 
 TEST_F(StatusMetricsTest, TheJsonCarriesTheRunAsRecorded) {
@@ -84,6 +122,21 @@ TEST_F(StatusMetricsTest, ThePageIsOneSelfContainedDocument) {
   EXPECT_NE(page.find("/api/status"), std::string::npos);
   EXPECT_EQ(page.find("http://"), std::string::npos) << "no external resource";
   EXPECT_EQ(page.find("https://"), std::string::npos) << "no external resource";
+}
+
+// The page draws its engine table from the JSON: every figure the JSON gives a member's engine is
+// read by the page (a renamed key would leave a column of "undefined"), under its heading.
+TEST_F(StatusMetricsTest, ThePageShowsEveryEngineFigureTheJsonCarries) {
+  const std::string& page = status_page_html();
+  const auto j = nlohmann::json::parse(status_json(run()));
+  const auto& engine = j["peers"][0]["stats"]["engine"];
+  ASSERT_TRUE(engine.contains("delay_needed"));
+  for (const auto& [key, value] : engine.items())
+    EXPECT_NE(page.find("e." + key), std::string::npos) << key;
+  EXPECT_NE(page.find("s.engine.delay"), std::string::npos);
+  for (const char* heading :
+       {"\"τ\"", "\"τ needed\"", "\"τ changes\"", "\"sync time\"", "\"step time\""})
+    EXPECT_NE(page.find(heading), std::string::npos) << heading;
 }
 
 }  // namespace

@@ -98,6 +98,13 @@ nb::dict stats_dict(const lh_sync_stats& s) {
   d["last_applied"] = s.last_applied != 0;
   d["last_participants"] = s.last_participants;
   d["last_attempts"] = s.last_attempts;
+  // The overlap (docs/overlap.md, "What it reports").
+  d["delay"] = s.delay;
+  d["delay_needed"] = s.delay_needed;
+  d["delay_changes"] = s.delay_changes;
+  d["sync_time_ns"] = s.sync_time_ns;
+  d["step_time_ns"] = s.step_time_ns;
+  d["slowest_sync_ns"] = s.slowest_sync_ns;
   return d;
 }
 
@@ -166,8 +173,9 @@ void bind_engine(nb::module_& m) {
       .def(
           "stats", [](const SyncEngine& e) { return stats_dict(e.stats()); },
           nb::sig("def stats(self) -> dict[str, int | bool]"),
-          "Rounds applied/dropped/late, retries, blocked time, traffic, the last round "
-          "(include/longhaul/longhaul.h, lh_sync_stats).")
+          "Rounds applied/dropped/late, retries, blocked time, traffic, the last round, and the "
+          "overlap: delay (tau), delay_needed, delay_changes, sync_time_ns, step_time_ns, "
+          "slowest_sync_ns (include/longhaul/longhaul.h, lh_sync_stats; docs/overlap.md).")
       .def("last_excluded", &SyncEngine::last_excluded,
            "Peer ids whose contribution to the last settled round was excluded as non-finite.")
       .def("global_params", &SyncEngine::global_params, "fragment"_a, "out"_a,
