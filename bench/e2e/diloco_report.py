@@ -263,16 +263,16 @@ def print_table(res):
 def _print_shaped(lab):
     """Each pass's cu with its raw terms (group tokens/s / no-sync tokens/s before and after it),
     its blocked fraction per peer, and the no-sync runs in order."""
-    print(f"  {'pass':<16}{'cu':>7}{'tok/s':>9}{'no-sync before/after':>23}{'1-blocked':>11}  blocked per peer")
+    print(f"  {'pass':<24}{'cu':>7}{'tok/s':>9}{'no-sync before/after':>23}{'1-blocked':>11}  blocked per peer")
     for k, r in lab.items():
         if not isinstance(r, dict) or k in ("nosync", "shaping"):
             continue
         if "error" in r:
-            print(f"  {k:<16} FAILED: {r['error'][:100]}")
+            print(f"  {k:<24} FAILED: {r['error'][:100]}")
             continue
         refs = "/".join(_fmt(x, 0) for x in r.get("nosync_ref_tokens_per_s") or [])
         per_peer = " ".join(_fmt(x, 3) for x in r.get("blocked_fraction_per_peer") or [])
-        print(f"  {k:<16}{_fmt(_div(r['tokens_per_s_sum'], reference_tps(lab, k)), 3):>7}"
+        print(f"  {k:<24}{_fmt(_div(r['tokens_per_s_sum'], reference_tps(lab, k)), 3):>7}"
               f"{_fmt(r['tokens_per_s_sum'], 0):>9}{refs:>23}"
               f"{_fmt(1 - r['blocked_fraction'] if r.get('blocked_fraction') is not None else None, 3):>11}"
               f"  {per_peer}")

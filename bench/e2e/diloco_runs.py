@@ -51,8 +51,15 @@ METHODS = {
     "eager_lr035": (["--method", "eager", "--codec", "none", "--outer-lr", "0.35"], 50),
     # Not in the default run: the grid's other H, for --confirm-grid.
     "diloco_h10_f32": (["--method", "diloco", "--codec", "none"], 10),
+    # bench/run diloco-wan's passes for the overlap issue (docs/overlap.md): Streaming whose tau
+    # follows the path, up to the schedule's bound (floor(H / F) = 12 steps); f32 and u8 fragments.
+    "streaming_adaptive": (["--method", "streaming", "--fragments", "4", "--delay", "1", "--codec", "none",
+                            "--adaptive-delay", "--max-staleness-steps", "12"], 50),
+    "streaming_u8_adaptive": (["--method", "streaming", "--fragments", "4", "--delay", "1", "--codec", "u8",
+                               "--adaptive-delay", "--max-staleness-steps", "12"], 50),
 }
-DEFAULT_METHODS = [k for k in METHODS if k not in ("co2_gap2", "eager_lr035", "diloco_h10_f32")]
+DEFAULT_METHODS = [k for k in METHODS if k not in ("co2_gap2", "eager_lr035", "diloco_h10_f32",
+                                                   "streaming_adaptive", "streaming_u8_adaptive")]
 NESTEROV = {"diloco", "streaming", "eager"}  # the methods --outer-lr applies to (not CO2's own)
 
 
