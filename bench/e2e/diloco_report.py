@@ -15,10 +15,15 @@ RATIOS = {
     "streaming_loss_vs_diloco": (("val_loss", "streaming", DILOCO), 1.01, "<="),
     "co2_loss_vs_diloco": (("val_loss", "co2", DILOCO), 1.02, "<="),
     "eager_loss_vs_diloco": (("val_loss", "eager", DILOCO), 1.02, "<="),
+    # The sparse codec's (issue 48): against DiLoCo-f32 at the same H, and data-parallel.
+    "sparse_loss_vs_diloco": (("val_loss", "diloco_h50_sparse", DILOCO), 1.02, "<="),
+    "sparse_bytes_vs_f32": (("bytes_per_peer", DILOCO, "diloco_h50_sparse"), 63, ">="),
+    "bytes_dp_over_diloco_h50_sparse": (("bytes_per_peer", "dp", "diloco_h50_sparse"), 2500, ">="),
 }
+SPARSE = "diloco_h50_sparse"
 CU_METHODS = ["diloco_h100_u8", "streaming", "co2"]  # cu_<rate> is the lowest of these
 TARGETS = {**{k: (t, c) for k, (_, t, c) in RATIOS.items()},
-           "co2_blocked_fraction": (0.02, "<="),
+           "co2_blocked_fraction": (0.02, "<="), "sparse_codec_ratio": (140, ">="),
            "cu_100mbit": (0.95, ">="), "cu_10mbit": (0.95, ">="),
            "dp_val_loss_vs_unigram": (0.7, "<=")}
 
@@ -86,7 +91,19 @@ def _div(x, y):
     return x / y if x is not None and y else None
 
 
-def seed_ratios(methods, shaped, rates, loss=True):
+def sparse_codec_ratio(r, peers):
+    """(ratio, f32 bytes of one contribution, wire bytes of one contribution): peer 0's data bytes
+    per applied round over the N - 1 contributions an all-gather has each member send. Framing,
+    the round's mask all-reduce and any retry count against the codec, so this is a lower bound
+    on the encoding's own ratio."""
+    if not _ok(r) or not r.get("rounds_applied"):
+        return None, None, None
+    per_contribution = r["bytes_sent_peer0"]["data"] / r["rounds_applied"] / (peers - 1)
+    f32 = 4 * r["params"]
+    return f32 / per_contribution, f32, per_contribution
+
+
+def seed_ratios(methods, shaped, rates, loss=True, peers=4):
     """Every ratio of one seed, with its two terms: name -> (value, numerator, denominator).
     `loss` False: only the shaped passes' (bench/run diloco-wan)."""
     out = {}
@@ -97,6 +114,7 @@ def seed_ratios(methods, shaped, rates, loss=True):
         out[name] = (_div(x, y), x, y)
     co2 = methods.get("co2")
     if loss:
+        out["sparse_codec_ratio"] = sparse_codec_ratio(methods.get(SPARSE), peers)
         out["co2_blocked_fraction"] = ((co2["blocked_fraction"], co2["blocked_s_steady"], co2["step_s_steady"])
                                        if _ok(co2) and co2["blocked_fraction"] is not None
                                        else (None, None, None))
@@ -157,7 +175,7 @@ def _r(x, d=4):
 def build(seeds, p, peers, methods, shaped_keys, rates, wall_s, loads, loss=True):
     """The result object (its last line): ratios (mean over seeds), their std, their terms, the
     targets, and every method's raw figures. `loss` False: the shaped passes' figures only."""
-    per_seed = {s: seed_ratios(d["methods"], d["shaped"], rates, loss) for s, d in seeds.items()}
+    per_seed = {s: seed_ratios(d["methods"], d["shaped"], rates, loss, peers) for s, d in seeds.items()}
     first = next(iter(seeds.values()))
     out = {"bench": "diloco", "seeds": len(seeds), "peers": peers}
     dp_vals = [d["methods"]["dp"]["val_loss"] for d in seeds.values() if _ok(d["methods"].get("dp"))]

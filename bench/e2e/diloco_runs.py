@@ -38,6 +38,9 @@ METHODS = {
     "diloco_h100_f32": (["--method", "diloco", "--codec", "none"], 100),
     "diloco_h100_u8": (["--method", "diloco", "--codec", "u8"], 100),
     "diloco_h100_4bit": (["--method", "diloco", "--codec", "e3m0"], 100),
+    # The sparse codec (docs/training.md, "Sparse pseudo-gradients"): top 64 of every 4,096, 2 bits
+    # a value, error feedback, through the sparse all-gather.
+    "diloco_h50_sparse": (["--method", "diloco", "--codec", "sparse"], 50),
     # Streaming DiLoCo: F = 4 fragments, tau = 1; longhaul-train's fragment layout gives layer l
     # to fragment l mod 4 and cuts wte, wpe and lnf into 4 row blocks (the embeddings spread).
     "streaming": (["--method", "streaming", "--fragments", "4", "--delay", "1", "--codec", "none"], 50),

@@ -25,7 +25,8 @@ ADAPT_CYCLES = 4  # an adaptive pass lasts at least this many cycles of H steps
 SETTLE_CYCLES = 2  # ... and its blocked fraction counts from this cycle on
 # The DiLoCo-f32 each method's loss is compared with (the same H).
 BASELINE = {"diloco_h100_u8": "diloco_h100_f32", "streaming": "diloco_h50_f32", "co2": "diloco_h50_f32",
-            "streaming_adaptive": "diloco_h50_f32", "streaming_u8_adaptive": "diloco_h50_f32"}
+            "streaming_adaptive": "diloco_h50_f32", "streaming_u8_adaptive": "diloco_h50_f32",
+            "diloco_h50_sparse": "diloco_h50_f32"}
 
 
 def configured_tau(key, p):

@@ -481,14 +481,17 @@ typedef enum lh_reduce_op {
  * 4-bit float of Streaming DiLoCo: per block of `block` elements an f32 scale A = max |x|, then
  * per element a sign and a 3-bit exponent: 0 or +-A * 2^-k, k = 0..6, rounded to the nearest
  * level (0.53 bytes/element at block 128; docs/quantization.md). Every quantized contribution is
- * decoded and summed in f32. */
+ * decoded and summed in f32. LH_CODEC_SPARSE is the sync engine's only (lh_sync_engine_options:
+ * the top-k of each chunk, 2 bits a value, with error feedback, through the sparse all-gather;
+ * docs/training.md); an all-reduce refuses it (LH_ERR_INVALID_ARGUMENT). */
 typedef enum lh_codec {
   LH_CODEC_NONE = 0,
   LH_CODEC_FP16 = 1,
   LH_CODEC_BF16 = 2,
   LH_CODEC_U8 = 3,
   LH_CODEC_U4 = 4,
-  LH_CODEC_E3M0 = 5
+  LH_CODEC_E3M0 = 5,
+  LH_CODEC_SPARSE = 6
 } lh_codec;
 
 /* LH_SCHEDULE_RING: reduce-scatter and all-gather around the ring, N-1 steps each.
@@ -758,7 +761,7 @@ typedef struct lh_sparse_allgather_options {
    * most 16 peers when the contributions are alike or small, else ring). LH_SCHEDULE_DIRECT needs
    * lh_comm_options.full_mesh (LH_ERR_UNSUPPORTED). */
   lh_schedule schedule;
-  uint32_t segment_bytes; /* pipeline granularity of the contributions; default 1 MiB, >= 1 */
+  uint32_t segment_bytes;      /* pipeline granularity of the contributions; default 1 MiB, >= 1 */
   lh_sparse_validate validate; /* default LH_SPARSE_VALIDATE_NONE */
   /* With LH_SPARSE_VALIDATE_CODEC: the elements every non-empty contribution must encode (its
    * header's count); 0 (the default): any count. */
@@ -1100,11 +1103,17 @@ typedef struct lh_sync_engine_options {
   float outer_momentum; /* Nesterov momentum; default 0.9 */
   /* alpha of the merge local <- alpha * local + (1 - alpha) * global, in [0, 1); default 0. */
   float mix;
-  float co2_lr;           /* CO2's outer lr; default 1.0 */
-  float co2_momentum;     /* CO2's heavy-ball momentum; default 0.2 */
-  float co2_gap_penalty;  /* CO2's staleness gap penalty (>= 1; 1 is off); default 1.0 */
-  float co2_clip;         /* CO2's momentum clip (element-wise, > 0), 0 is off; default 0 */
-  lh_codec codec;         /* the pseudo-gradients' wire codec; default LH_CODEC_NONE */
+  float co2_lr;          /* CO2's outer lr; default 1.0 */
+  float co2_momentum;    /* CO2's heavy-ball momentum; default 0.2 */
+  float co2_gap_penalty; /* CO2's staleness gap penalty (>= 1; 1 is off); default 1.0 */
+  float co2_clip;        /* CO2's momentum clip (element-wise, > 0), 0 is off; default 0 */
+  /* The pseudo-gradients' wire codec; default LH_CODEC_NONE. LH_CODEC_SPARSE (LH_OUTER_DILOCO
+   * only, Streaming DiLoCo included): each peer sends the top topk_per_chunk values of every chunk
+   * of its pseudo-gradient, 2 bits each plus a 12-bit index at chunk 4096, keeping what it did
+   * not send in a residual for its next rounds (part of the checkpoint); every peer sums the
+   * encodings it accepted in ring order, and a malformed one is excluded from the mean and named
+   * (lh_sync_engine_last_excluded), as a non-finite one is (docs/training.md). */
+  lh_codec codec;
   uint32_t block;         /* elements per quantization block; default 128 */
   lh_loss_policy on_loss; /* default LH_LOSS_RETRY */
   uint32_t max_attempts;  /* tries of one round under LH_LOSS_RETRY; default 3 */
@@ -1137,6 +1146,10 @@ typedef struct lh_sync_engine_options {
    * with it on, two runs of one seed no longer give the same theta_g). */
   int adaptive_delay;
   uint32_t max_staleness_steps; /* with adaptive_delay: the most steps tau may be; default 5 */
+  /* LH_CODEC_SPARSE (codec): values sent per chunk at most, >= 1 (default 64), and elements per
+   * chunk, 1..65535 (default 4096). Last in the struct: older callers' layouts stay valid. */
+  uint32_t topk_per_chunk;
+  uint32_t chunk;
 } lh_sync_engine_options;
 
 /* Fills *options with the defaults above. NULL is ignored. */
@@ -1148,9 +1161,11 @@ void lh_sync_engine_options_init(lh_sync_engine_options* options);
  * its range, none overlapping, every fragment given an element; 1 <= fragments <= sync_every;
  * delay < sync_every, and delay <= sync_every / fragments when fragments > 1; LH_OUTER_CO2 and
  * LH_OUTER_EAGER need fragments = 1 and delay = 0; max_attempts >= 1; a valid codec, and block
- * 1..2^30 for U8/U4/E3M0; mix in [0, 1); outer_lr > 0 and outer_momentum in [0, 1) (finite);
- * with LH_OUTER_CO2, co2_lr > 0, co2_momentum in [0, 1), co2_gap_penalty >= 1, co2_clip >= 0;
- * adaptive_delay with LH_OUTER_DILOCO only, and max_staleness_steps >= 1. */
+ * 1..2^30 for U8/U4/E3M0; LH_CODEC_SPARSE with LH_OUTER_DILOCO only (another method:
+ * LH_ERR_UNSUPPORTED), topk_per_chunk >= 1 and chunk 1..65535; mix in [0, 1); outer_lr > 0 and
+ * outer_momentum in [0, 1) (finite); with LH_OUTER_CO2, co2_lr > 0, co2_momentum in [0, 1),
+ * co2_gap_penalty >= 1, co2_clip >= 0; adaptive_delay with LH_OUTER_DILOCO only, and
+ * max_staleness_steps >= 1. */
 
 /* Starts the engine: a collective of the communicator's admitted peers, which must all call it
  * with the same options (a peer configured differently fails with LH_ERR_STATE_MISMATCH). The
@@ -1241,12 +1256,17 @@ typedef struct lh_sync_stats {
   uint64_t in_flight_launched_ns;
   int in_flight_ready;
   uint64_t in_flight_ready_ns;
+  /* LH_CODEC_SPARSE: encodings (any peer's) every peer refused as malformed and excluded from
+   * the mean, summed over rounds (lh_sync_engine_last_excluded names the last round's). Last in
+   * the struct: older callers' layouts stay valid. */
+  uint64_t malformed_excluded;
 } lh_sync_stats;
 
 /* Fills *stats (the last_* fields are 0 before the first settled round). Thread-safe. */
 lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_sync_stats* stats);
 
-/* The peer ids whose contribution to the last settled round was excluded as non-finite: up to
+/* The peer ids whose contribution to the last settled round was excluded: as non-finite, then
+ * (LH_CODEC_SPARSE) as a malformed encoding every peer refused, each in ring order; up to
  * `capacity` into `ids`, the number in *count (which may exceed capacity: call again with a
  * larger buffer; 0 before the first settled round). `ids` may be NULL when capacity is 0. */
 lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, uint64_t* ids, size_t capacity,

@@ -13,6 +13,10 @@ Status check_dtype(lh_dtype dtype) {
 
 // The wire options every collective checks: codec, schedule, segment size.
 Status check_wire_options(const lh_allreduce_options& o) {
+  if (o.codec == LH_CODEC_SPARSE)
+    return invalid_argument(
+        "LH_CODEC_SPARSE is the sync engine's codec; a collective of sparse encodings is "
+        "lh_sparse_allgather");
   if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_E3M0)
     return invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
   if (o.schedule < LH_SCHEDULE_AUTO || o.schedule > LH_SCHEDULE_DIRECT)

@@ -1,6 +1,7 @@
 // lh_sync_engine_*: the C face of the sync engine (src/sync).
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -28,7 +29,7 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
     return lh::invalid_argument(fmt::format("unknown outer method {}", static_cast<int>(o.method)));
   if (o.on_loss < LH_LOSS_RETRY || o.on_loss > LH_LOSS_DROP)
     return lh::invalid_argument(fmt::format("unknown loss policy {}", static_cast<int>(o.on_loss)));
-  if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_E3M0)
+  if (o.codec < LH_CODEC_NONE || o.codec > LH_CODEC_SPARSE)
     return lh::invalid_argument(fmt::format("unknown codec {}", static_cast<int>(o.codec)));
   LH_RETURN_IF_ERROR(lh::capi::check_memory_kind(o.memory));
   lh::sync::EngineOptions e;
@@ -50,7 +51,9 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
   e.nesterov = {o.outer_lr, o.outer_momentum};
   e.mix = o.mix;
   e.co2 = {o.co2_lr, o.co2_momentum, o.co2_gap_penalty, o.co2_clip};
-  e.codec = static_cast<lh::quant::Codec>(o.codec);
+  // LH_CODEC_SPARSE is no codec of the all-reduce: the engine's sparse path replaces it.
+  e.sparse = {o.codec == LH_CODEC_SPARSE, o.topk_per_chunk, o.chunk};
+  e.codec = e.sparse.enabled ? lh::quant::Codec::kNone : static_cast<lh::quant::Codec>(o.codec);
   e.block = o.block;
   e.on_loss = static_cast<lh::sync::LossPolicy>(o.on_loss);
   e.max_attempts = o.max_attempts;
@@ -88,6 +91,8 @@ extern "C" void lh_sync_engine_options_init(lh_sync_engine_options* o) {
   o->co2_clip = d.co2.clip;
   o->codec = static_cast<lh_codec>(d.codec);
   o->block = d.block;
+  o->topk_per_chunk = d.sparse.topk_per_chunk;
+  o->chunk = d.sparse.chunk;
   o->on_loss = static_cast<lh_loss_policy>(d.on_loss);
   o->max_attempts = d.max_attempts;
   o->deadline_ms = static_cast<uint32_t>(d.deadline.count());
@@ -144,6 +149,7 @@ extern "C" lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_s
   stats->rounds_late = s.rounds_late;
   stats->retries = s.retries;
   stats->non_finite_excluded = s.non_finite_excluded;
+  stats->malformed_excluded = s.malformed_excluded;
   stats->blocked_ns = static_cast<uint64_t>(s.blocked.count());
   stats->peak_event_bytes = s.peak_event_bytes;
   stats->memory_bytes = s.memory_bytes;
@@ -183,7 +189,9 @@ extern "C" lh_status lh_sync_engine_last_excluded(const lh_sync_engine* engine, 
   const auto s = engine->impl->stats();
   *count = 0;
   if (!s.last_round) return LH_OK;
-  const auto& peers = s.last_round->non_finite_peers;
+  std::vector<uint64_t> peers = s.last_round->non_finite_peers;
+  peers.insert(peers.end(), s.last_round->malformed_peers.begin(),
+               s.last_round->malformed_peers.end());
   *count = peers.size();
   std::copy_n(peers.begin(), std::min(capacity, peers.size()), ids);
   return LH_OK;

@@ -14,8 +14,8 @@ namespace {
 
 constexpr char kMagic[8] = {'L', 'H', 'S', 'Y', 'N', 'C', '0', '1'};
 // 2: eager keeps its outer deviation; 3: its restart point only; 4: the agreed overlap (τ may
-// change between cycles), after the staging buffer.
-constexpr uint32_t kVersion = 4;
+// change between cycles), after the staging buffer; 5: the sparse codec's residual, after it.
+constexpr uint32_t kVersion = 5;
 
 class Writer {
  public:
@@ -87,6 +87,7 @@ void put_state(Writer& w, const EngineCheckpoint& c) {
   w.put<uint8_t>(c.staged_finite);
   w.put_vector(c.staging);  // the delayed methods' next Δ, in flight or not
   w.put_vector(c.overlap);
+  w.put_vector(c.residual);
   w.put<uint8_t>(c.in_flight);
   if (!c.in_flight) return;
   w.put(c.fragment);
@@ -112,6 +113,7 @@ bool get_state(Reader& r, uint32_t version, EngineCheckpoint* c) {
       !r.get(&finite) || !r.get_vector(&c->staging))
     return false;
   if (version >= 4 && !r.get_vector(&c->overlap)) return false;
+  if (version >= 5 && !r.get_vector(&c->residual)) return false;
   if (!r.get(&in_flight)) return false;
   c->staged_finite = finite != 0;
   c->in_flight = in_flight != 0;

@@ -28,6 +28,9 @@ struct EngineCheckpoint {
   std::vector<uint64_t> last_reset;                   // by fragment
   // eager: where this peer's round started, as its deviation from θ_g (P values)
   std::vector<float> eager_state;
+  // The sparse codec's error-feedback residual, every fragment's back to back (empty without the
+  // sparse codec, and in a file of version 4 or older).
+  std::vector<float> residual;
   int32_t staged_code = 0;
   bool staged_finite = true;
   // The round in flight, settled: its fragment, number, attempts, outcome, and its data (the

@@ -10,7 +10,7 @@ namespace longhaul::sync {
 namespace {
 
 constexpr size_t kChunk = 1 << 16;
-// Added to a member's code when it saw a change pending (the codes are 0..2).
+// Added to a member's code when it saw a change pending (the codes are 0..3).
 constexpr int kChangePending = 4;
 
 template <class Body>
@@ -63,12 +63,25 @@ Tally tally(std::span<const float> summed_masks, uint32_t round_identity) {
       case static_cast<int>(Contribution::kNonFinite):
         t.non_finite.push_back(r);
         break;
+      case static_cast<int>(Contribution::kMalformed):
+        t.malformed.push_back(r);
+        break;
       default:
         t.none.push_back(r);
         break;
     }
   }
   return t;
+}
+
+Contribution code_of(std::span<const float> summed_masks, size_t rank) {
+  return static_cast<Contribution>(static_cast<int>(summed_masks[rank]) % kChangePending);
+}
+
+void mark_malformed(std::span<float> summed_masks, size_t rank) {
+  const int code = static_cast<int>(summed_masks[rank]);
+  const int pending = code - code % kChangePending;
+  summed_masks[rank] = static_cast<float>(pending + static_cast<int>(Contribution::kMalformed));
 }
 
 void average(std::span<float> delta, size_t counted, runtime::WorkerPool& workers) {

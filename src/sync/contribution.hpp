@@ -22,7 +22,10 @@ class WorkerPool;
 
 namespace longhaul::sync {
 
-enum class Contribution : int { kNone = 0, kCounted = 1, kNonFinite = 2 };
+// kMalformed is never sent: with the sparse codec every member writes it into the summed masks
+// over a counted member whose encoding the sparse all-gather's check refused (every member refuses
+// the same ones), so the tally, and a checkpoint of the round, leave it out like a non-finite one.
+enum class Contribution : int { kNone = 0, kCounted = 1, kNonFinite = 2, kMalformed = 3 };
 
 // A round's identity travels as an f32, exact below 2^24.
 inline constexpr uint32_t kRoundIdentityMask = (1u << 24) - 1;
@@ -40,12 +43,18 @@ std::vector<float> contribution_mask(size_t members, size_t rank, Contribution c
 struct Tally {
   size_t counted = 0;
   std::vector<size_t> non_finite;  // ring positions excluded for a non-finite contribution
+  std::vector<size_t> malformed;   // ring positions excluded for a refused encoding
   std::vector<size_t> none;        // positions that had nothing to contribute yet
   bool misaligned = false;         // some member sent another round than `round_identity`
   bool change_pending = false;     // some member saw a membership change pending
 };
 // Reads the summed masks.
 Tally tally(std::span<const float> summed_masks, uint32_t round_identity);
+
+// The code member `rank` sent, as the summed masks hold it (its pending flag left out).
+Contribution code_of(std::span<const float> summed_masks, size_t rank);
+// Rewrites member `rank`'s code in the summed masks as kMalformed, keeping its pending flag.
+void mark_malformed(std::span<float> summed_masks, size_t rank);
 
 // delta ← delta / counted: the mean over the members that were counted.
 void average(std::span<float> delta, size_t counted, runtime::WorkerPool& workers);

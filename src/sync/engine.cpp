@@ -21,6 +21,13 @@ Result<std::unique_ptr<SyncEngine>> SyncEngine::start(const EngineServices& serv
   if (Status s = services.group->failure(); !s) return s;
   std::unique_ptr<SyncEngine> engine(
       new SyncEngine(services, std::move(options), std::move(*layout), *schedule));
+  if (engine->sparse()) {
+    auto encoder = SparseEncoder::make(engine->layout_, sparse_params(engine->options_.sparse));
+    if (!encoder) return encoder.status();
+    engine->sparse_ = std::move(*encoder);
+    MutexLock lock(engine->stats_mu_);
+    engine->stats_.memory_bytes += engine->sparse_.bytes();
+  }
   const auto t0 = Clock::now();
   // Until the group's θ_g is known, this peer's own parameters are its vote for it.
   for (size_t f = 0; f < engine->layout_.fragments(); ++f)
@@ -61,19 +68,27 @@ SyncEngine::SyncEngine(const EngineServices& services, EngineOptions options, La
 
 SyncEngine::~SyncEngine() {
   // A round still in flight writes into staging_: end it before the buffer goes.
-  if (in_flight_)
-    for (auto* op : {in_flight_->mask_op.get(), in_flight_->delta_op.get()})
-      if (op) {
-        op->abort(closed_error("the sync engine was destroyed"));
-        (void)op->wait();
-      }
+  if (!in_flight_) return;
+  const Status why = closed_error("the sync engine was destroyed");
+  for (auto* op : {in_flight_->mask_op.get(), in_flight_->delta_op.get()})
+    if (op) {
+      op->abort(why);
+      (void)op->wait();
+    }
+  // A sparse round reads this peer's encoding: its destructor waits for both steps (and numbers
+  // the second where the others do, failed, if it never started).
+  if (in_flight_->gather) in_flight_->gather->abort(why);
+  in_flight_.reset();
 }
 
 Status SyncEngine::step() {
   if (closed_) return closed_error("the sync engine was closed");
   const auto t0 = Clock::now();
   step_clock_.enter(t0);
-  if (in_flight_) poll(*in_flight_, t0);
+  if (in_flight_) {
+    start_contributions(*in_flight_, /*wait=*/false);
+    poll(*in_flight_, t0);
+  }
   const uint64_t t = ++state_.step();
   Status s = run_step(t);
   peer::EngineFigures figures;
@@ -153,6 +168,7 @@ void SyncEngine::record(const RoundReport& report) {
   (report.applied ? stats_.rounds_applied : stats_.rounds_dropped)++;
   if (report.late) ++stats_.rounds_late;
   stats_.non_finite_excluded += report.non_finite_peers.size();
+  stats_.malformed_excluded += report.malformed_peers.size();
   stats_.peak_event_bytes = std::max(stats_.peak_event_bytes, report.event_bytes);
   stats_.last_round = report;
 }

@@ -18,6 +18,12 @@
 // over the survivors or dropped (EngineOptions::on_loss). Every surviving peer's θ_g stays
 // bit-identical. A non-finite contribution is excluded from the mean and reported with its peer.
 //
+// The sparse codec (EngineOptions::sparse, docs/training.md "Sparse pseudo-gradients"): each
+// member encodes its pseudo-gradient with error feedback (its residual is its own, in the
+// checkpoint), the members' encodings travel through the sparse all-gather in place of the
+// all-reduce, and every member sums the accepted ones in ring order into the same bits. An
+// encoding the all-gather's check refuses is excluded like a non-finite contribution and named.
+//
 // Threads: one trainer thread calls start/step/close; stats() is thread-safe. The engine runs
 // its parallel loops on the communicator's runtime workers. The parameters' memory must outlive
 // the engine and must not be touched by the trainer during a call.
@@ -25,6 +31,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -46,6 +53,7 @@
 #include "sync/overlap.hpp"
 #include "sync/schedule.hpp"
 #include "sync/shared_state.hpp"
+#include "sync/sparse_encoder.hpp"
 
 namespace longhaul::sync {
 
@@ -59,7 +67,13 @@ struct RoundReport {
   uint32_t attempts = 0;
   size_t participants = 0;                 // peers whose contribution was counted
   std::vector<uint64_t> non_finite_peers;  // excluded, by peer id
-  uint64_t event_bytes = 0;                // data bytes sent + received by this peer for the round
+  std::vector<uint64_t> malformed_peers;   // sparse codec: encodings refused, by peer id
+  // The pseudo-gradient's operations of the last attempt, as they count their bytes (payload, no
+  // frame headers; the masks' all-reduce left out): the all-reduce, or the sparse all-gather's
+  // two steps. `encoded_bytes`: this peer's sparse encoding (0: dense, or nothing to send).
+  uint64_t payload_sent = 0;
+  uint64_t encoded_bytes = 0;
+  uint64_t event_bytes = 0;  // data bytes sent + received by this peer for the round
   // Its (last attempt's) launch and when its result was ready here, for a timeline; the epoch
   // (no time) for a round read from a checkpoint.
   std::chrono::steady_clock::time_point launched_at, ready_at;
@@ -80,6 +94,7 @@ struct EngineStats {
   uint64_t steps = 0;
   uint64_t rounds_applied = 0, rounds_dropped = 0, rounds_late = 0, retries = 0;
   uint64_t non_finite_excluded = 0;     // contributions excluded (any peer's), summed over rounds
+  uint64_t malformed_excluded = 0;      // sparse encodings refused (any peer's), likewise
   std::chrono::nanoseconds blocked{0};  // time the trainer waited inside the engine's calls
   uint64_t peak_event_bytes = 0;        // the most event_bytes of one round on this peer
   uint64_t memory_bytes = 0;            // the engine's own buffers
@@ -141,6 +156,10 @@ class SyncEngine {
   std::span<const float> theta_g(size_t f) { return state_.theta_g(f); }
   uint64_t state_hash();
   const Layout& layout() const { return layout_; }
+  // A fault hook for tests: runs on this peer's sparse encoding of each round (fragment, bytes)
+  // before it is sent, so a test can corrupt it. Set between calls; empty: none.
+  using EncodingHook = std::function<void(uint32_t fragment, std::span<std::byte> encoding)>;
+  void set_encoding_hook(EncodingHook hook) { encoding_hook_ = std::move(hook); }
 
  private:
   SyncEngine(const EngineServices& services, EngineOptions options, Layout layout,
@@ -184,6 +203,15 @@ class SyncEngine {
   Status apply_delayed(uint32_t f, std::span<const float> average, bool restart);
   void record(const RoundReport& report) EXCLUDES(stats_mu_);
 
+  // The sparse codec (engine_sparse.cpp).
+  bool sparse() const { return options_.sparse.enabled; }
+  void encode_staged(uint32_t f);
+  Status start_sparse(Round& round, const collective::RingView& view);
+  static void start_contributions(Round& round, bool wait);
+  void wait_sparse_until(Round& round, std::chrono::steady_clock::time_point deadline);
+  static Status finish_gather(Round& round);
+  Status settle_sparse(Round& round);
+
   // The overlap (engine_overlap.cpp, docs/overlap.md).
   static void poll(Round& round, std::chrono::steady_clock::time_point now);
   static void mark_ready(Round& round, std::chrono::steady_clock::time_point at);
@@ -213,6 +241,11 @@ class SyncEngine {
   // An applied round said a member saw a change pending: re-form at the next admission point.
   // Not in checkpoints: a group resumes from checkpoints of one step, all without it.
   bool admission_due_ = false;
+  // The sparse codec: this peer's residuals and encoding buffer, the staged Δ's encoding (empty:
+  // nothing to send), the test's fault hook. Declared before the round that sends from them.
+  SparseEncoder sparse_;
+  std::span<std::byte> staged_encoding_;
+  EncodingHook encoding_hook_;
   std::unique_ptr<Round> in_flight_;
   bool staged_finite_ = true;
   Contribution staged_code_ = Contribution::kNone;  // what the staged Δ contributes

@@ -32,6 +32,8 @@ EngineCheckpoint SyncEngine::snapshot() const {
   c.staged_finite = staged_finite_;
   // The staging buffer holds the delayed methods' next Δ even with no round in flight.
   c.staging.assign(staging_.begin(), staging_.end());
+  // Settled first (save): no encoding is pending, the residual is the round's outcome's.
+  c.residual = sparse_.residual();
   if (!in_flight_) return c;
   const Round& r = *in_flight_;
   c.in_flight = true;
@@ -57,12 +59,14 @@ Status SyncEngine::restore(const EngineCheckpoint& c) {
   if (c.counters.size() != 1 + layout_.fragments() || c.last_reset.size() != layout_.fragments() ||
       c.eager_state.size() != eager_deviation_.size() || c.staging.size() != staging_.size() ||
       (c.in_flight && c.fragment >= layout_.fragments()) ||
-      (!c.overlap.empty() && c.overlap.size() != 3))
+      (!c.overlap.empty() && c.overlap.size() != 3) ||
+      c.residual.size() != sparse_.residual().size())
     return mismatch(fmt::format(
-        "its sizes differ (counters {}, resets {}, eager state {}, staging {}; this engine's "
-        "{}, {}, {}, {})",
+        "its sizes differ (counters {}, resets {}, eager state {}, staging {}, residual {}; this "
+        "engine's {}, {}, {}, {}, {})",
         c.counters.size(), c.last_reset.size(), c.eager_state.size(), c.staging.size(),
-        1 + layout_.fragments(), layout_.fragments(), eager_deviation_.size(), staging_.size()));
+        c.residual.size(), 1 + layout_.fragments(), layout_.fragments(), eager_deviation_.size(),
+        staging_.size(), sparse_.residual().size()));
   // A file written before τ could change holds none: the configured τ, throughout.
   const std::vector<uint64_t> overlap =
       c.overlap.empty() ? std::vector<uint64_t>{options_.delay, options_.delay, 0} : c.overlap;
@@ -84,6 +88,7 @@ Status SyncEngine::restore(const EngineCheckpoint& c) {
   staged_code_ = static_cast<Contribution>(c.staged_code);
   staged_finite_ = c.staged_finite;
   std::copy(c.staging.begin(), c.staging.end(), staging_.begin());
+  sparse_.residual() = c.residual;
   if (!c.in_flight) return Status::ok();
   auto round = std::make_unique<Round>();
   round->fragment = c.fragment;

@@ -15,8 +15,10 @@ using Clock = std::chrono::steady_clock;
 // ready somewhere between the two polls; midway is the estimate with no bias either way.
 void SyncEngine::poll(Round& round, Clock::time_point now) {
   if (round.ready || round.launched_at == Clock::time_point{}) return;
-  const bool done =
-      round.delta_op && round.mask_op && round.delta_op->test() && round.mask_op->test();
+  const bool delta_done = round.delta_op
+                              ? round.delta_op->test()
+                              : round.gather && round.data_started && round.gather->test();
+  const bool done = delta_done && round.mask_op && round.mask_op->test();
   if (!done) {
     round.pending_at = now;
     return;

@@ -40,11 +40,14 @@ Status SyncEngine::form_delta(uint32_t f, bool full_round) {
                  : !staged_finite_ ? Contribution::kNonFinite
                                    : Contribution::kCounted;
   if (staged_code_ == Contribution::kNone) std::fill(delta.begin(), delta.end(), 0.0f);
+  if (sparse()) encode_staged(f);
   return Status::ok();
 }
 
 Status SyncEngine::start_ops(Round& round) {
   const collective::RingView view = collectives_.ring_view();
+  round.gather.reset();  // a retry's: the last attempt's completed in its wait
+  round.data_started = false;
   round.ring = ring_ids();
   round.members = view.size;
   round.masks = contribution_mask(view.size, view.rank, staged_code_, round_identity(round),
@@ -61,6 +64,7 @@ Status SyncEngine::start_ops(Round& round) {
   auto mask_op = collectives_.allreduce(masks);
   if (!mask_op) return mask_op.status();
   round.mask_op = *mask_op;
+  if (sparse()) return start_sparse(round, view);
   collective::AllReduceSpec delta;
   delta.input = delta.output = round.delta.data();
   delta.count = round.delta.size();
@@ -93,6 +97,7 @@ Status SyncEngine::wait_for(Round& round) {
   if (!round.launch_failure.is_ok()) {
     for (auto* op : {round.mask_op.get(), round.delta_op.get()})
       if (op) op->abort(round.launch_failure);
+    if (round.gather) round.gather->abort(round.launch_failure);
   }
   if (options_.deadline.count() > 0) {
     const auto deadline = round.launched_at + options_.deadline;
@@ -101,6 +106,7 @@ Status SyncEngine::wait_for(Round& round) {
         round.late = true;
         op->abort(timeout_error("the round's deadline passed"));
       }
+    if (round.gather) wait_sparse_until(round, deadline);
   }
   poll(round, Clock::now());  // a result that was already there is dated by the polls
   Status outcome = round.launch_failure;
@@ -108,6 +114,7 @@ Status SyncEngine::wait_for(Round& round) {
     const Status s = op ? op->wait() : Status::ok();
     if (outcome.is_ok() && !s.is_ok()) outcome = s;
   }
+  if (const Status s = finish_gather(round); outcome.is_ok() && !s.is_ok()) outcome = s;
   if (!round.ready) mark_ready(round, Clock::now());  // this peer waited for it
   return outcome;
 }
@@ -179,6 +186,8 @@ Status SyncEngine::settle_ahead(Round& round) {
   if (round.settled) return Status::ok();
   LH_RETURN_IF_ERROR(settle(round, &round.decided_apply));
   round.settled = true;
+  // The sparse sum lands in the staging buffer here, so a checkpoint written now holds it.
+  LH_RETURN_IF_ERROR(settle_sparse(round));
   return Status::ok();
 }
 
@@ -197,6 +206,11 @@ Status SyncEngine::finish_round(bool restart) {
   if (round.launched_at != Clock::time_point{})  // not a round read from a checkpoint
     report.event_bytes = (now.data_sent - round.traffic_at_launch.data_sent) +
                          (now.data_received - round.traffic_at_launch.data_received);
+  if (round.gather)
+    report.payload_sent = round.gather->info().bytes_sent;
+  else if (round.delta_op)
+    report.payload_sent = round.delta_op->info().bytes_sent;
+  report.encoded_bytes = round.encoded_bytes;
   const auto contribution =
       std::span(round.masks).first(std::min(round.masks.size(), 2 * round.members));
   const Tally t = applied ? tally(contribution, round_identity(round)) : Tally{};
@@ -216,6 +230,7 @@ Status SyncEngine::finish_round(bool restart) {
     measure(round);
     report.participants = t.counted;
     for (size_t r : t.non_finite) report.non_finite_peers.push_back(round.ring[r]);
+    for (size_t r : t.malformed) report.malformed_peers.push_back(round.ring[r]);
     average(round.delta, t.counted, workers_);
     if (delayed())
       LH_RETURN_IF_ERROR(

@@ -61,7 +61,36 @@ Status validate_overlap(const EngineOptions& o) {
   return Status::ok();
 }
 
+// The sparse codec: (Streaming) DiLoCo only, instead of a dense codec, with the codec's parameters.
+Status validate_sparse(const EngineOptions& o) {
+  if (!o.sparse.enabled) return Status::ok();
+  if (o.method != Method::kDiLoCo)
+    return Status(LH_ERR_UNSUPPORTED,
+                  fmt::format("the sparse codec runs with DiLoCo and Streaming DiLoCo, not {}: its "
+                              "error feedback assumes each round's pseudo-gradient is formed fresh",
+                              method_name(o.method)));
+  if (o.codec != quant::Codec::kNone)
+    return invalid_argument(
+        fmt::format("the sparse codec replaces the all-reduce's codec ({}): "
+                    "set one or the other",
+                    quant::codec_name(o.codec)));
+  return quant::sparse::check_params(sparse_params(o.sparse));
+}
+
+// Only the sparse codec adds to the tag: a dense configuration's tag (and its checkpoints) stay.
+std::string sparse_tag(const EngineOptions& o) {
+  if (!o.sparse.enabled) return "";
+  return fmt::format(".sparse={},{}", o.sparse.topk_per_chunk, o.sparse.chunk);
+}
+
 }  // namespace
+
+quant::sparse::Params sparse_params(const SparseOptions& o) {
+  quant::sparse::Params p;
+  p.chunk = o.chunk;
+  p.topk = o.topk_per_chunk;
+  return p;
+}
 
 const char* method_name(Method m) {
   switch (m) {
@@ -93,6 +122,7 @@ Status validate(const EngineOptions& o) {
   if (o.max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
   if (o.deadline.count() < 0) return invalid_argument("the round deadline must not be negative");
   if (auto n = quant::encoded_size(1, o.codec, o.block); !n) return n.status();
+  LH_RETURN_IF_ERROR(validate_sparse(o));
   return validate_hyperparameters(o);
 }
 
@@ -102,10 +132,10 @@ std::string config_tag(const EngineOptions& o, const Layout& layout) {
     sizes += fmt::format("{}{}", f ? "," : "", layout.fragment_size(f));
   return fmt::format(
       "{}.H={}.F={}.tau={}.mix={:08x}.lr={:08x}.mu={:08x}.co2={:08x},{:08x},{:08x},{:08x}."
-      "codec={}.block={}.sizes={}{}",
+      "codec={}.block={}.sizes={}{}{}",
       method_name(o.method), o.sync_every, o.fragments, o.delay, bits(o.mix), bits(o.nesterov.lr),
       bits(o.nesterov.momentum), bits(o.co2.lr), bits(o.co2.momentum), bits(o.co2.gap_penalty),
-      bits(o.co2.clip), quant::codec_name(o.codec), o.block, sizes, adaptive_tag(o));
+      bits(o.co2.clip), quant::codec_name(o.codec), o.block, sizes, adaptive_tag(o), sparse_tag(o));
 }
 
 }  // namespace longhaul::sync

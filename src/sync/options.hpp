@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quant/codec.hpp"
+#include "quant/sparse_codec.hpp"
 #include "sync/layout.hpp"
 #include "sync/outer_rules.hpp"
 
@@ -26,6 +27,13 @@ const char* method_name(Method m);
 // pseudo-gradient, or drop it (no outer update for that fragment this round). CO2 and eager
 // always drop: their pseudo-gradient was formed a whole round ago and cannot be formed again.
 enum class LossPolicy : uint8_t { kRetry = 0, kDrop = 1 };
+
+struct SparseOptions {
+  bool enabled = false;
+  // k: values sent per chunk at most, >= 1; and elements per chunk, 1..65535.
+  uint32_t topk_per_chunk = static_cast<uint32_t>(quant::sparse::kDefaultTopk);
+  uint32_t chunk = static_cast<uint32_t>(quant::sparse::kDefaultChunk);
+};
 
 struct EngineOptions {
   std::vector<ParamRange> ranges;
@@ -53,6 +61,12 @@ struct EngineOptions {
   float mix = 0.0f;  // α of the merge θ_local ← α θ_local + (1 − α) θ_g
   quant::Codec codec = quant::Codec::kNone;
   uint32_t block = 128;
+  // The sparse codec instead of `codec`'s all-reduce (docs/training.md, "Sparse
+  // pseudo-gradients"): each member sends the top `topk_per_chunk` of every `chunk` values of its
+  // pseudo-gradient, 2 bits each, with error feedback (quant/sparse_codec.hpp), through the sparse
+  // all-gather, and every member sums the accepted encodings in ring order. DiLoCo method only
+  // (Streaming DiLoCo included); `codec` must stay kNone.
+  SparseOptions sparse;
   LossPolicy on_loss = LossPolicy::kRetry;
   uint32_t max_attempts = 3;              // with kRetry: tries of one round
   std::chrono::milliseconds deadline{0};  // 0: none; else a round not done this long after its
@@ -69,6 +83,9 @@ struct EngineOptions {
 // Checks everything that does not need the network. LH_ERR_INVALID_ARGUMENT or
 // LH_ERR_UNSUPPORTED with the reason.
 Status validate(const EngineOptions& options);
+
+// The sparse codec's parameters of `o` (the decay is the codec's default, docs/quantization.md).
+quant::sparse::Params sparse_params(const SparseOptions& o);
 
 // The configuration tag (SharedState) of `options` over `layout`.
 std::string config_tag(const EngineOptions& options, const Layout& layout);

@@ -1,6 +1,7 @@
-// One fragment's round on the network: its pseudo-gradient's all-reduce and the masks' (the
-// contribution masks of contribution.hpp, then the overlap reports of overlap.hpp), launched
-// together and settled together.
+// One fragment's round on the network: its pseudo-gradient's all-reduce (or, with the sparse
+// codec, the sparse all-gather of the members' encodings) and the masks' (the contribution masks
+// of contribution.hpp, then the overlap reports of overlap.hpp), launched together and settled
+// together.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "collective/allreduce.hpp"
+#include "collective/sparse_allgather.hpp"
 #include "common/status.hpp"
 #include "peer/communicator.hpp"
 #include "sync/overlap.hpp"
@@ -24,6 +26,12 @@ struct Round {
   size_t members = 0;          // ring positions the masks were formed for
   std::vector<uint64_t> ring;  // peer ids by ring position at launch
   std::shared_ptr<collective::AllReduceOp> delta_op, mask_op;
+  // The sparse codec: the members' encodings' all-gather in place of delta_op, and whether its
+  // contributions' step was started (start_data: once the sizes are known, before the engine
+  // starts any other collective). `encoded_bytes`: this member's encoding.
+  std::shared_ptr<collective::SparseAllGather> gather;
+  bool data_started = false;
+  uint64_t encoded_bytes = 0;
   Status launch_failure;
   std::chrono::steady_clock::time_point launched_at;
   // The overlap: τ it was launched with (the cycle's), the step that applies it, and when its

@@ -214,6 +214,34 @@ TEST_F(TrainPeersTest, ThreePeersOfStreamingDiLoCoEndWithTheSameThetaG) {
   }
 }
 
+// The sparse codec (issue 48): DiLoCo and Streaming DiLoCo peers send top-k encodings through
+// the sparse all-gather and end on one theta_g; a round sends far less than the model's f32 bytes.
+TEST_F(TrainPeersTest, TwoPeersWithTheSparseCodecEndWithTheSameThetaG) {
+  const auto diloco = start_group("sparse", 2,
+                                  {"--steps", "60", "--sync-every", "20", "--codec", "sparse",
+                                   "--topk-per-chunk", "32", "--chunk", "1024"});
+  const std::vector<Json> s = summaries(diloco);
+  ASSERT_EQ(s.size(), 2u);
+  expect_same(s, "state_hash");
+  expect_same(s, "final_val_loss");
+  for (const Json& j : s) {
+    EXPECT_EQ(j["rounds_applied"], 3);
+    EXPECT_EQ(j["rounds_dropped"], 0);
+    EXPECT_EQ(j["sync"]["codec"], "sparse");
+    EXPECT_EQ(j["sync"]["topk_per_chunk"], 32);
+    // 32 of 1024 values at 12 bits each: a round moves about a 70th of the f32 model.
+    EXPECT_LT(j["peak_event_bytes"].get<double>(), 0.1 * 4 * j["params"].get<double>());
+  }
+  const auto streaming =
+      start_group("sparse-streaming", 2,
+                  {"--steps", "60", "--method", "streaming", "--sync-every", "20", "--fragments",
+                   "2", "--delay", "1", "--codec", "sparse"});
+  const std::vector<Json> t = summaries(streaming);
+  ASSERT_EQ(t.size(), 2u);
+  expect_same(t, "state_hash");
+  for (const Json& j : t) EXPECT_EQ(j["rounds_applied"], 5);  // 20, 30, 40, 50; 60 by the close
+}
+
 TEST_F(TrainPeersTest, ThreePeersOfDataParallelEndBitIdentical) {
   const auto group = start_group("dp", 3, {"--steps", "30", "--method", "dp"});
   const std::vector<Json> s = summaries(group);

@@ -25,7 +25,8 @@ struct Scratch {
   std::vector<CLI::Option*> engine_flags;  // meaningless with --method dp
   CLI::Option *fragments = nullptr, *delay = nullptr;
   CLI::Option *outer_lr = nullptr, *outer_momentum = nullptr;
-  std::vector<CLI::Option*> co2_only;  // flags of CO2's outer optimizer alone
+  std::vector<CLI::Option*> co2_only;     // flags of CO2's outer optimizer alone
+  std::vector<CLI::Option*> sparse_only;  // flags of --codec sparse alone
 };
 
 void add_data_and_model(CLI::App& app, Options& o) {
@@ -178,9 +179,11 @@ void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {
                                            {"bf16", LH_CODEC_BF16},
                                            {"u8", LH_CODEC_U8},
                                            {"u4", LH_CODEC_U4},
-                                           {"e3m0", LH_CODEC_E3M0}},
+                                           {"e3m0", LH_CODEC_E3M0},
+                                           {"sparse", LH_CODEC_SPARSE}},
                                           "wire codec of what is averaged (pseudo-gradients; "
-                                          "dp: gradients)")
+                                          "dp: gradients); sparse: the top-k of each chunk with "
+                                          "error feedback (diloco and streaming only)")
                              ->type_name("C")
                              ->group(group));
   const auto engine = [&](CLI::Option* o) {
@@ -212,6 +215,11 @@ void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {
   s.co2_only.push_back(
       engine(tool::add_number(app, "--co2-clip", e.co2_clip, 0.0, HUGE_VAL,
                               "CO2's outer momentum, clipped element-wise to [-X, X] (0: off)")));
+  s.sparse_only.push_back(
+      engine(tool::add_number(app, "--topk-per-chunk", e.topk_per_chunk, 1, UINT32_MAX,
+                              "with --codec sparse: values sent of each chunk at most")));
+  s.sparse_only.push_back(engine(tool::add_number(app, "--chunk", e.chunk, 1, 65535,
+                                                  "with --codec sparse: elements per chunk")));
   engine(tool::add_choice(app, "--on-loss", e.on_loss,
                           {{"retry", LH_LOSS_RETRY}, {"drop", LH_LOSS_DROP}},
                           "a round that lost a peer: run it again over the survivors, or drop it")
@@ -256,6 +264,14 @@ Status check_peer(const Options& o, const Scratch& s) {
   if (p.method != Method::kCo2)
     if (const CLI::Option* f = first_given(s.co2_only))
       return invalid_argument(f->get_name() + " is a setting of --method co2");
+  const bool sparse = p.sync.codec == LH_CODEC_SPARSE;
+  if (!sparse)
+    if (const CLI::Option* f = first_given(s.sparse_only))
+      return invalid_argument(f->get_name() + " is a setting of --codec sparse");
+  if (sparse && p.method != Method::kDiLoCo && p.method != Method::kStreaming)
+    return invalid_argument(
+        std::string("--codec sparse runs with --method diloco or streaming, not ") +
+        method_name(p.method));
   if (p.sync.mix >= 1.0f) return invalid_argument("--mix must be below 1");
   return Status::ok();
 }
@@ -300,8 +316,8 @@ std::optional<int> parse(int argc, char** argv, Options* o) {
   CLI::App app{kDescription, "longhaul-train"};
   tool::configure(app, "");
   TrainOptions& t = o->train;
-  Scratch s{t.init_seed, t.schedule.max_lr, t.schedule.min_lr, {},      {},
-            nullptr,     nullptr,           nullptr,           nullptr, {}};
+  Scratch s{t.init_seed, t.schedule.max_lr, t.schedule.min_lr, {}, {}, nullptr,
+            nullptr,     nullptr,           nullptr,           {}, {}};
   lh_sync_engine_options_init(&o->peer.sync);
   add_data_and_model(app, *o);
   add_training(app, *o, s);

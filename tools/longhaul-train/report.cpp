@@ -76,6 +76,8 @@ const char* codec_name(lh_codec codec) {
       return "u4";
     case LH_CODEC_E3M0:
       return "e3m0";
+    case LH_CODEC_SPARSE:
+      return "sparse";
   }
   return "?";
 }
@@ -88,6 +90,10 @@ Json sync_settings(const PeerOptions& p) {
   if (p.method == Method::kDataParallel) return j;
   const bool co2 = p.method == Method::kCo2;
   j["sync_every"] = e.sync_every;
+  if (e.codec == LH_CODEC_SPARSE) {
+    j["topk_per_chunk"] = e.topk_per_chunk;
+    j["chunk"] = e.chunk;
+  }
   j["fragments"] = e.fragments;
   j["delay"] = e.delay;
   j["mix"] = e.mix;

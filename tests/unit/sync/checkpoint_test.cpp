@@ -41,6 +41,7 @@ class CheckpointFileTest : public ::testing::Test {
     c.staged_code = 1;
     c.staged_finite = false;
     c.staging = {7.0f, -7.0f};
+    c.residual = {0.5f, -1e-30f, 3.0f};
     if (in_flight) {
       c.in_flight = true;
       c.fragment = 1;
@@ -58,6 +59,7 @@ class CheckpointFileTest : public ::testing::Test {
     EXPECT_EQ(a.config, b.config);
     EXPECT_EQ(a.counters, b.counters);
     EXPECT_EQ(a.overlap, b.overlap);
+    EXPECT_EQ(a.residual, b.residual);
     EXPECT_EQ(a.theta_g, b.theta_g);
     EXPECT_EQ(a.momentum, b.momentum);
     EXPECT_EQ(a.last_reset, b.last_reset);
@@ -113,12 +115,13 @@ TEST_F(CheckpointFileTest, AMissingTruncatedOrAlteredFileIsRefusedWithTheReason)
   EXPECT_NE(truncated.status().message().find("header"), std::string::npos);
 }
 
-// A file of version 3 (before τ could change) is the version 4 layout without the overlap's
-// vector, right before the in-flight flag: it reads back with an empty overlap, which the engine
-// takes as the configured τ.
-TEST_F(CheckpointFileTest, AVersion3FileReadsWithoutTheOverlap) {
+// A file of version 3 (before τ could change) is the version 5 layout without the overlap's and
+// the residual's vectors, right before the in-flight flag: it reads back with an empty overlap,
+// which the engine takes as the configured τ, and no residual (no sparse codec then).
+TEST_F(CheckpointFileTest, AVersion3FileReadsWithoutTheOverlapAndTheResidual) {
   EngineCheckpoint c = sample(false);
   c.overlap.clear();
+  c.residual.clear();
   ASSERT_TRUE(write_checkpoint(path(), c).is_ok());
   std::vector<char> bytes;
   {
@@ -126,10 +129,10 @@ TEST_F(CheckpointFileTest, AVersion3FileReadsWithoutTheOverlap) {
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   constexpr size_t kSum = sizeof(uint64_t), kFlag = 1, kCount = sizeof(uint64_t);
-  ASSERT_GT(bytes.size(), 8 + 4 + kCount + kFlag + kSum);
+  ASSERT_GT(bytes.size(), 8 + 4 + 2 * kCount + kFlag + kSum);
   bytes.resize(bytes.size() - kSum);
-  const auto count_at = static_cast<std::ptrdiff_t>(bytes.size() - kFlag - kCount);
-  bytes.erase(bytes.begin() + count_at, bytes.begin() + count_at + kCount);
+  const auto counts_at = static_cast<std::ptrdiff_t>(bytes.size() - kFlag - 2 * kCount);
+  bytes.erase(bytes.begin() + counts_at, bytes.begin() + counts_at + 2 * kCount);
   const uint32_t version = 3;
   std::memcpy(bytes.data() + 8, &version, sizeof version);
   const uint64_t sum = XXH64(bytes.data(), bytes.size(), 0);
@@ -143,6 +146,7 @@ TEST_F(CheckpointFileTest, AVersion3FileReadsWithoutTheOverlap) {
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   expect_equal(*back, c);
   EXPECT_TRUE(back->overlap.empty());
+  EXPECT_TRUE(back->residual.empty());
 }
 
 }  // namespace

@@ -66,6 +66,27 @@ TEST(Contribution, AChangeOneMemberSawPendingReachesTheWholeTallyAndLeavesTheCod
   EXPECT_FALSE(tally(contribution_mask(2, 0, Contribution::kCounted, 9, false), 9).change_pending);
 }
 
+// The sparse codec's refusals are written into the summed masks by every member alike: the member
+// leaves the count, is listed as malformed, and keeps the change it saw pending.
+TEST(Contribution, AMemberMarkedMalformedLeavesTheCountAndKeepsItsPendingFlag) {
+  std::vector<float> sum(6, 0.0f);
+  for (size_t r = 0; r < 3; ++r) {
+    const auto mask = contribution_mask(3, r, Contribution::kCounted, 4, /*change_pending=*/r == 2);
+    for (size_t i = 0; i < 6; ++i) sum[i] += mask[i];
+  }
+  EXPECT_EQ(code_of(sum, 2), Contribution::kCounted);
+  mark_malformed(sum, 2);
+  mark_malformed(sum, 0);
+  EXPECT_EQ(code_of(sum, 2), Contribution::kMalformed);
+  EXPECT_EQ(code_of(sum, 1), Contribution::kCounted);
+  const Tally t = tally(sum, 4);
+  EXPECT_EQ(t.counted, 1u);
+  EXPECT_EQ(t.malformed, (std::vector<size_t>{0, 2}));
+  EXPECT_TRUE(t.non_finite.empty());
+  EXPECT_TRUE(t.change_pending);
+  EXPECT_FALSE(t.misaligned);
+}
+
 TEST(Contribution, TheMeanIsOverTheCountedMembersOnly) {
   runtime::WorkerPool workers(1);
   std::vector<float> sum{3.0f, 6.0f, -9.0f};

@@ -60,6 +60,31 @@ TEST(EngineOptions, TheConfigurationTagDiffersWhenAnythingThatMattersDiffers) {
   o = valid();
   o.deadline = std::chrono::milliseconds(5);  // local policy: not part of the shared state
   EXPECT_EQ(config_tag(o, *layout), base);
+  o = valid();
+  o.sparse.topk_per_chunk = 7;  // not used while the sparse codec is off: the tag stays
+  EXPECT_EQ(config_tag(o, *layout), base);
+  o.sparse.enabled = true;
+  const auto sparse = config_tag(o, *layout);
+  EXPECT_NE(sparse, base);
+  o.sparse.chunk = 1024;
+  EXPECT_NE(config_tag(o, *layout), sparse);
+}
+
+TEST(EngineOptions, TheSparseCodecIsCheckedWithItsMethodAndParameters) {
+  auto o = valid();
+  o.sparse.enabled = true;
+  EXPECT_TRUE(validate(o).is_ok());
+  o.method = Method::kEager;
+  EXPECT_EQ(validate(o).code(), LH_ERR_UNSUPPORTED);
+  o = valid();
+  o.sparse.enabled = true;
+  o.codec = quant::Codec::kE3M0;
+  EXPECT_NE(validate(o).message().find("one or the other"), std::string::npos);
+  o = valid();
+  o.sparse = {true, 64, 65536};
+  EXPECT_EQ(validate(o).code(), LH_ERR_INVALID_ARGUMENT);
+  o.sparse = {true, 0, 4096};
+  EXPECT_EQ(validate(o).code(), LH_ERR_INVALID_ARGUMENT);
 }
 
 }  // namespace

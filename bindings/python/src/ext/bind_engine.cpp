@@ -50,7 +50,18 @@ struct EngineArgs {
   std::string on_loss;
   std::optional<uint32_t> max_attempts, deadline_ms, verify_every;
   std::optional<std::string> resume_path;
+  std::optional<uint32_t> topk_per_chunk, chunk;
 };
+
+// quant="sparse" is the engine's own codec (no all-reduce takes it); the others are the
+// all-reduce's. topk_per_chunk and chunk belong to it alone.
+lh_codec engine_codec(const EngineArgs& a) {
+  const bool sparse =
+      nb::isinstance<nb::str>(a.quant) && nb::cast<std::string>(a.quant) == "sparse";
+  if (!sparse && (a.topk_per_chunk || a.chunk))
+    throw nb::value_error("topk_per_chunk and chunk are settings of quant='sparse'");
+  return sparse ? LH_CODEC_SPARSE : parse_codec(a.quant);
+}
 
 lh_sync_engine_options engine_options(const EngineArgs& a) {
   lh_sync_engine_options o;
@@ -66,8 +77,10 @@ lh_sync_engine_options engine_options(const EngineArgs& a) {
   set_if(o.co2_momentum, a.co2_momentum);
   set_if(o.co2_gap_penalty, a.co2_gap_penalty);
   set_if(o.co2_clip, a.co2_clip);
-  o.codec = parse_codec(a.quant);
+  o.codec = engine_codec(a);
   set_if(o.block, a.block);
+  set_if(o.topk_per_chunk, a.topk_per_chunk);
+  set_if(o.chunk, a.chunk);
   o.on_loss = parse_loss(a.on_loss);
   set_if(o.max_attempts, a.max_attempts);
   set_if(o.deadline_ms, a.deadline_ms);
@@ -84,6 +97,7 @@ nb::dict stats_dict(const lh_sync_stats& s) {
   d["rounds_late"] = s.rounds_late;
   d["retries"] = s.retries;
   d["non_finite_excluded"] = s.non_finite_excluded;
+  d["malformed_excluded"] = s.malformed_excluded;
   d["blocked_ns"] = s.blocked_ns;
   d["peak_event_bytes"] = s.peak_event_bytes;
   d["memory_bytes"] = s.memory_bytes;
@@ -123,16 +137,28 @@ void bind_engine(nb::module_& m) {
              std::optional<uint32_t> block, std::string on_loss,
              std::optional<uint32_t> max_attempts, std::optional<uint32_t> deadline_ms,
              std::optional<uint32_t> verify_every, std::optional<std::string> resume_path,
-             nb::object pieces) {
-            const EngineArgs a{fragments,    sync_every,
-                               delay,        std::move(method),
-                               outer_lr,     outer_momentum,
-                               mix,          co2_lr,
-                               co2_momentum, co2_gap_penalty,
-                               co2_clip,     std::move(quant),
-                               block,        std::move(on_loss),
-                               max_attempts, deadline_ms,
-                               verify_every, std::move(resume_path)};
+             nb::object pieces, std::optional<uint32_t> topk_per_chunk,
+             std::optional<uint32_t> chunk) {
+            const EngineArgs a{fragments,
+                               sync_every,
+                               delay,
+                               std::move(method),
+                               outer_lr,
+                               outer_momentum,
+                               mix,
+                               co2_lr,
+                               co2_momentum,
+                               co2_gap_penalty,
+                               co2_clip,
+                               std::move(quant),
+                               block,
+                               std::move(on_loss),
+                               max_attempts,
+                               deadline_ms,
+                               verify_every,
+                               std::move(resume_path),
+                               topk_per_chunk,
+                               chunk};
             if (!nb::isinstance<Communicator>(comm))
               throw nb::type_error("comm must be a longhaul.Communicator");
             new (self) SyncEngine(comm, params, engine_options(a), parse_pieces(pieces));
@@ -144,6 +170,7 @@ void bind_engine(nb::module_& m) {
           "co2_clip"_a = nb::none(), "quant"_a = nb::none(), "block"_a = nb::none(),
           "on_loss"_a = "retry", "max_attempts"_a = nb::none(), "deadline_ms"_a = nb::none(),
           "verify_every"_a = nb::none(), "resume_path"_a = nb::none(), "pieces"_a = nb::none(),
+          "topk_per_chunk"_a = nb::none(), "chunk"_a = nb::none(),
           nb::sig(
               "def __init__(self, comm: Communicator, params: collections.abc.Sequence[object], *, "
               "fragments: int | None = None, sync_every: int | None = None, delay: int | None = "
@@ -156,7 +183,8 @@ void bind_engine(nb::module_& m) {
               "quant: str | None = None, block: int | None = None, on_loss: str = 'retry', "
               "max_attempts: int | None = None, deadline_ms: int | None = None, "
               "verify_every: int | None = None, resume_path: str | None = None, "
-              "pieces: collections.abc.Sequence[tuple[int, int, int, int]] | None = None) -> None"),
+              "pieces: collections.abc.Sequence[tuple[int, int, int, int]] | None = None, "
+              "topk_per_chunk: int | None = None, chunk: int | None = None) -> None"),
           doc::engine_init)
       .def("step", &SyncEngine::step,
            "Call after every inner optimizer step: launches, applies and merges the rounds that "
@@ -177,7 +205,8 @@ void bind_engine(nb::module_& m) {
           "overlap: delay (tau), delay_needed, delay_changes, sync_time_ns, step_time_ns, "
           "slowest_sync_ns (include/longhaul/longhaul.h, lh_sync_stats; docs/overlap.md).")
       .def("last_excluded", &SyncEngine::last_excluded,
-           "Peer ids whose contribution to the last settled round was excluded as non-finite.")
+           "Peer ids whose contribution to the last settled round was excluded: as non-finite, "
+           "then (quant='sparse') as a malformed encoding every peer refused.")
       .def("global_params", &SyncEngine::global_params, "fragment"_a, "out"_a,
            nb::sig("def global_params(self, fragment: int, out: object) -> None"),
            "Copies fragment `fragment`'s global parameters into `out` (float32, exactly the "

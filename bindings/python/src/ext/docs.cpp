@@ -108,8 +108,10 @@ const char* const engine_init =
     "must pass the same options. The group's first start elects one set of global parameters; a "
     "later peer downloads them and the outer state. fragments: F (Streaming DiLoCo when > 1); "
     "sync_every: H; delay: tau; method: 'diloco', 'co2' or 'eager'; quant: the "
-    "pseudo-gradients' codec; pieces: (fragment, range, offset, count) tuples (default: range i "
-    "is fragment i mod F). Options left None take the library's defaults (lh_sync_engine_options). "
+    "pseudo-gradients' codec, or 'sparse' (DiLoCo only: the top topk_per_chunk values of every "
+    "chunk, with error feedback); pieces: (fragment, range, offset, count) tuples (default: range "
+    "i is fragment i mod F). Options left None take the library's defaults "
+    "(lh_sync_engine_options). "
     "ValueError/Unsupported for bad options, StateLayoutError when another peer's options or "
     "checkpoint differ.";
 

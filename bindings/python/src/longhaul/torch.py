@@ -51,7 +51,8 @@ class DiLoCo:
         fragments: F, the number of fragments: parameter i (in ``model.parameters()`` order)
             belongs to fragment i mod F, on every rank and every node.
         sync_delay: tau, inner steps between a round's launch and its outer update.
-        quant: the pseudo-gradients' wire codec: None, "fp16", "bf16", "u8", "u4" or "e3m0".
+        quant: the pseudo-gradients' wire codec: None, "fp16", "bf16", "u8", "u4", "e3m0" or
+            "sparse" (with topk_per_chunk= and chunk= among engine_options; nesterov only).
         outer_lr, momentum: the outer optimizer's (None: the library's defaults, 0.7 and 0.9).
         outer: "nesterov" (DiLoCo), "co2" or "eager".
         **engine_options: any other ``longhaul.SyncEngine`` option (mix, deadline_ms, ...).
