@@ -21,8 +21,14 @@ using std::chrono::milliseconds;
 
 // Each inner step computes this long: the unit the sync time is counted in.
 constexpr milliseconds kCompute{20};
-// A send's delay on slowed links: one hop alone needs ceil(60 · 1.2 / 20) = 4 steps.
-constexpr milliseconds kSlow{60};
+// A send's delay on slowed links: one hop alone needs ceil(200 · 1.2 / 20) = 12 steps. The tests
+// that check a bound binds need the steps needed to exceed 3, and the step time they divide by is
+// measured: an exponential mean (weight 1/4) of the time between the engine's calls, which one
+// stall of the test's thread raises for several steps. A clean-clone CI run (2026-11-29, the
+// suite's full parallel load) measured a need of exactly 3 with 60 ms hops: the mean had passed
+// 40 ms (CPU burners beside the test did not reproduce it; a single stall of ~100 ms would). With
+// 200 ms, a one-hop sync dated half a step early needs 3 or fewer only past a 67 ms mean.
+constexpr milliseconds kSlow{200};
 
 EngineOptions adaptive(uint32_t sync_every, uint32_t fragments, uint32_t first_delay,
                        uint32_t max_staleness) {
