@@ -4,7 +4,7 @@
 Starts a longhaul master in this process, then for every node m its N ranks as processes with
 torchrun's environment (LOCAL_RANK, LOCAL_WORLD_SIZE, RANK, WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
 and a MASTER_PORT of the node's own, so each node has its own torch.distributed group) and the
-arguments `--master ADDR --node node<m> --node-index m` plus whatever follows `--`:
+arguments `--longhaul-master ADDR --node-name node<m> --node-index m` plus whatever follows `--`:
 
     python3 launch_local.py --nodes 2 --ranks 2 -- --outer-steps 3
 
@@ -56,7 +56,7 @@ def rank_env(node, rank, ranks, port):
 
 def start_node(node, nodes, ranks, script, master, extra):
     port = free_port()
-    return [subprocess.Popen([sys.executable, script, "--master", master, "--node", f"node{node}",
+    return [subprocess.Popen([sys.executable, script, "--longhaul-master", master, "--node-name", f"node{node}",
                               "--node-index", str(node), "--nodes", str(nodes), *extra], env=rank_env(node, r, ranks, port))
             for r in range(ranks)]
 

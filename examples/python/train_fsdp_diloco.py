@@ -5,14 +5,19 @@ Every node (machine) trains one replica of the model, sharded over its N local r
 (`fully_shard`, gloo on CPU); the nodes synchronize with DiLoCo / Streaming DiLoCo through
 longhaul, rail r of every node reducing shard r with the others. Run it on each machine with
 
-    torchrun --standalone --nproc-per-node N train_fsdp_diloco.py --master HOST:PORT --node NAME
+    torchrun --standalone --nproc-per-node N train_fsdp_diloco.py --longhaul-master HOST:PORT \
+        --node-name NAME
 
 (a longhaul master must be running: `longhaul-master --listen 0.0.0.0:PORT`, or launch_local.py
 on one machine, which also starts the master). The data is synthetic and seeded by (node, step,
 rank) so that runs can be compared; swap in your own loader.
 
---log PATH appends one JSON line per outer step (engine hash, shard hash); --dump PATH writes this
-rank's shards at the end (the tests compare them with a single-process reference).
+--outer-log PATH appends one JSON line per outer step (engine hash, shard hash); --dump PATH writes
+this rank's shards at the end (the tests compare them with a single-process reference).
+
+No flag of this script is a prefix of one of torchrun's (--master-addr, --node-rank, --log-dir, ...):
+torchrun's parser reads the whole command line first and refuses a prefix of two of its options as
+ambiguous (or silently takes one it matches alone).
 """
 import argparse
 import hashlib
@@ -103,8 +108,8 @@ def wait_for_nodes(comm, nodes, timeout=300):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--master", required=True, help="the longhaul master's HOST:PORT")
-    p.add_argument("--node", default=socket.gethostname(), help="this machine's node name (default: host name)")
+    p.add_argument("--longhaul-master", required=True, help="the longhaul master's HOST:PORT")
+    p.add_argument("--node-name", default=socket.gethostname(), help="this machine's node name (default: host name)")
     p.add_argument("--node-index", type=int, default=0, help="seeds this node's data")
     p.add_argument("--nodes", type=int, default=1, help="wait for this many nodes before training")
     p.add_argument("--H", type=int, default=10)
@@ -116,7 +121,7 @@ def main():
     p.add_argument("--inner", choices=["adamw", "sgd"], default="adamw", help="the inner optimizer")
     p.add_argument("--no-diloco", action="store_true", help="the same loop without DiLoCo (for timing)")
     p.add_argument("--time-steps", action="store_true", help="rank 0 prints seconds per inner step after the first H")
-    p.add_argument("--log", help="append a JSON line per outer step here ({node} and {rail} are replaced)")
+    p.add_argument("--outer-log", help="append a JSON line per outer step here ({node} and {rail} are replaced)")
     p.add_argument("--dump", help="torch.save this rank's shards here at the end ({node}, {rail} replaced)")
     a = p.parse_args()
 
@@ -131,7 +136,7 @@ def main():
     comm = diloco = None
     if not a.no_diloco:
         # node_rail / node_rails / peer_group default to LOCAL_RANK / LOCAL_WORLD_SIZE.
-        comm = longhaul.Communicator(a.master, node=a.node).connect()
+        comm = longhaul.Communicator(a.longhaul_master, node=a.node_name).connect()
         wait_for_nodes(comm, a.nodes)
         diloco = DiLoCo(model, opt, comm, H=a.H, fragments=a.fragments, quant=a.quant).join()
     steps = a.outer_steps * a.H + (a.fragments - 1) * (a.H // a.fragments)
@@ -149,11 +154,11 @@ def main():
         opt.zero_grad()
         synced = synced_at(step, a.H, a.fragments) if diloco else []
         if synced:
-            record = {"node": a.node, "rail": local_rank, "step": step, "loss": loss.item(),
+            record = {"node": a.node_name, "rail": local_rank, "step": step, "loss": loss.item(),
                       "engine_hash": diloco.hash(),
                       "shard_hash": {f: shard_hash(model, f, a.fragments) for f in synced}}
-            if a.log:
-                with open(a.log.format(node=a.node, rail=local_rank), "a") as f:
+            if a.outer_log:
+                with open(a.outer_log.format(node=a.node_name, rail=local_rank), "a") as f:
                     f.write(json.dumps(record) + "\n")
             if local_rank == 0:
                 print(json.dumps(record), flush=True)
@@ -167,9 +172,9 @@ def main():
         comm.close("done")
     if a.dump:
         torch.save({n: local_tensor(p).detach().clone() for n, p in model.named_parameters()},
-                   a.dump.format(node=a.node, rail=local_rank))
+                   a.dump.format(node=a.node_name, rail=local_rank))
     dist.destroy_process_group()
-    print(f"node {a.node} rail {local_rank}/{local_world}: done after {steps} inner steps", flush=True)
+    print(f"node {a.node_name} rail {local_rank}/{local_world}: done after {steps} inner steps", flush=True)
     return 0
 
 

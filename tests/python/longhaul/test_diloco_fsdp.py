@@ -46,7 +46,7 @@ def read_logs(tmp_path):
 def test_nodes_of_fsdp_ranks_match_the_reference(tmp_path, H, fragments):
     outer = 5
     rc, out = launch(tmp_path, "--H", str(H), "--fragments", str(fragments), "--outer-steps", str(outer),
-                     "--log", str(tmp_path / "log-{node}-{rail}.jsonl"),
+                     "--outer-log", str(tmp_path / "log-{node}-{rail}.jsonl"),
                      "--dump", str(tmp_path / "shard-{node}-{rail}.pt"))
     assert rc == 0, out
     logs = read_logs(tmp_path)

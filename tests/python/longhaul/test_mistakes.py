@@ -72,3 +72,15 @@ def test_secret_from_file_reads_what_the_master_reads(tmp_path):
     with pytest.raises(ValueError, match="chmod 600"):
         lh.secret_from_file(str(path))
     assert lh.secret_from_file(str(path), allow_weak=True) == hexes
+
+
+@pytest.mark.parametrize("bad", [{"fragments": 0}, {"H": 0}, {"H": 2.5}, {"sync_delay": -1}, {"fragments": True}])
+def test_diloco_refuses_bad_counts_with_a_value_error(master, bad):
+    # fragments=0 used to raise ZeroDivisionError from deep inside the constructor.
+    torch = pytest.importorskip("torch")
+    from longhaul.torch import DiLoCo
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=f"DiLoCo: {name} must be an int"):
+        DiLoCo(model, opt, lh.Communicator(master.address), **bad)

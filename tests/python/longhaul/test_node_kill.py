@@ -39,9 +39,9 @@ class Node:
         for r in range(ranks):
             env = dict(os.environ, LOCAL_RANK=str(r), RANK=str(r), LOCAL_WORLD_SIZE=str(ranks),
                        WORLD_SIZE=str(ranks), GROUP_RANK=str(index), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-            cmd = [sys.executable, os.path.join(ref.EXAMPLES, "train_fsdp_diloco.py"), "--master", master,
-                   "--node", name, "--node-index", str(index), "--nodes", "2", "--H", str(H), "--inner", "sgd",
-                   "--lr", "0.05", "--outer-steps", str(outer_steps), "--log", self.logs[r]]
+            cmd = [sys.executable, os.path.join(ref.EXAMPLES, "train_fsdp_diloco.py"), "--longhaul-master", master,
+                   "--node-name", name, "--node-index", str(index), "--nodes", "2", "--H", str(H), "--inner", "sgd",
+                   "--lr", "0.05", "--outer-steps", str(outer_steps), "--outer-log", self.logs[r]]
             with open(self.errs[r], "w") as err:
                 self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env))
 

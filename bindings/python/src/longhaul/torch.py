@@ -69,6 +69,9 @@ class DiLoCo:
                  momentum: float | None = None, outer: str = "nesterov", **engine_options: Any):
         if outer not in _OUTER:
             raise ValueError(f"outer must be 'nesterov', 'co2' or 'eager', not {outer!r}")
+        for name, value, least in (("H", H, 1), ("fragments", fragments, 1), ("sync_delay", sync_delay, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"DiLoCo: {name} must be an int >= {least}, not {value!r}")
         self.model = model
         self.comm = comm
         # Parameter i (in model.parameters() order) belongs to fragment i mod F on every rank; a
