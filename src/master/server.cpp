@@ -23,6 +23,13 @@ Result<std::shared_ptr<MasterServer>> MasterServer::create(runtime::IoRuntime& i
       options.round_timeout.count() <= 0 || options.gather_timeout.count() <= 0)
     return invalid_argument(
         "topology timeout, topology grace, round timeout and gather timeout must be positive");
+  const PaceRule& pace = options.state_pace;
+  if (pace.floor.count() <= 0 || pace.window == 0 || pace.outliers_to_evict == 0 ||
+      pace.outliers_to_evict > pace.window)
+    return invalid_argument(fmt::format(
+        "the state-sync deadline floor must be positive and the outliers that evict ({}) between "
+        "1 and the window ({})",
+        pace.outliers_to_evict, pace.window));
   net::TransportOptions transport = options.transport;
   transport.role = net::Role::kMaster;
   std::unique_ptr<Journal> journal;

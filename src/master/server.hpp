@@ -60,9 +60,10 @@ struct MasterOptions {
   // the peers' link_timeout (10 s by default): a peer waiting on an unreachable neighbour
   // answers only then.
   std::chrono::milliseconds topology_grace{15000};
-  // A state sync waits this long for the group's missing reports, and this long plus its planned
-  // bytes at 1 MiB/s for its fetchers; a batch attempt this long for its reports
-  // (state_arbiter.hpp, batch_arbiter.hpp).
+  // A batch attempt waits this long for its reports; a state sync at most this long for the
+  // group's missing reports, and this long plus its planned bytes at 1 MiB/s for its fetchers,
+  // less once the group's recent syncs show it needs less (state_pace below; state_arbiter.hpp,
+  // batch_arbiter.hpp).
   std::chrono::milliseconds round_timeout{30000};
   // Members waiting in update_topology for the rest of the run to come (to admit a joiner or
   // re-form a ring) wait at most this long; the active members that have not come are evicted.
@@ -76,6 +77,10 @@ struct MasterOptions {
   // A member's state report may name at most this many tensors; beyond it the member is dropped
   // with the reason (planning a sync costs the master time in the number of tensors reported).
   uint32_t max_state_tensors = 65536;
+  // How long a state sync waits for a member, learned from the group's recent syncs within
+  // round_timeout, and how many of its last syncs a member may spend outside that before it is
+  // evicted (sync_pace.hpp).
+  PaceRule state_pace;
   // Where the master keeps its journal (journal.hpp); empty: none. A master started on a journal
   // an earlier master left is a restart: for a recovery window it lets the members of the run
   // rejoin before it re-forms the rings, and the ids and epochs it hands out continue above the
@@ -187,7 +192,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   asio::steady_timer recovery_timer_;
   std::unique_ptr<Journal> journal_;
   Membership membership_{*this};
-  StateArbiter state_{*this, membership_, options_.max_state_tensors};
+  StateArbiter state_{*this, membership_, options_.max_state_tensors, options_.state_pace};
   BatchArbiter batch_{*this, membership_};
   NodeAgreement node_agreement_{*this, membership_};
   RunRecorder recorder_;

@@ -1,10 +1,19 @@
 #include "master/state_arbiter.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/log.hpp"
 
 namespace longhaul::master {
+namespace {
+
+SyncPace::Lag since(StateArbiter::Clock::time_point t) {
+  return std::chrono::duration_cast<SyncPace::Lag>(StateArbiter::Clock::now() - t);
+}
+
+}  // namespace
 
 std::optional<uint64_t> StateArbiter::group_revision(uint32_t group) const {
   auto it = revisions_.find(group);
@@ -40,7 +49,11 @@ Status StateArbiter::on_report(PeerId id, wire::StateReportMsg report) {
   if (round.planned)
     return protocol_error("STATE_REPORT while the group's sync is still transferring");
   if (round.reports.contains(id)) return protocol_error("a second STATE_REPORT in one sync");
-  if (round.reports.empty()) round.epoch = report.epoch;
+  if (round.reports.empty()) {
+    round.epoch = report.epoch;
+    round.started = Clock::now();
+  }
+  round.report_lags.push_back(since(round.started));
   state::Participant p;
   p.report = std::move(report);
   p.host = it->second.host;
@@ -68,10 +81,13 @@ void StateArbiter::maybe_plan(uint32_t group) {
                   it == revisions_.end() ? std::nullopt : std::optional(it->second), round.epoch);
   round.elected = StateTies::elected_content(round.reports, e);
   node_sources_.apply(group, membership_.nodes(), e);
+  pace_.record(group, SyncPace::Phase::kReport, round.report_lags);
   round.planned = true;
   round.phase_seen.reset();  // the fetch phase's deadline counts from now
+  round.planned_at = Clock::now();
   round.next_revision = e.revision + 1;
-  size_t fetchers = 0, refused = 0, blocks = 0;
+  size_t fetchers = 0, blocks = 0;
+  std::vector<PeerId> refused;
   for (auto& [id, plan] : e.plans) {
     if (plan.code == LH_OK) {
       round.fetching.insert(id);
@@ -80,16 +96,20 @@ void StateArbiter::maybe_plan(uint32_t group) {
       for (const auto& src : plan.sources) round.sources[id].insert(src.peer_id);
       for (const auto& f : plan.fetches) blocks += f.blocks.size();
     } else {
-      misses_.erase(id);  // its part of the sync ends here, in time
-      ++refused;
+      // A refused report holds the group as long as an honest one and moves nothing forward.
+      round.outliers[id] = fmt::format("its report was refused ({})", plan.reason.substr(0, 160));
+      refused.push_back(id);
       log::warn("master", "group {} state sync: peer {} refused: {}", group, id, plan.reason);
     }
     out_.send(id, plan);
   }
+  // With every report refused nobody stands out (a group of receive-only members, say).
+  if (round.releasing.empty())
+    for (PeerId id : refused) round.outliers.erase(id);
   round.planned_bytes = blocks * uint64_t{round.reports.begin()->second.report.block_bytes};
   log::info("master",
             "group {} state sync at revision {}: {} peers, {} fetching {} blocks, {} refused",
-            group, e.revision, e.plans.size(), fetchers, blocks, refused);
+            group, e.revision, e.plans.size(), fetchers, blocks, refused.size());
   maybe_complete(group);
 }
 
@@ -107,7 +127,7 @@ Status StateArbiter::on_done(PeerId id, const wire::StateDoneMsg& done) {
   }
   if (it == rounds_.end() || !it->second.planned || !it->second.fetching.erase(id))
     return protocol_error("STATE_DONE without a state sync to finish");
-  misses_.erase(id);
+  it->second.done_lags.push_back(since(it->second.planned_at));
   if (done.code != LH_OK) {
     ++it->second.failed;
     log::warn("master", "group {} state sync: peer {} failed: {}", group, id, done.reason);
@@ -119,6 +139,8 @@ Status StateArbiter::on_done(PeerId id, const wire::StateDoneMsg& done) {
 void StateArbiter::maybe_complete(uint32_t group) {
   Round& round = rounds_.at(group);
   if (!round.planned || !round.fetching.empty()) return;
+  pace_.record(group, SyncPace::Phase::kFetch, round.done_lags);
+  count_outliers(group, round);
   if (round.releasing.size() > round.failed) {
     revisions_[group] = round.next_revision;
     ties_.agreed(group, std::move(round.elected));
@@ -162,7 +184,8 @@ void StateArbiter::on_group_reconfiguring(uint32_t group) {
 }
 
 void StateArbiter::on_peer_gone(PeerId id) {
-  misses_.erase(id);
+  pace_.forget(id);
+  for (auto& [group, outliers] : last_outliers_) outliers.erase(id);
   late_done_.erase(id);
   // Every round may have been waiting for this peer, also one it never reported to (the others
   // reported first and wait for its report): re-check them all.
@@ -173,6 +196,7 @@ void StateArbiter::on_peer_gone(PeerId id) {
     round.releasing.erase(id);
     round.sources.erase(id);
     round.excused.erase(id);
+    round.outliers.erase(id);
     // Fetchers still at work drop the lost source now rather than when its link breaks (never,
     // for a frozen process whose kernel keeps the sockets) or their stall timeout fires.
     for (PeerId fetcher : round.fetching) {
@@ -194,41 +218,49 @@ void StateArbiter::on_peer_gone(PeerId id) {
 
 std::vector<std::pair<PeerId, Status>> StateArbiter::expire(Clock::time_point now,
                                                             std::chrono::milliseconds timeout) {
-  std::vector<uint32_t> late;
+  std::vector<std::pair<uint32_t, SyncPace::Lag>> late;
   for (auto& [group, round] : rounds_) {
     if (!round.phase_seen) {
       round.phase_seen = now;
       continue;
     }
-    auto limit = timeout;
+    const auto phase = round.planned ? SyncPace::Phase::kFetch : SyncPace::Phase::kReport;
+    const SyncPace::Lag deadline = pace_.deadline(group, phase, timeout);
+    auto limit = deadline;
     if (round.planned)
       limit += std::chrono::milliseconds(round.planned_bytes * 1000 / kMinFetchBytesPerSecond);
-    if (now - *round.phase_seen >= limit) late.push_back(group);
+    if (now - *round.phase_seen >= limit) late.emplace_back(group, deadline);
   }
-  for (uint32_t group : late) {
+  for (const auto& [group, deadline] : late) {
     Round& round = rounds_.at(group);
     if (round.planned)
-      leave_out_fetchers(group, round);
+      leave_out_fetchers(group, round, deadline);
     else
-      leave_out_reporters(group, round);
+      leave_out_reporters(group, round, deadline);
   }
   return std::exchange(to_evict_, {});
 }
 
-void StateArbiter::leave_out_reporters(uint32_t group, Round& round) {
+void StateArbiter::leave_out_reporters(uint32_t group, Round& round, SyncPace::Lag deadline) {
+  // Members left out of the group's last sync that retry it alone: the others synced already and
+  // come only to their next sync, so they are not late for this one.
+  const auto& last = last_outliers_[group];
+  const bool retry = std::all_of(round.reports.begin(), round.reports.end(),
+                                 [&](const auto& r) { return last.contains(r.first); });
   for (const auto& [id, m] : membership_.members()) {
     if (m.group != group || m.state != Membership::State::kActive) continue;
     if (round.reports.contains(id) || !round.excused.insert(id).second) continue;
-    log::warn("master",
-              "group {} state sync: peer {} missed the report deadline; planning "
-              "without it",
-              group, id);
-    count_miss(id, "report");
+    log::warn("master", "group {} state sync: peer {} missed the report deadline ({} ms){}", group,
+              id, deadline.count(),
+              retry ? "; not counted: the reporters retry the sync it took part in" : "");
+    if (!retry)
+      round.outliers[id] =
+          fmt::format("no report within the group's deadline of {} ms", deadline.count());
   }
   maybe_plan(group);
 }
 
-void StateArbiter::leave_out_fetchers(uint32_t group, Round& round) {
+void StateArbiter::leave_out_fetchers(uint32_t group, Round& round, SyncPace::Lag deadline) {
   for (PeerId id : round.fetching) {
     log::warn("master",
               "group {} state sync: peer {} did not finish fetching in time; releasing "
@@ -236,18 +268,35 @@ void StateArbiter::leave_out_fetchers(uint32_t group, Round& round) {
               group, id);
     round.releasing.erase(id);
     late_done_[id] = round.epoch;
-    count_miss(id, "fetch");
+    round.outliers[id] =
+        fmt::format("no STATE_DONE within the group's deadline of {} ms plus 1 s per MiB planned",
+                    deadline.count());
   }
   round.fetching.clear();
   maybe_complete(group);
 }
 
-void StateArbiter::count_miss(PeerId id, const char* what) {
-  if (++misses_[id] < kMissesToEvict) return;
-  to_evict_.emplace_back(id, timeout_error(fmt::format(
-                                 "missed the {} deadline of {} state syncs in a row (the others' "
-                                 "syncs went on without it)",
-                                 what, misses_[id])));
+void StateArbiter::count_outliers(uint32_t group, const Round& round) {
+  std::set<PeerId> members = round.excused;
+  for (const auto& [id, p] : round.reports) members.insert(id);
+  auto& last = last_outliers_[group];
+  last.clear();
+  for (const auto& [id, why] : round.outliers) last.insert(id);
+  for (PeerId id : members) {
+    auto why = round.outliers.find(id);
+    const uint32_t outliers = pace_.count(id, why == round.outliers.end() ? "" : why->second);
+    if (outliers < pace_.rule().outliers_to_evict) continue;
+    std::string reasons;
+    for (const auto& r : pace_.reasons(id)) reasons += (reasons.empty() ? "" : "; ") + r;
+    to_evict_.emplace_back(
+        id, timeout_error(
+                fmt::format(
+                    "was the outlier of {} of its last {} state syncs, which the others' went on "
+                    "without (longhaul-master --state-outliers-to-evict): {}",
+                    outliers, pace_.rule().window, reasons)
+                    .substr(0, wire::kMaxReasonBytes)));
+    pace_.forget(id);  // evicted once
+  }
 }
 
 }  // namespace longhaul::master

@@ -12,12 +12,17 @@
 // The revision of the group's last completed sync is remembered for the next election, and so is
 // its content (tensor digests): a tie goes to the member still holding it (state_ties.hpp).
 //
-// Every sync has deadlines (expire(), which the caller runs a few times a second): a sync still
-// collecting reports waits `timeout` for the missing members, then plans without them; a planned
-// sync waits `timeout` plus its planned bytes at kMinFetchBytesPerSecond for the fetchers'
-// STATE_DONE, then releases the others without them. A member left out answers late: its report
-// is refused (LH_ERR_TIMEOUT), its STATE_DONE answered with STATE_COMPLETE (its own sync fails).
-// A member that misses kMissesToEvict syncs in a row is returned by expire() to be evicted.
+// Every sync has deadlines (expire(), which the caller runs a few times a second) that follow the
+// group's recent syncs (sync_pace.hpp), within `timeout`: a sync still collecting reports waits
+// the group's report deadline for the missing members, then plans without them; a planned sync
+// waits the group's fetch deadline plus its planned bytes at kMinFetchBytesPerSecond for the
+// fetchers' STATE_DONE, then releases the others without them. A member left out answers late:
+// its report is refused (LH_ERR_TIMEOUT), its STATE_DONE answered with STATE_COMPLETE (its own
+// sync fails). A member left out, or whose report the election refused, is the sync's outlier;
+// one that was the outlier of PaceRule::outliers_to_evict of its last PaceRule::window syncs is
+// returned by expire() to be evicted. Members left out of a sync whose every reporter was an
+// outlier of the group's sync before are not outliers: that sync is the late ones' retry of one
+// the others already did.
 //
 // Like Membership it is pure logic on the master's strand: events are calls, effects go out
 // through the Outbox.
@@ -33,6 +38,7 @@
 #include "master/membership.hpp"
 #include "master/state_sources.hpp"
 #include "master/state_ties.hpp"
+#include "master/sync_pace.hpp"
 #include "state/election.hpp"
 
 namespace longhaul::master {
@@ -41,10 +47,10 @@ class StateArbiter {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr uint64_t kMinFetchBytesPerSecond = 1u << 20;
-  static constexpr uint32_t kMissesToEvict = 2;
 
-  StateArbiter(Outbox& outbox, const Membership& membership, uint32_t max_tensors)
-      : out_(outbox), membership_(membership), max_tensors_(max_tensors) {}
+  StateArbiter(Outbox& outbox, const Membership& membership, uint32_t max_tensors,
+               PaceRule pace = {})
+      : out_(outbox), membership_(membership), max_tensors_(max_tensors), pace_(pace) {}
 
   // A non-OK result is a protocol violation by `id` (the caller drops it).
   Status on_report(PeerId id, wire::StateReportMsg report);
@@ -57,7 +63,8 @@ class StateArbiter {
   void on_group_reconfiguring(uint32_t group);
 
   // Ends the phases past their deadline (each counted from the first call that saw it begin, so
-  // call it at least a few times a second). Returns the members to evict, with the reason.
+  // call it at least a few times a second); `timeout` is the longest a deadline may be. Returns
+  // the members to evict, with the reason.
   std::vector<std::pair<PeerId, Status>> expire(Clock::time_point now,
                                                 std::chrono::milliseconds timeout);
 
@@ -73,16 +80,20 @@ class StateArbiter {
     std::map<PeerId, std::set<PeerId>> sources;  // per fetcher, the sources its plan names
     std::set<PeerId> releasing;                  // OK plans: they get STATE_COMPLETE
     size_t failed = 0;
-    std::set<PeerId> excused;                     // left out at the report deadline
-    uint64_t planned_bytes = 0;                   // what the plans fetch, all fetchers
-    std::optional<Clock::time_point> phase_seen;  // collecting or fetching, since
-    StateTies::Digests elected;                   // what the OK plans hold once done
+    std::set<PeerId> excused;                           // left out at the report deadline
+    uint64_t planned_bytes = 0;                         // what the plans fetch, all fetchers
+    std::optional<Clock::time_point> phase_seen;        // collecting or fetching, since
+    StateTies::Digests elected;                         // what the OK plans hold once done
+    Clock::time_point started, planned_at;              // the first report; the plan
+    std::vector<SyncPace::Lag> report_lags, done_lags;  // of the answers in time
+    std::map<PeerId, std::string> outliers;             // and why each was one
   };
   // The deadline of the round's phase passed: the members it still waits for are left out.
-  void leave_out_reporters(uint32_t group, Round& round);
-  void leave_out_fetchers(uint32_t group, Round& round);
-  // One more missed sync for `id`; evicted at kMissesToEvict.
-  void count_miss(PeerId id, const char* what);
+  void leave_out_reporters(uint32_t group, Round& round, SyncPace::Lag deadline);
+  void leave_out_fetchers(uint32_t group, Round& round, SyncPace::Lag deadline);
+  // The round ends: one more sync for each of its members, and the outliers that reached the
+  // eviction count go to to_evict_.
+  void count_outliers(uint32_t group, const Round& round);
   void maybe_plan(uint32_t group);
   bool reconfiguring(uint32_t group) const;
   static wire::StatePlanMsg aborted_plan(uint64_t epoch, uint32_t group);
@@ -94,10 +105,11 @@ class StateArbiter {
   const uint32_t max_tensors_;
   std::map<uint32_t, Round> rounds_;
   std::map<uint32_t, uint64_t> revisions_;
-  StateSources node_sources_;             // one source node per fetching node
-  StateTies ties_;                        // ties go to what the group last agreed on
-  std::map<PeerId, uint32_t> misses_;     // syncs missed in a row
-  std::map<PeerId, uint64_t> late_done_;  // fetchers left out, by the sync's epoch
+  StateSources node_sources_;                           // one source node per fetching node
+  StateTies ties_;                                      // ties go to what the group last agreed on
+  SyncPace pace_;                                       // the deadlines and each member's outliers
+  std::map<uint32_t, std::set<PeerId>> last_outliers_;  // of each group's last sync
+  std::map<PeerId, uint64_t> late_done_;                // fetchers left out, by the sync's epoch
   std::vector<std::pair<PeerId, Status>> to_evict_;
 };
 

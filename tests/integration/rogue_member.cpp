@@ -94,6 +94,10 @@ void RogueMember::State::on_control(const std::vector<std::byte>& bytes) {
     update_topology(lock);
   } else if (auto* gone = std::get_if<wire::RemovedMsg>(&*message)) {
     removed = gone->reason;
+  } else if (auto* plan = std::get_if<wire::StatePlanMsg>(&*message)) {
+    plans.push_back(std::move(*plan));
+  } else if (std::holds_alternative<wire::StateCompleteMsg>(*message)) {
+    ++completes;
   } else if (auto* topology = std::get_if<wire::TopologyMsg>(&*message)) {
     apply(*topology);
     link_to_neighbours(topology->epoch);
@@ -206,6 +210,24 @@ std::optional<std::string> RogueMember::wait_removed(std::chrono::milliseconds t
   std::unique_lock lock(s_->mu);
   s_->cv.wait_for(lock, timeout, [this] { return s_->removed.has_value(); });
   return s_->removed;
+}
+
+std::optional<wire::StatePlanMsg> RogueMember::wait_plan(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(s_->mu);
+  s_->cv.wait_for(lock, timeout,
+                  [this] { return !s_->plans.empty() || s_->removed || s_->closed; });
+  if (s_->plans.empty()) return std::nullopt;
+  wire::StatePlanMsg plan = std::move(s_->plans.front());
+  s_->plans.erase(s_->plans.begin());
+  return plan;
+}
+
+bool RogueMember::wait_complete(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(s_->mu);
+  s_->cv.wait_for(lock, timeout, [this] { return s_->completes > 0 || s_->removed || s_->closed; });
+  if (s_->completes == 0) return false;
+  --s_->completes;
+  return true;
 }
 
 uint64_t RogueMember::epoch() const {

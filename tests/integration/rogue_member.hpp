@@ -3,7 +3,8 @@
 // as its policy says) and accepts its neighbours' data links on a real listener, answering their
 // PEER_HELLO so that they count the link as set up, and (by default) it comes to update_topology as
 // an honest member does. What it does wrong is up to the test: stay
-// silent where an answer is due, or send claims an honest peer would not.
+// silent where an answer is due, or send claims an honest peer would not. It keeps the shared-state
+// sync's answers (STATE_PLAN, STATE_COMPLETE) for a test that plays that sync by hand.
 #pragma once
 
 #include <chrono>
@@ -52,6 +53,10 @@ class RogueMember {
   // The last whole proposal this member received (the first round that admitted it).
   std::optional<wire::TopologyMsg> last_proposal() const;
   void send(const wire::ControlMessage& message);
+  // The first STATE_PLAN not taken yet; nullopt on timeout, removal or a closed link.
+  std::optional<wire::StatePlanMsg> wait_plan(std::chrono::milliseconds timeout);
+  // Waits for a STATE_COMPLETE not taken yet.
+  bool wait_complete(std::chrono::milliseconds timeout);
   // Closes everything (as a crash would, with no LEAVE).
   void close();
 
@@ -66,6 +71,8 @@ class RogueMember {
     bool waiting = false;  // in update_topology
     std::optional<std::string> removed;
     bool closed = false;
+    std::vector<wire::StatePlanMsg> plans;  // not taken yet
+    size_t completes = 0;                   // not taken yet
     runtime::IoRuntime* io = nullptr;
     // The run as the last proposal (whole, or a change applied) has it: group 0 only.
     std::optional<wire::TopologyMsg> proposal;

@@ -82,6 +82,7 @@ struct Flags {
 struct Timing {
   uint32_t heartbeat_interval_ms, heartbeat_misses, topology_timeout_ms, handshake_timeout_ms;
   uint32_t topology_grace_ms, round_timeout_ms, misbehaviour_backoff_ms, gather_timeout_ms;
+  uint32_t state_deadline_floor_ms;
 };
 
 // "Network": where the master listens for peers.
@@ -145,13 +146,31 @@ void add_failure_detection_flags(CLI::App& app, Timing& t) {
                   "get max(N, 4 x the time the first half took) before they are evicted")
       ->group(group);
   cli::add_number(app, "--round-timeout-ms", t.round_timeout_ms, 1, 86'400'000,
-                  "a state sync or batch attempt waits N ms for a member's report (a sync's "
-                  "fetchers N ms plus 1 s per MiB planned); a state-sync member that misses two "
-                  "in a row, or a batch member that misses one, is evicted")
+                  "a batch attempt waits N ms for a member's report (a batch member that misses "
+                  "it is evicted); a state sync at most N ms (its fetchers N ms plus 1 s per MiB "
+                  "planned), less once the group's recent syncs show it needs less")
       ->group(group);
   cli::add_number(app, "--gather-timeout-ms", t.gather_timeout_ms, 1, 86'400'000,
                   "members waiting in update_topology wait at most N ms for the others to come; "
                   "those that have not are evicted")
+      ->group(group);
+}
+
+// How long a state sync waits for a member, and when one that keeps being late is evicted.
+void add_state_pace_flags(CLI::App& app, Flags& f, Timing& t, const char* group) {
+  auto& pace = f.options.state_pace;
+  cli::add_number(app, "--state-deadline-floor-ms", t.state_deadline_floor_ms, 1, 86'400'000,
+                  "a state sync waits for a member's report (or STATE_DONE) as long as the "
+                  "group's recent syncs took (their lags' median + max(4 x MAD, median / 2)), "
+                  "but never less than N ms nor more than --round-timeout-ms")
+      ->group(group);
+  cli::add_number(app, "--state-outlier-window", pace.window, 1, 1024,
+                  "the state syncs remembered per group (for its deadlines) and per member (for "
+                  "its outliers)")
+      ->group(group);
+  cli::add_number(app, "--state-outliers-to-evict", pace.outliers_to_evict, 1, 1024,
+                  "a member that answered after the deadline, or whose report was refused, in N "
+                  "of its last --state-outlier-window state syncs is evicted")
       ->group(group);
 }
 
@@ -172,6 +191,7 @@ void add_member_flags(CLI::App& app, Flags& f, Timing& t) {
                   "a member's shared-state report may name at most N tensors; beyond it the "
                   "member is dropped with the reason")
       ->group(group);
+  add_state_pace_flags(app, f, t, group);
 }
 
 // "Connections before authentication": the limits on those that have not proven the secret.
@@ -247,7 +267,8 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
            static_cast<uint32_t>(o.topology_grace.count()),
            static_cast<uint32_t>(o.round_timeout.count()),
            static_cast<uint32_t>(o.misbehaviour_backoff.count()),
-           static_cast<uint32_t>(o.gather_timeout.count())};
+           static_cast<uint32_t>(o.gather_timeout.count()),
+           static_cast<uint32_t>(o.state_pace.floor.count())};
   add_flags(app, *f, t);
   if (auto exit_status = cli::parse(app, argc, argv)) return exit_status;
   o.heartbeat_interval = std::chrono::milliseconds(t.heartbeat_interval_ms);
@@ -258,6 +279,7 @@ std::optional<int> parse_flags(int argc, char** argv, Flags* f) {
   o.round_timeout = std::chrono::milliseconds(t.round_timeout_ms);
   o.misbehaviour_backoff = std::chrono::milliseconds(t.misbehaviour_backoff_ms);
   o.gather_timeout = std::chrono::milliseconds(t.gather_timeout_ms);
+  o.state_pace.floor = std::chrono::milliseconds(t.state_deadline_floor_ms);
   longhaul::log::Level level;
   longhaul::log::parse_level(f->log_level, &level);  // one_of() admitted only known levels
   longhaul::log::set_level(level);
