@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "e2e"))
 import diloco_lab  # noqa: E402
+from checks import Checks  # noqa: E402
 
 SKIPPED = 77
 PEERS = 2
@@ -111,16 +112,6 @@ def check_group(check, dirs, summaries):
           str([s["rounds_dropped"] for s in summaries]))
     check("both peers end with one state", len({s["state_hash"] for s in summaries}) == 1,
           str([s["state_hash"] for s in summaries]))
-
-
-class Checks:
-    def __init__(self):
-        self.failures = []
-
-    def __call__(self, what, ok, detail=""):
-        print(f"{'ok  ' if ok else 'FAIL'} {what}{': ' + detail if detail and not ok else ''}")
-        if not ok:
-            self.failures.append(what)
 
 
 def main():

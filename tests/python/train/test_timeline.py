@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from checks import Checks
+
 TINY = ["--layers", "1", "--channels", "16", "--heads", "2", "--context", "16", "--batch", "4",
         "--warmup", "2", "--threads", "1", "--val-every", "1000", "--val-batches", "1",
         "--codec", "none"]
@@ -85,16 +87,6 @@ def read(path):
     with open(path) as f:
         reader = csv.DictReader(f)
         return reader.fieldnames, list(reader)
-
-
-class Checks:
-    def __init__(self):
-        self.failures = []
-
-    def __call__(self, what, ok, detail=""):
-        print(f"{'ok  ' if ok else 'FAIL'} {what}{': ' + detail if detail and not ok else ''}")
-        if not ok:
-            self.failures.append(what)
 
 
 def check_steps(check, name, header, rows, steps, fragments, summary):
