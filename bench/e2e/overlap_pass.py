@@ -45,12 +45,12 @@ def _timeline(out_dir):
 def adaptive_figures(out_dirs, h):
     """tau as the pass chose it, and the blocked fraction after SETTLE_CYCLES cycles (mean over
     peers, the last step left out: it settles the round in flight and validates)."""
-    rows0 = _timeline(out_dirs[0])
-    taus = [int(r["tau"]) for r in rows0 if r["tau"]]
-    settled = [int(r["tau"]) for r in rows0 if r["tau"] and int(r["step"]) > SETTLE_CYCLES * h]
+    timelines = [_timeline(d) for d in out_dirs]  # tau is the group's: peer 0's says it
+    taus = [int(r["tau"]) for r in timelines[0] if r["tau"]]
+    settled = [int(r["tau"]) for r in timelines[0] if r["tau"] and int(r["step"]) > SETTLE_CYCLES * h]
     fracs, blocked, step_s = [], [], []
-    for d in out_dirs:
-        rows = [r for r in _timeline(d) if int(r["step"]) > SETTLE_CYCLES * h][:-1]
+    for rows in timelines:
+        rows = [r for r in rows if int(r["step"]) > SETTLE_CYCLES * h][:-1]
         b = sum(float(r["blocked_s"]) for r in rows)
         c = sum(float(r["compute_s"]) for r in rows)
         fracs.append(b / (b + c) if b + c > 0 else None)
