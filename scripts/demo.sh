@@ -51,7 +51,8 @@ for i in $(seq 0 $((peers - 1))); do start_peer "peer$i" --peer-index "$i"; done
 group=("${pids[@]:1}")
 
 # Follow peer 0's progress line; at a third of the run, kill peer 3 and start its replacement.
-step_of() { { grep -o 'step [0-9]*' "$out/$1.log" 2>/dev/null || true; } | tail -1 | cut -d' ' -f2; }
+# The progress line begins "step N/TOTAL"; the slash tells it from other figures on the line.
+step_of() { { grep -o 'step [0-9]*/' "$out/$1.log" 2>/dev/null || true; } | tail -1 | tr -dc 0-9; }
 killed=
 shown=
 while kill -0 "${group[0]}" 2>/dev/null; do
@@ -70,6 +71,10 @@ while kill -0 "${group[0]}" 2>/dev/null; do
   sleep 1
 done
 echo
+if [[ -z $killed ]]; then
+  echo "peer 0's progress never reached step $((steps / 3)) while it ran: no peer was replaced" >&2
+  exit 1
+fi
 for i in 0 1 2 3; do
   wait "${group[$i]}" || { echo "peer $i failed:"; tail -5 "$out"/peer*.log; exit 1; }
 done
@@ -96,6 +101,7 @@ print(f"data-parallel would have sent (f32 gradients every step, ring): {dp / 1e
 print(f"rounds applied {first['rounds_applied']}, dropped {first['rounds_dropped']}, "
       f"retried {first['retries']}; peer 0 blocked {first['blocked_s']:.1f} s")
 print(f"loss curve: {out}/peer0/loss.png (CSV: {out}/peer0/log.csv)")
+sys.exit(0 if len(hashes) == 1 else 1)
 PY
 echo
 echo "== what the master logged =="

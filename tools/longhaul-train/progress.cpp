@@ -25,12 +25,12 @@ std::string bytes(double b) {
   return fmt::format("{:.0f} B", b);
 }
 
-// "410ms", "2.35s": a sync or a step, short enough for the line.
+// "410ms", "2.35s": a sync or a step's compute, short enough for the line.
 std::string short_duration(double s) {
   return s < 1.0 ? fmt::format("{:.0f}ms", s * 1e3) : fmt::format("{:.2f}s", s);
 }
 
-// " | sent 1.2 MB | blocked 3.2s (12%) | tau 2 need 3 sync 410ms step 98ms": the percentage is
+// " | sent 1.2 MB | blocked 3.2s (12%) | tau 2 need 3 sync 410ms compute 98ms": the percentage is
 // of the last BlockedWindow::kSteps steps; "-" for a figure not measured yet.
 std::string peer_fields(const ProgressState& s) {
   std::string out;
@@ -41,7 +41,7 @@ std::string peer_fields(const ProgressState& s) {
   }
   if (s.overlap) {
     const ProgressState::Overlap& v = *s.overlap;
-    out += fmt::format(" | tau {} need {} sync {} step {}", v.tau,
+    out += fmt::format(" | tau {} need {} sync {} compute {}", v.tau,
                        v.needed > 0 ? std::to_string(v.needed) : std::string("-"),
                        v.sync_s > 0 ? short_duration(v.sync_s) : std::string("-"),
                        v.step_s > 0 ? short_duration(v.step_s) : std::string("-"));
