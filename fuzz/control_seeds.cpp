@@ -43,6 +43,7 @@ void failure_seeds() {
   write_control_seed("control_report_peer_lost",
                      w::ReportPeerLostMsg{10, 5, "connection reset by peer"});
   write_control_seed("control_batch_report", w::BatchReportMsg{10, 3, true});
+  write_control_seed("control_batch_report_late", w::BatchReportMsg{10, 4, false, true});
   write_control_seed("control_batch_decision", w::BatchDecisionMsg{10, 3, false});
   // Just past the reason limit.
   write_control_seed(

@@ -24,6 +24,7 @@ SPARSE = "diloco_h50_sparse"
 CU_METHODS = ["diloco_h100_u8", "streaming", "co2"]  # cu_<rate> is the lowest of these
 TARGETS = {**{k: (t, c) for k, (_, t, c) in RATIOS.items()},
            "co2_blocked_fraction": (0.02, "<="),
+           "sparse_codec_ratio": (140, ">="),
            "cu_100mbit": (0.95, ">="), "cu_10mbit": (0.95, ">="),
            "dp_val_loss_vs_unigram": (0.7, "<=")}
 
@@ -79,6 +80,8 @@ def summarize_peers(peers, out_dirs):
         "rounds_applied": p0["rounds_applied"],
         "rounds_dropped": p0["rounds_dropped"],
         "retries": p0["retries"],
+        # The sparse codec's encodings, summed over each peer's settled rounds (0 or absent: dense).
+        "sparse_encoded_bytes_per_peer": round(statistics.mean(j.get("sparse_encoded_bytes", 0) for j in peers)),
         "sync": p0["sync"],
     }
 
@@ -95,11 +98,22 @@ def sparse_wire_ratio(r, peers):
     """(ratio, f32 bytes of one contribution, wire bytes of one contribution): peer 0's data bytes
     per applied round over the N - 1 contributions an all-gather has each member send. Framing,
     the sizes, the round's mask all-reduce and any retry count against the codec, so this is a
-    lower bound on the issue's sparse_codec_ratio (the encoding's own, which the engine does not
-    report yet; docs/quantization.md has it from the codec's test)."""
+    lower bound on sparse_codec_ratio (the encoding's own, below)."""
     if not _ok(r) or not r.get("rounds_applied"):
         return None, None, None
     per_contribution = r["bytes_sent_peer0"]["data"] / r["rounds_applied"] / (peers - 1)
+    f32 = 4 * r["params"]
+    return f32 / per_contribution, f32, per_contribution
+
+
+def sparse_codec_ratio(r):
+    """(ratio, f32 bytes of one contribution, encoded bytes of one contribution): what the codec
+    made of each pseudo-gradient, as the engine counts it before any framing (lh_sync_stats'
+    sparse_encoded_bytes over the rounds each peer settled, averaged over the peers)."""
+    if not _ok(r) or not r.get("sparse_encoded_bytes_per_peer"):
+        return None, None, None
+    rounds = r["rounds_applied"] + r["rounds_dropped"]
+    per_contribution = r["sparse_encoded_bytes_per_peer"] / rounds
     f32 = 4 * r["params"]
     return f32 / per_contribution, f32, per_contribution
 
@@ -116,6 +130,7 @@ def seed_ratios(methods, shaped, rates, loss=True, peers=4):
     co2 = methods.get("co2")
     if loss:
         out["sparse_wire_ratio"] = sparse_wire_ratio(methods.get(SPARSE), peers)
+        out["sparse_codec_ratio"] = sparse_codec_ratio(methods.get(SPARSE))
         out["co2_blocked_fraction"] = ((co2["blocked_fraction"], co2["blocked_s_steady"], co2["step_s_steady"])
                                        if _ok(co2) and co2["blocked_fraction"] is not None
                                        else (None, None, None))

@@ -1118,7 +1118,8 @@ typedef struct lh_sync_engine_options {
   lh_loss_policy on_loss; /* default LH_LOSS_RETRY */
   uint32_t max_attempts;  /* tries of one round under LH_LOSS_RETRY; default 3 */
   /* A round not done this long after its launch is dropped on every peer and counted as late;
-   * 0 (the default): no deadline. */
+   * 0 (the default): no deadline. With adaptive_deadline (below): the most the deadline may be.
+   * Each peer's own: peers of one group may set different deadlines. */
   uint32_t deadline_ms;
   /* 0 (the default): the shared state is synced when peers join; k > 0: also at every k-th
    * admission point, which checks every peer's copy by hash (no bytes move when they agree). */
@@ -1150,6 +1151,13 @@ typedef struct lh_sync_engine_options {
    * chunk, 1..65535 (default 4096). Last in the struct: older callers' layouts stay valid. */
   uint32_t topk_per_chunk;
   uint32_t chunk;
+  /* Nonzero: the deadline follows the group (docs/training.md, "Settling a round"): each round's
+   * is median + max(4 * MAD, median / 2) of the fastest peer's sync time in each of the last 16
+   * applied rounds, within [1 s, deadline_ms]; deadline_ms (which must then be > 0) until 4 rounds
+   * were measured. The fastest peer's, because the others' include waiting for the last one: a
+   * peer that is always late does not stretch the deadline that catches it. Default 0 (the
+   * deadline stays deadline_ms). Last in the struct: older callers' layouts stay valid. */
+  int adaptive_deadline;
 } lh_sync_engine_options;
 
 /* Fills *options with the defaults above. NULL is ignored. */
@@ -1165,7 +1173,7 @@ void lh_sync_engine_options_init(lh_sync_engine_options* options);
  * LH_ERR_UNSUPPORTED), topk_per_chunk >= 1 and chunk 1..65535; mix in [0, 1); outer_lr > 0 and
  * outer_momentum in [0, 1) (finite); with LH_OUTER_CO2, co2_lr > 0, co2_momentum in [0, 1),
  * co2_gap_penalty >= 1, co2_clip >= 0; adaptive_delay with LH_OUTER_DILOCO only, and
- * max_staleness_steps >= 1. */
+ * max_staleness_steps >= 1; adaptive_deadline with deadline_ms > 0. */
 
 /* Starts the engine: a collective of the communicator's admitted peers, which must all call it
  * with the same options (a peer configured differently fails with LH_ERR_STATE_MISMATCH). The
@@ -1260,6 +1268,13 @@ typedef struct lh_sync_stats {
    * the mean, summed over rounds (lh_sync_engine_last_excluded names the last round's). Last in
    * the struct: older callers' layouts stay valid. */
   uint64_t malformed_excluded;
+  /* The deadline the last settled round was waited for with: deadline_ms, or with
+   * adaptive_deadline the one that follows the group; 0: none, or no round settled yet. */
+  uint32_t deadline_ms;
+  /* LH_CODEC_SPARSE: this peer's encodings of its pseudo-gradients, one per settled round (its
+   * last attempt's), summed, in bytes, before any framing: a fragment's f32 bytes times the
+   * rounds settled, over this, is the codec's own ratio. 0 with a dense codec. */
+  uint64_t sparse_encoded_bytes;
 } lh_sync_stats;
 
 /* Fills *stats (the last_* fields are 0 before the first settled round). Thread-safe. */

@@ -69,8 +69,7 @@ Result<lh::collective::SparseGatherSpec> sparse_spec(const void* send, size_t se
     return lh::invalid_argument(fmt::format("unknown schedule {}", static_cast<int>(o.schedule)));
   if (o.segment_bytes == 0) return lh::invalid_argument("segment_bytes must be positive");
   if (o.validate < LH_SPARSE_VALIDATE_NONE || o.validate > LH_SPARSE_VALIDATE_CODEC)
-    return lh::invalid_argument(
-        fmt::format("unknown validation {}", static_cast<int>(o.validate)));
+    return lh::invalid_argument(fmt::format("unknown validation {}", static_cast<int>(o.validate)));
   if (o.expected_elements != 0 && o.validate != LH_SPARSE_VALIDATE_CODEC)
     return lh::invalid_argument("expected_elements needs LH_SPARSE_VALIDATE_CODEC");
   if (send_bytes > 0 && lh::gpu::is_device_pointer(send))
@@ -165,7 +164,8 @@ lh_status hand_out_result(lh_comm* comm, Started started, lh_sparse_gathered** r
   auto gathered = started.gather->result();
   const Status refusal =
       gathered ? gathered->refusal() : lh::internal_error("a sparse all-gather without result");
-  if (gathered) *result = new lh_sparse_gathered{std::move(started.gather), std::move(started.ring), {}, {}};
+  if (gathered)
+    *result = new lh_sparse_gathered{std::move(started.gather), std::move(started.ring), {}, {}};
   return lh::capi::finish(comm, refusal);
 }
 
@@ -201,7 +201,7 @@ lh_status settled(lh_comm* comm, const void* send, size_t send_bytes,
     lh::peer::SettleSteps::Outcome outcome;
     outcome.failure = local;
     if (!reported) return outcome;
-    auto decision = peer.group().decide(local.is_ok());
+    auto decision = peer.group().decide({.ok = local.is_ok()});
     if (!decision) return decision.status();
     outcome.applied = decision->all_succeeded;
     if (outcome.applied)
@@ -237,9 +237,9 @@ extern "C" lh_status lh_sparse_allgather_async(lh_comm* comm, const void* send, 
   if (lh_status s = lh::capi::check_open(comm, "lh_sparse_allgather_async"); s != LH_OK) return s;
   const lh_sparse_allgather_options o = options ? *options : defaults();
   if (o.max_attempts != 0)
-    return lh::capi::finish(comm, lh::invalid_argument(
-                                      "lh_sparse_allgather_async: max_attempts serves the "
-                                      "blocking lh_sparse_allgather only (set it to 0)"));
+    return lh::capi::finish(
+        comm, lh::invalid_argument("lh_sparse_allgather_async: max_attempts serves the "
+                                   "blocking lh_sparse_allgather only (set it to 0)"));
   auto started = start(*comm->impl, send, send_bytes, o);
   if (!started) return lh::capi::finish(comm, started.status());
   *out = new lh_op{started->gather->op(), {}, {}};

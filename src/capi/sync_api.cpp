@@ -61,6 +61,7 @@ lh::Result<lh::sync::EngineOptions> convert(const lh_sync_engine_options& o) {
   e.verify_every = o.verify_every;
   e.adaptive_delay = o.adaptive_delay != 0;
   e.max_staleness_steps = o.max_staleness_steps;
+  e.adaptive_deadline = o.adaptive_deadline != 0;
   if (o.resume_path) e.resume_path = o.resume_path;
   return e;
 }
@@ -100,6 +101,7 @@ extern "C" void lh_sync_engine_options_init(lh_sync_engine_options* o) {
   o->memory = LH_MEMORY_AUTO;
   o->adaptive_delay = d.adaptive_delay ? 1 : 0;
   o->max_staleness_steps = d.max_staleness_steps;
+  o->adaptive_deadline = d.adaptive_deadline ? 1 : 0;
 }
 
 extern "C" lh_status lh_sync_engine_start(lh_comm* comm, const lh_sync_engine_options* options,
@@ -147,9 +149,11 @@ extern "C" lh_status lh_sync_engine_get_stats(const lh_sync_engine* engine, lh_s
   stats->rounds_applied = s.rounds_applied;
   stats->rounds_dropped = s.rounds_dropped;
   stats->rounds_late = s.rounds_late;
+  stats->deadline_ms = static_cast<uint32_t>(s.deadline.count());
   stats->retries = s.retries;
   stats->non_finite_excluded = s.non_finite_excluded;
   stats->malformed_excluded = s.malformed_excluded;
+  stats->sparse_encoded_bytes = s.sparse_encoded_bytes;
   stats->blocked_ns = static_cast<uint64_t>(s.blocked.count());
   stats->peak_event_bytes = s.peak_event_bytes;
   stats->memory_bytes = s.memory_bytes;

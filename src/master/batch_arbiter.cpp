@@ -8,7 +8,8 @@
 
 namespace longhaul::master {
 
-Status BatchArbiter::on_report(PeerId id, const wire::BatchReportMsg& report) {
+Status BatchArbiter::on_report(PeerId id, const wire::BatchReportMsg& report,
+                               Clock::time_point now) {
   auto it = membership_.members().find(id);
   if (it == membership_.members().end()) return internal_error(fmt::format("unknown peer {}", id));
   if (it->second.state != Membership::State::kActive)
@@ -33,11 +34,14 @@ Status BatchArbiter::on_report(PeerId id, const wire::BatchReportMsg& report) {
                                       report.attempt, report.epoch));
   if (attempt.decision) {
     out_.send(id, wire::BatchDecisionMsg{report.epoch, report.attempt, *attempt.decision});
+    count_waits(id, report, attempt, now);
     return Status::ok();
   }
+  count_waits(id, report, attempt, now);
   const auto failed = failed_epoch_.find(group);
   if (!report.ok || report.epoch < epoch ||
       (failed != failed_epoch_.end() && failed->second == report.epoch)) {
+    if (!report.ok && report.late) attempt.failed_at_deadline = now;
     decide(key, attempt, false);
     if (report.epoch == epoch) membership_.on_batch_failed();
   } else if (everyone_reported(group, attempt)) {
@@ -47,6 +51,31 @@ Status BatchArbiter::on_report(PeerId id, const wire::BatchReportMsg& report) {
   // on_group_epoch_failed, which runs inside Membership; a reconfiguration follows that anyway.)
   if (attempt.decision && report.epoch == epoch) membership_.release_held_joiners();
   return Status::ok();
+}
+
+void BatchArbiter::count_waits(PeerId id, const wire::BatchReportMsg& report,
+                               const Attempt& attempt, Clock::time_point now) {
+  const bool waited_for = attempt.failed_at_deadline && !report.late &&
+                          now - *attempt.failed_at_deadline > kWaitedForGrace;
+  if (!waited_for) {
+    waited_for_.erase(id);
+    return;
+  }
+  const uint32_t times = ++waited_for_[id];
+  const auto after =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - *attempt.failed_at_deadline);
+  log::info("master",
+            "epoch {}: the group waited for peer {} in attempt {} ({} in a row): it "
+            "reported {} ms after the others' deadline passed",
+            report.epoch, id, report.attempt, times, after.count());
+  if (evict_after_missed_ == 0 || times < evict_after_missed_) return;
+  waited_for_.erase(id);
+  membership_.expel(
+      id, timeout_error(fmt::format(
+              "the group waited for it in {} rounds in a row: each ran past the others' deadline "
+              "before it started its part (the last by {} ms; the master's evict_after_missed is "
+              "{})",
+              times, after.count(), evict_after_missed_)));
 }
 
 void BatchArbiter::on_group_epoch_failed(uint32_t group) {
@@ -79,6 +108,8 @@ void BatchArbiter::forget_old_epochs() {
   const uint64_t epoch = membership_.epoch();
   std::erase_if(attempts_, [epoch](const auto& kv) { return std::get<1>(kv.first) < epoch; });
   std::erase_if(failed_epoch_, [epoch](const auto& kv) { return kv.second < epoch; });
+  std::erase_if(waited_for_,
+                [this](const auto& kv) { return !membership_.members().contains(kv.first); });
 }
 
 std::vector<std::pair<PeerId, Status>> BatchArbiter::expire(Clock::time_point now,

@@ -18,8 +18,17 @@
 // one that has not within the deadline misbehaves (a frozen one is caught by its heartbeats
 // first).
 //
-// Like Membership it is pure logic on the master's strand: events are calls, effects go out
-// through the Outbox.
+// Members the group waits for (docs/protocol.md, "Members the group waits for"): an engine round
+// that ran past a member's own deadline is reported `late`, and such a report decides its attempt
+// FAILED. The others' attempts then fail within moments (the aborted operation cancels its
+// transfers at both ends), so a member whose report comes more than kWaitedForGrace after that
+// decision, and not late itself, had not even started the round: the group waited for it. A
+// member the group waited for in `evict_after_missed` attempts in a row is evicted with that
+// reason (it may register again after its back-off, as a joiner); any other report of it starts
+// the count again.
+//
+// Like Membership it is pure logic on the master's strand: events are calls (with the time passed
+// in), effects go out through the Outbox.
 #pragma once
 
 #include <chrono>
@@ -37,10 +46,21 @@ namespace longhaul::master {
 class BatchArbiter {
  public:
   using Clock = std::chrono::steady_clock;
-  BatchArbiter(Outbox& outbox, Membership& membership) : out_(outbox), membership_(membership) {}
+  // How long after an attempt failed at a member's deadline the others' reports may still come
+  // without counting as waited for: their failure travels as a cancel over one data link (a round
+  // trip at most) and their report over the control link, well under a second on any path the
+  // deadlines are meant for, while the member waited for reports only when it reaches the round.
+  static constexpr std::chrono::milliseconds kWaitedForGrace{1000};
 
-  // A non-OK result is a protocol violation by `id` (the caller drops it).
-  Status on_report(PeerId id, const wire::BatchReportMsg& report);
+  // `evict_after_missed`: the attempts in a row the group may wait for one member before it is
+  // evicted; 0: never.
+  BatchArbiter(Outbox& outbox, Membership& membership, uint32_t evict_after_missed = 0)
+      : out_(outbox), membership_(membership), evict_after_missed_(evict_after_missed) {}
+
+  // A non-OK result is a protocol violation by `id` (the caller drops it). May evict `id` (see
+  // above).
+  Status on_report(PeerId id, const wire::BatchReportMsg& report,
+                   Clock::time_point now = Clock::now());
   // Not every member of `group` completes the committed epoch's operations: its undecided
   // attempts in that epoch, and any later one in it, fail. Called from inside Membership (an
   // Outbox effect), so it does not call back into it.
@@ -65,8 +85,13 @@ class BatchArbiter {
     std::set<PeerId> reported;
     std::optional<bool> decision;
     std::optional<Clock::time_point> seen;  // undecided since
+    // Decided FAILED by a report that said its member's deadline passed, at this time.
+    std::optional<Clock::time_point> failed_at_deadline;
   };
   void decide(const Key& key, Attempt& attempt, bool ok);
+  // Counts whether the group waited for `id` in `attempt`; evicts it at evict_after_missed_.
+  void count_waits(PeerId id, const wire::BatchReportMsg& report, const Attempt& attempt,
+                   Clock::time_point now);
   bool everyone_reported(uint32_t group, const Attempt& attempt) const;
   void forget_old_epochs();
 
@@ -74,6 +99,8 @@ class BatchArbiter {
   Membership& membership_;
   std::map<Key, Attempt> attempts_;
   std::map<uint32_t, uint64_t> failed_epoch_;  // group -> the epoch its operations failed in
+  const uint32_t evict_after_missed_;
+  std::map<PeerId, uint32_t> waited_for_;  // attempts in a row the group waited for the member
   // While Membership recovers, reports wait here: a decision the previous master made may still
   // arrive with a rejoining member.
   std::vector<std::pair<PeerId, wire::BatchReportMsg>> held_;

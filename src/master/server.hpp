@@ -81,6 +81,11 @@ struct MasterOptions {
   // round_timeout, and how many of its last syncs a member may spend outside that before it is
   // evicted (sync_pace.hpp).
   PaceRule state_pace;
+  // An engine round that runs past a member's deadline fails; a member the group waited for in
+  // this many such rounds in a row (it had not started the round when the others' deadline
+  // passed) is evicted, so the rounds go on without it (batch_arbiter.hpp). 0: never. Three: one
+  // slow moment (a checkpoint, a pause) is forgiven, a member slower than the group is not kept.
+  uint32_t evict_after_missed = 3;
   // Where the master keeps its journal (journal.hpp); empty: none. A master started on a journal
   // an earlier master left is a restart: for a recovery window it lets the members of the run
   // rejoin before it re-forms the rings, and the ids and epochs it hands out continue above the
@@ -193,7 +198,7 @@ class MasterServer : public std::enable_shared_from_this<MasterServer>, private 
   std::unique_ptr<Journal> journal_;
   Membership membership_{*this};
   StateArbiter state_{*this, membership_, options_.max_state_tensors, options_.state_pace};
-  BatchArbiter batch_{*this, membership_};
+  BatchArbiter batch_{*this, membership_, options_.evict_after_missed};
   NodeAgreement node_agreement_{*this, membership_};
   RunRecorder recorder_;
   StatusBox status_box_;

@@ -146,7 +146,7 @@ Result<peer::SettleSteps::Outcome> NodeGroup::decide_with_siblings(const Status&
                                                                    bool on_rail) {
   Status mine = local;
   if (on_rail) {
-    auto decision = group_.decide(local.is_ok());
+    auto decision = group_.decide({.ok = local.is_ok()});
     if (!decision)
       mine = decision.status();
     else if (!decision->all_succeeded && local.is_ok())

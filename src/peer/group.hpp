@@ -41,6 +41,15 @@ struct Decision {
   std::vector<PeerId> members;
 };
 
+// This member's outcome of one attempt, as it reports it to the master.
+struct AttemptReport {
+  bool ok = false;  // everything the attempt ran succeeded here
+  // The attempt ran past this member's own deadline (an engine round's): the master counts the
+  // members the others waited for, and evicts one the group waits for round after round
+  // (batch_arbiter.hpp).
+  bool late = false;
+};
+
 class GroupControl {
  public:
   virtual ~GroupControl() = default;
@@ -64,7 +73,7 @@ class GroupControl {
   // Reports this member's outcome of its next attempt in the current epoch (attempts count from 1
   // per epoch) and blocks until the group's decision. An error: this member no longer knows the
   // outcome and must not go on.
-  virtual Result<Decision> decide(bool ok) = 0;
+  virtual Result<Decision> decide(AttemptReport report) = 0;
   // Reports `flags` at this rail's next node agreement point of kind `kind` and blocks until every
   // rail of its node reached it; the OR of their flags. A member that is no rail of a node of
   // several rails gets `flags` back at once (docs/protocol.md, "Node agreement").

@@ -251,22 +251,23 @@ Status PeerSession::report_and_wait(std::function<wire::ControlMessage()> record
       timeout, what);
 }
 
-Result<bool> PeerSession::decide_batch(bool ok) {
+Result<bool> PeerSession::decide_batch(bool ok, bool late) {
   auto decision = std::make_shared<bool>(false);
   Status s = report_and_wait(
-      [this, ok, decision] {
+      [this, ok, late, decision] {
         batch_decision_ = decision;
         batch_ok_ = ok;
+        batch_late_ = late;
         ++batch_attempt_;
-        return wire::BatchReportMsg{epoch_, batch_attempt_, ok};
+        return wire::BatchReportMsg{epoch_, batch_attempt_, ok, late};
       },
       kBatchDecisionTimeout, "the batch decision");
   if (!s) return s;
   return *decision;
 }
 
-Result<Decision> PeerSession::decide(bool ok) {
-  auto all_succeeded = decide_batch(ok);
+Result<Decision> PeerSession::decide(AttemptReport report) {
+  auto all_succeeded = decide_batch(report.ok, report.late);
   if (!all_succeeded) return all_succeeded.status();
   Decision decision;
   decision.all_succeeded = *all_succeeded;

@@ -103,9 +103,9 @@ class PeerSession final : public GroupControl, public std::enable_shared_from_th
   // decides the group's outcome: true when every member succeeded, false when the attempt failed
   // somewhere. Not deciding within kBatchDecisionTimeout ends the session with LH_ERR_TIMEOUT
   // (this member no longer knows the outcome, so it must not go on).
-  Result<bool> decide_batch(bool ok);
+  Result<bool> decide_batch(bool ok, bool late = false);
   // GroupControl: decide_batch's answer as a Decision (the whole ring, or nobody).
-  Result<Decision> decide(bool ok) override;
+  Result<Decision> decide(AttemptReport report) override;
   // A rank of a node of several rails: reports `flags` at this rail's next agreement point, of
   // kind `kind` (the caller's: what the point is), and blocks until every rail of the node has
   // reached that point; returns the OR of all their flags (docs/protocol.md, "Node agreement").
@@ -248,6 +248,7 @@ class PeerSession final : public GroupControl, public std::enable_shared_from_th
   uint64_t batch_attempt_ = 0;            // batch reports sent in the current epoch
   std::shared_ptr<bool> batch_decision_;  // set while decide_batch waits for attempt batch_attempt_
   bool batch_ok_ = false;                 // what the report of batch_attempt_ said
+  bool batch_late_ = false;               // and whether it ran past this member's deadline
   uint64_t decided_attempt_ = 0;          // the last attempt of the epoch decided, 0 if none
   bool decided_ok_ = false;
   uint64_t node_point_ = 0;                  // node agreement points reached

@@ -146,7 +146,7 @@ Status PeerSession::resume_after_rejoin(const wire::WelcomeMsg& welcome) {
     report_failed_links();
     send(wire::UpdateTopologyMsg{epoch_, update_admit_});
   }
-  if (batch_decision_) send(wire::BatchReportMsg{epoch_, batch_attempt_, batch_ok_});
+  if (batch_decision_) send(wire::BatchReportMsg{epoch_, batch_attempt_, batch_ok_, batch_late_});
   if (node_agreed_) send(wire::NodeAgreeMsg{node_point_, node_kind_, node_flags_});
   return Status::ok();
 }

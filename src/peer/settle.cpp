@@ -56,7 +56,8 @@ class Settler {
   }
 
   Result<SettleSteps::Outcome> decide_with_master() {
-    auto decision = group_.decide(out_.local.is_ok());
+    const bool late = steps_.late && steps_.late();
+    auto decision = group_.decide({.ok = out_.local.is_ok(), .late = late});
     if (!decision) return decision.status();
     SettleSteps::Outcome o;
     o.applied = policy_.accept ? policy_.accept(*decision) : decision->all_succeeded;

@@ -57,6 +57,10 @@ struct SettleSteps {
   // Runs attempt `n` (from 1) and returns this member's outcome. Empty: this member has nothing to
   // attempt and only keeps its node's rails making the same agreements (settled from the start).
   std::function<Status(uint32_t n)> attempt;
+  // Whether the last attempt ran past this member's own deadline (the engine's rounds). The report
+  // to the master says so: it counts the members the others waited for (batch_arbiter.hpp). May
+  // be empty: never.
+  std::function<bool()> late;
   // Undoes what a failed attempt changed. May be empty.
   std::function<void()> restore;
   // Replaces the master's decision (GroupControl::decide) for a caller that decides with more

@@ -65,7 +65,7 @@ Result<bool> SettledAllReduces::decide_in_turn(const Started& started) {
     MutexLock lock(turn_mu_);
     while (decided_ != started.ticket) turn_cv_.wait(turn_mu_);
   }
-  auto decision = group_.decide(started.local.is_ok());
+  auto decision = group_.decide({.ok = started.local.is_ok()});
   {
     // Also after an error: the later tickets then fail on the same ended session.
     MutexLock lock(turn_mu_);

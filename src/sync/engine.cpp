@@ -59,6 +59,7 @@ SyncEngine::SyncEngine(const EngineServices& services, EngineOptions options, La
       state_(layout_, config_tag(options_, layout_), options_.delay, options_.adaptive_delay),
       staging_(layout_.largest_fragment(), 0.0f),
       last_reset_(layout_.fragments(), 0),
+      deadline_window_(options_.deadline),
       traffic_at_start_(collectives_.traffic()) {
   if (options_.method == Method::kEager) eager_deviation_.assign(layout_.fragment_size(0), 0.0f);
   stats_.memory_bytes = state_.bytes() +
@@ -167,8 +168,10 @@ void SyncEngine::record(const RoundReport& report) {
   MutexLock lock(stats_mu_);
   (report.applied ? stats_.rounds_applied : stats_.rounds_dropped)++;
   if (report.late) ++stats_.rounds_late;
+  stats_.deadline = report.deadline;
   stats_.non_finite_excluded += report.non_finite_peers.size();
   stats_.malformed_excluded += report.malformed_peers.size();
+  stats_.sparse_encoded_bytes += report.encoded_bytes;
   stats_.peak_event_bytes = std::max(stats_.peak_event_bytes, report.event_bytes);
   stats_.last_round = report;
 }

@@ -51,6 +51,7 @@
 #include "sync/layout.hpp"
 #include "sync/options.hpp"
 #include "sync/overlap.hpp"
+#include "sync/round_deadline.hpp"
 #include "sync/schedule.hpp"
 #include "sync/shared_state.hpp"
 #include "sync/sparse_encoder.hpp"
@@ -64,6 +65,8 @@ struct RoundReport {
   uint64_t round = 0;
   bool applied = false;  // false: dropped
   bool late = false;     // dropped at its deadline
+  // The deadline it was waited for with (0: none): EngineOptions::deadline, or the adaptive one.
+  std::chrono::milliseconds deadline{0};
   uint32_t attempts = 0;
   size_t participants = 0;                 // peers whose contribution was counted
   std::vector<uint64_t> non_finite_peers;  // excluded, by peer id
@@ -93,8 +96,14 @@ struct InFlightRound {
 struct EngineStats {
   uint64_t steps = 0;
   uint64_t rounds_applied = 0, rounds_dropped = 0, rounds_late = 0, retries = 0;
-  uint64_t non_finite_excluded = 0;     // contributions excluded (any peer's), summed over rounds
-  uint64_t malformed_excluded = 0;      // sparse encodings refused (any peer's), likewise
+  // The deadline the last settled round used (0: none, or no round settled yet); with
+  // EngineOptions::adaptive_deadline it follows the group's sync times (round_deadline.hpp).
+  std::chrono::milliseconds deadline{0};
+  uint64_t non_finite_excluded = 0;  // contributions excluded (any peer's), summed over rounds
+  uint64_t malformed_excluded = 0;   // sparse encodings refused (any peer's), likewise
+  // This peer's sparse encodings, one per settled round (its last attempt's), summed: what the
+  // codec made of its pseudo-gradients before any framing (0 with a dense codec).
+  uint64_t sparse_encoded_bytes = 0;
   std::chrono::nanoseconds blocked{0};  // time the trainer waited inside the engine's calls
   uint64_t peak_event_bytes = 0;        // the most event_bytes of one round on this peer
   uint64_t memory_bytes = 0;            // the engine's own buffers
@@ -194,6 +203,8 @@ class SyncEngine {
   Status launch(uint32_t f, uint64_t round);
   Status start_ops(Round& round);
   Status wait_for(Round& round);
+  // The deadline a round launched now is waited for with (0: none).
+  std::chrono::milliseconds round_deadline() const;
   Status settle(Round& round, bool* applied);
   Status attempt(Round& round, uint32_t n);
   Status finish_round(bool restart = true);
@@ -253,6 +264,9 @@ class SyncEngine {
   // launches (once: a report is about one round); and its trainer's step time.
   OverlapReport unsent_report_;
   StepClock step_clock_;
+  // The applied rounds' fastest sync times, which an adaptive deadline follows (fed whether or
+  // not it is on; this peer's own, not in checkpoints).
+  RoundDeadline deadline_window_;
   bool closed_ = false;
 
   peer::TrafficTotals traffic_at_start_;

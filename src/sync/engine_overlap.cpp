@@ -39,10 +39,13 @@ std::span<float> SyncEngine::reports_of(Round& round) const {
 }
 
 // An applied round's reports are the same on every member: the most steps any member needed
-// joins the cycle's figure in the shared state.
+// joins the cycle's figure in the shared state, and the fastest member's sync time the window an
+// adaptive deadline follows (read whether τ and the deadline are adaptive or not: every round's
+// masks carry the reports, start_ops).
 void SyncEngine::take_reports(Round& round) {
   const auto section = reports_of(round);
   if (section.empty()) return;  // a round read from a checkpoint of version 3
+  deadline_window_.add(fastest_sync_ms(section));
   const GroupReport group = read_reports(section);
   state_.steps_needed() = std::max<uint64_t>(state_.steps_needed(), group.steps_needed);
   if (group.slowest_sync_ms <= 0.0f) return;

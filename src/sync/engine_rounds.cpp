@@ -92,6 +92,10 @@ Status SyncEngine::launch(uint32_t f, uint64_t number) {
   return Status::ok();
 }
 
+std::chrono::milliseconds SyncEngine::round_deadline() const {
+  return options_.adaptive_deadline ? deadline_window_.deadline() : options_.deadline;
+}
+
 // Waits for the round's operations (until its deadline, if one is set); this peer's outcome.
 Status SyncEngine::wait_for(Round& round) {
   if (!round.launch_failure.is_ok()) {
@@ -99,8 +103,8 @@ Status SyncEngine::wait_for(Round& round) {
       if (op) op->abort(round.launch_failure);
     if (round.gather) round.gather->abort(round.launch_failure);
   }
-  if (options_.deadline.count() > 0) {
-    const auto deadline = round.launched_at + options_.deadline;
+  if (const auto limit = round_deadline(); limit.count() > 0) {
+    const auto deadline = round.launched_at + limit;
     for (auto* op : {round.mask_op.get(), round.delta_op.get()})
       if (op && !op->wait_until(deadline)) {
         round.late = true;
@@ -127,6 +131,7 @@ Status SyncEngine::wait_for(Round& round) {
 Status SyncEngine::settle(Round& round, bool* applied) {
   peer::SettleSteps steps;
   steps.attempt = [&](uint32_t n) { return attempt(round, n); };
+  steps.late = [&] { return round.late; };
   const peer::SettlePolicy policy = round_policy();
   auto settled = peer::settle(group_, steps, policy);
   if (!settled) return settled.status();
@@ -199,6 +204,9 @@ Status SyncEngine::finish_round(bool restart) {
   report.fragment = round.fragment;
   report.round = round.number;
   report.late = round.late;
+  // The deadline wait_for used: only an applied round's reports move it (take_reports, below), and
+  // no other round settles while this one is in flight.
+  report.deadline = round_deadline();
   report.attempts = round.attempts;
   report.launched_at = round.launched_at;
   report.ready_at = round.ready_at;

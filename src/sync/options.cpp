@@ -121,6 +121,9 @@ Status validate(const EngineOptions& o) {
     return invalid_argument("unknown loss policy");
   if (o.max_attempts == 0) return invalid_argument("max_attempts must be at least 1");
   if (o.deadline.count() < 0) return invalid_argument("the round deadline must not be negative");
+  if (o.adaptive_deadline && o.deadline.count() == 0)
+    return invalid_argument(
+        "the adaptive deadline needs a deadline > 0: its cap, and the first rounds' deadline");
   if (auto n = quant::encoded_size(1, o.codec, o.block); !n) return n.status();
   LH_RETURN_IF_ERROR(validate_sparse(o));
   return validate_hyperparameters(o);

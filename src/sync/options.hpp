@@ -71,10 +71,15 @@ struct EngineOptions {
   uint32_t max_attempts = 3;              // with kRetry: tries of one round
   std::chrono::milliseconds deadline{0};  // 0: none; else a round not done this long after its
                                           // launch is dropped (and counted as late)
-  uint32_t verify_every = 0;              // 0: shared state synced when members join; k: also at
-                                          // every k-th admission point (a hash check, no bytes in
-                                          // steady state)
-  std::string resume_path;  // empty: a fresh start; else the engine checkpoint to resume from
+  // The deadline follows the group (round_deadline.hpp, docs/training.md "Settling a round"):
+  // each round's is clamp(median + max(4 · MAD, median / 2), 1 s, `deadline`) over the fastest
+  // member's sync time of each of the last 16 applied rounds; `deadline` (> 0) is the cap and the
+  // deadline of the rounds before 4 were measured. Default off: the deadline stays the one the
+  // user chose. Like `deadline`, this peer's own: not part of the configuration tag.
+  bool adaptive_deadline = false;
+  uint32_t verify_every = 0;  // 0: shared state synced when members join; k: also at every k-th
+                              // admission point (a hash check, no bytes in steady state)
+  std::string resume_path;    // empty: a fresh start; else the engine checkpoint to resume from
   // How ranges with on_device reach the host (the C API hands in the GPU layer's); not part of
   // the configuration the group must agree on: GPU and CPU peers train together.
   std::shared_ptr<DeviceCopies> device_copies;

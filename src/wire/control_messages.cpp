@@ -198,7 +198,14 @@ void fields(V& v, M& m) {
 }
 
 // Batch all-reduce.
-template <class V, OneOf<BatchReportMsg, BatchDecisionMsg> M>
+template <class V, OneOf<BatchReportMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.u64(m.attempt);
+  v.boolean(m.ok);
+  v.boolean(m.late);
+}
+template <class V, OneOf<BatchDecisionMsg> M>
 void fields(V& v, M& m) {
   v.u64(m.epoch);
   v.u64(m.attempt);

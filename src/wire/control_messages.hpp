@@ -260,6 +260,9 @@ struct BatchReportMsg {
   uint64_t epoch = 0;
   uint64_t attempt = 0;
   bool ok = false;  // every all-reduce of the attempt succeeded here
+  // The attempt ran past this member's own deadline (an engine round's; protocol version 12): the
+  // master counts the members the others waited for (batch_arbiter.hpp).
+  bool late = false;
 };
 struct BatchDecisionMsg {
   uint64_t epoch = 0;

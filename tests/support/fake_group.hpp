@@ -99,7 +99,7 @@ class FakeMember final : public peer::GroupControl,
   bool peers_pending() const override;
   Status failure() const override;
   Status update_topology(bool admit_joiners = true) override;
-  Result<peer::Decision> decide(bool ok) override;
+  Result<peer::Decision> decide(peer::AttemptReport report) override;
   Result<uint32_t> agree_in_node(uint32_t kind, uint32_t flags) override;
   void close() override;
   void set_state_handler(StateHandler) override {}
@@ -181,7 +181,8 @@ class FakeWorld {
   uint64_t epoch() const;        // the committed epoch (0: none yet)
   size_t epochs_formed() const;  // rounds committed
   size_t unchanged_answers() const;
-  size_t decisions(bool ok) const;  // attempts decided so, over all groups and epochs
+  size_t decisions(bool ok) const;       // attempts decided so, over all groups and epochs
+  size_t late_reports(PeerId id) const;  // `id`'s reports that said its deadline passed
   std::vector<PeerId> ring(uint32_t group = 0) const;
   bool admitted(PeerId id) const;
   // Calls blocked in the world right now.
@@ -262,7 +263,7 @@ class FakeWorld {
 
   // The members' calls.
   Status update_topology(Seat& s, bool admit_joiners);
-  Result<peer::Decision> decide(Seat& s, bool ok);
+  Result<peer::Decision> decide(Seat& s, peer::AttemptReport report);
   Result<uint32_t> agree_in_node(Seat& s, uint32_t kind, uint32_t flags);
   Status sync_state(Seat& s, state::Registry& registry, wire::SyncStrategy strategy,
                     state::SyncResult* result);
@@ -292,6 +293,7 @@ class FakeWorld {
   ReportHook report_hook_;
   Notices notices_;  // failure listeners to run once the lock is released
   size_t epochs_formed_ = 0, unchanged_ = 0, decided_ok_ = 0, decided_failed_ = 0;
+  std::map<PeerId, size_t> late_reports_;
   std::vector<std::weak_ptr<asio::steady_timer>> watchdogs_;
   size_t in_calls_ = 0;
   bool closing_ = false;

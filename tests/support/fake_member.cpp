@@ -34,8 +34,8 @@ Status FakeMember::update_topology(bool admit_joiners) {
   return world_.update_topology(world_.seat(id_), admit_joiners);
 }
 
-Result<peer::Decision> FakeMember::decide(bool ok) {
-  return world_.decide(world_.seat(id_), ok);
+Result<peer::Decision> FakeMember::decide(peer::AttemptReport report) {
+  return world_.decide(world_.seat(id_), report);
 }
 
 Result<uint32_t> FakeMember::agree_in_node(uint32_t kind, uint32_t flags) {

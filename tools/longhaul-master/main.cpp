@@ -191,6 +191,10 @@ void add_member_flags(CLI::App& app, Flags& f, Timing& t) {
                   "a member's shared-state report may name at most N tensors; beyond it the "
                   "member is dropped with the reason")
       ->group(group);
+  cli::add_number(app, "--evict-after-missed", f.options.evict_after_missed, 0, 1'000'000,
+                  "a member that the group waited for in N engine rounds in a row (the others' "
+                  "round deadline passed before it started the round) is evicted (0: never)")
+      ->group(group);
   add_state_pace_flags(app, f, t, group);
 }
 

@@ -220,6 +220,13 @@ void add_sync(CLI::App& app, PeerOptions& p, Scratch& s) {
                               "with --codec sparse: values sent of each chunk at most")));
   s.sparse_only.push_back(engine(tool::add_number(app, "--chunk", e.chunk, 1, 65535,
                                                   "with --codec sparse: elements per chunk")));
+  engine(tool::add_number(app, "--deadline-ms", e.deadline_ms, 0, UINT32_MAX,
+                          "a round not done this long after its launch is dropped on every peer "
+                          "(this peer's own; 0: none)"));
+  engine(app.add_flag("--adaptive-deadline", e.adaptive_deadline,
+                      "the deadline follows the group: median + max(4 MAD, median/2) of the "
+                      "fastest peer's sync time over the last 16 rounds, within [1 s, "
+                      "--deadline-ms] (docs/training.md)"));
   engine(tool::add_choice(app, "--on-loss", e.on_loss,
                           {{"retry", LH_LOSS_RETRY}, {"drop", LH_LOSS_DROP}},
                           "a round that lost a peer: run it again over the survivors, or drop it")
@@ -273,6 +280,10 @@ Status check_peer(const Options& o, const Scratch& s) {
         std::string("--codec sparse runs with --method diloco or streaming, not ") +
         method_name(p.method));
   if (p.sync.mix >= 1.0f) return invalid_argument("--mix must be below 1");
+  if (p.sync.adaptive_deadline && p.sync.deadline_ms == 0)
+    return invalid_argument(
+        "--adaptive-deadline needs --deadline-ms > 0: the most the deadline may be, and the "
+        "first rounds' deadline");
   return Status::ok();
 }
 

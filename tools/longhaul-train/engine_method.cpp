@@ -118,8 +118,8 @@ Status EngineMethod::read_theta_g(std::span<float> out) {
 SyncCounters EngineMethod::counters() {
   lh_sync_stats s{};
   (void)lh_sync_engine_get_stats(engine_, &s);
-  return {s.blocked_ns,     s.peak_event_bytes, s.rounds_applied,
-          s.rounds_dropped, s.rounds_late,      s.retries};
+  return {s.blocked_ns,  s.peak_event_bytes, s.rounds_applied,      s.rounds_dropped,
+          s.rounds_late, s.retries,          s.sparse_encoded_bytes};
 }
 
 std::optional<lh_sync_stats> EngineMethod::engine_stats() {

@@ -221,6 +221,7 @@ Status summarize(PeerLoop& loop) {
   s.rounds_dropped = c.rounds_dropped;
   s.rounds_late = c.rounds_late;
   s.retries = c.retries;
+  s.sparse_encoded_bytes = c.sparse_encoded_bytes;
   Result<std::uint64_t> hash = loop.method.state_hash(loop.trainer);
   if (!hash) return hash.status();
   s.state_hash = *hash;

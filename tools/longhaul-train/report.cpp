@@ -100,6 +100,10 @@ Json sync_settings(const PeerOptions& p) {
   j["outer_lr"] = co2 ? e.co2_lr : e.outer_lr;
   j["outer_momentum"] = co2 ? e.co2_momentum : e.outer_momentum;
   j["on_loss"] = e.on_loss == LH_LOSS_DROP ? "drop" : "retry";
+  if (e.deadline_ms > 0) {
+    j["deadline_ms"] = e.deadline_ms;
+    j["adaptive_deadline"] = e.adaptive_deadline != 0;
+  }
   return j;
 }
 
@@ -181,6 +185,7 @@ std::string peer_summary_json(const Options& o, const PeerSummary& s) {
   j["rounds_dropped"] = s.rounds_dropped;
   j["rounds_late"] = s.rounds_late;
   j["retries"] = s.retries;
+  if (p.sync.codec == LH_CODEC_SPARSE) j["sparse_encoded_bytes"] = s.sparse_encoded_bytes;
   j["state_hash"] = fmt::format("{:016x}", s.state_hash);
   j["sync"] = sync_settings(p);
   return j.dump();

@@ -62,6 +62,7 @@ struct PeerSummary {
   std::uint64_t peak_event_bytes = 0;
   double blocked_s = 0;
   std::uint64_t rounds_applied = 0, rounds_dropped = 0, rounds_late = 0, retries = 0;
+  std::uint64_t sparse_encoded_bytes = 0;  // LH_CODEC_SPARSE: lh_sync_stats' figure
   std::uint64_t state_hash = 0;
 };
 

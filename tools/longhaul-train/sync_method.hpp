@@ -21,6 +21,7 @@ struct SyncCounters {
   std::uint64_t blocked_ns = 0;        // time the trainer waited inside the method's calls
   std::uint64_t peak_event_bytes = 0;  // the most data bytes (sent + received) of one sync
   std::uint64_t rounds_applied = 0, rounds_dropped = 0, rounds_late = 0, retries = 0;
+  std::uint64_t sparse_encoded_bytes = 0;  // the sparse codec's encodings, summed (engine only)
 };
 
 class SyncMethod {

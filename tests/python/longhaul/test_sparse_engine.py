@@ -39,6 +39,11 @@ def test_sparse_engine_keeps_every_peer_identical(pair):
     # 16 values of 256 at 10 bits each (plus a 4-byte record header) per peer, against 16 KiB of
     # f32 parameters: a round moves a small fraction of the dense bytes (headers included).
     assert s0["peak_event_bytes"] < 0.25 * 4 * N
+    # The codec's own bytes, one encoding per settled round: at least the 16 chunks' 16 values of
+    # 10 bits, and far below the f32 bytes (the sparse_codec_ratio of bench/run diloco).
+    for s in (s0, s1):
+        per_round = s["sparse_encoded_bytes"] / 4
+        assert 16 * 16 * 10 / 8 <= per_round < 4 * N / 16, per_round
     assert np.isfinite(t0).all() and not np.array_equal(t0, np.ones(N, dtype=np.float32))
 
 

@@ -88,6 +88,29 @@ def test_engine_stats_report_the_overlap(pair):
     assert s0["delay_needed"] == s1["delay_needed"], "the group's figure, from the same masks"
 
 
+def test_adaptive_deadline_follows_the_rounds(pair):
+    """With adaptive_deadline the deadline starts at deadline_ms (the cap) and, once four applied
+    rounds were measured, falls to what the group's rounds take: loopback rounds of a few
+    milliseconds give the 1 s floor (docs/training.md, "The adaptive deadline")."""
+    def peer(comm):
+        params = [np.zeros(64, dtype=np.float32)]
+        engine = lh.SyncEngine(comm, params, sync_every=2, deadline_ms=30000, adaptive_deadline=True)
+        seen = []
+        for _ in range(16):
+            params[0] += 1.0
+            engine.step()
+            seen.append(engine.stats()["deadline_ms"])
+        engine.close()
+        return seen, engine.stats()
+
+    for seen, stats in run_threads(*[lambda c=c: peer(c) for c in pair]):
+        assert stats["rounds_applied"] >= 7 and stats["rounds_dropped"] == 0
+        assert seen[1] == 30000, seen
+        assert seen[-1] == 1000, seen
+    with pytest.raises(ValueError, match="deadline"):
+        lh.SyncEngine(pair[0], [np.zeros(4, dtype=np.float32)], adaptive_deadline=True)
+
+
 def test_engine_bad_options(pair):
     with pytest.raises(ValueError):
         lh.SyncEngine(pair[0], [np.zeros(4, dtype=np.float32)], fragments=3, sync_every=2)

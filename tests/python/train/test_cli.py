@@ -5,7 +5,7 @@
    checkpoint.bin, and its validation loss falls below the corpus's unigram entropy;
 2. a run stopped half way (--stop-at) and resumed from its checkpoint ends with a checkpoint
    byte-identical to the uninterrupted run's (parameters, AdamW moments, step, data position);
-3. bad flags are refused with exit status 2.
+3. bad flags are refused with exit status 2 (the round deadline's among them).
 Exits non-zero on any failure.
 """
 import argparse
@@ -95,6 +95,16 @@ def main():
         check("bad flag value refused with status 2", rc == 2 and "--layers" in err, err.strip())
         rc, _, err = run(args.binary, "--channels", "10", "--heads", "3", "--data", corpus)
         check("bad model shape refused with status 2", rc == 2, err.strip())
+        rc, out, _ = run(args.binary, "--help")
+        check("--help lists the round deadline's flags",
+              rc == 0 and "--deadline-ms" in out and "--adaptive-deadline" in out)
+        rc, _, err = run(args.binary, "--data", corpus, "--master", "127.0.0.1:1",
+                         "--adaptive-deadline")
+        check("--adaptive-deadline without --deadline-ms refused with status 2",
+              rc == 2 and "--deadline-ms > 0" in err, err.strip())
+        rc, _, err = run(args.binary, "--data", corpus, "--deadline-ms", "5000")
+        check("--deadline-ms without --master refused with status 2",
+              rc == 2 and "needs --master" in err, err.strip())
 
     print(f"{len(failures)} failed" if failures else "all CLI checks passed")
     return 1 if failures else 0

@@ -88,6 +88,7 @@ std::vector<ControlMessage> samples() {
       StateFetchFailedMsg{77, LH_ERR_ABORTED, "not in a sync"},
       BatchReportMsg{9, 1, true},
       BatchReportMsg{9, 3, false},
+      BatchReportMsg{9, 4, false, true},
       BatchDecisionMsg{9, 2, true},
       BatchDecisionMsg{9, 3, false},
       StateSourceLostMsg{9, 4},
@@ -256,6 +257,10 @@ TEST(ControlMessages, BatchOutcomesOutsideAnAttemptAreRefused) {
   EXPECT_EQ(report.epoch, 4u);
   EXPECT_EQ(report.attempt, 2u);
   EXPECT_FALSE(report.ok);
+  EXPECT_FALSE(report.late);
+  back = decode_control(encode_control(BatchReportMsg{4, 3, false, true}));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_TRUE(std::get<BatchReportMsg>(*back).late) << "the member's deadline passed";
 }
 
 TEST(ControlMessages, InconsistentStateMessagesAreRefused) {

@@ -61,14 +61,14 @@ TEST(FakeWorld, DecideWaitsForEveryMemberOfTheEpoch) {
   FakeWorld world;
   auto m = world.form(2);
   std::thread first([&] {
-    auto d = m[0]->decide(true);
+    auto d = m[0]->decide({.ok = true});
     ASSERT_TRUE(d);
     EXPECT_TRUE(d->all_succeeded);
     EXPECT_EQ(d->members, (std::vector<PeerId>{1, 2}));
   });
   await_blocked(world, 1);
   EXPECT_EQ(world.decisions(true), 0u);  // member 2 has not reported
-  auto d = m[1]->decide(true);
+  auto d = m[1]->decide({.ok = true});
   first.join();
   ASSERT_TRUE(d);
   EXPECT_TRUE(d->all_succeeded);
@@ -78,11 +78,11 @@ TEST(FakeWorld, DecideWaitsForEveryMemberOfTheEpoch) {
 TEST(FakeWorld, AFailedReportDecidesAtOnceAndEndsTheEpoch) {
   FakeWorld world;
   auto m = world.form(2);
-  auto d = m[0]->decide(false);  // no wait for member 2
+  auto d = m[0]->decide({.ok = false});  // no wait for member 2
   ASSERT_TRUE(d);
   EXPECT_FALSE(d->all_succeeded);
   EXPECT_TRUE(m[1]->peers_pending());
-  auto late = m[1]->decide(true);
+  auto late = m[1]->decide({.ok = true});
   ASSERT_TRUE(late);
   EXPECT_FALSE(late->all_succeeded);  // the decision is final
   in_parallel(2, [&](size_t i) { EXPECT_TRUE(m[i]->update_topology(false)); });
@@ -96,7 +96,7 @@ TEST(FakeWorld, AKilledMembersBlockedCallEndsAndItsLinksFail) {
   auto link = world.link(2, 1);
   ASSERT_TRUE(link);
   std::thread victim([&] {
-    auto d = m[0]->decide(true);
+    auto d = m[0]->decide({.ok = true});
     EXPECT_EQ(d.status().code(), LH_ERR_PEER_LOST);
   });
   await_blocked(world, 1);
@@ -114,7 +114,7 @@ TEST(FakeWorld, DestroyingTheWorldEndsEveryBlockedCall) {
   auto world = std::make_unique<FakeWorld>();
   auto m = world->form(2);
   std::atomic<int> code{0};
-  std::thread waiter([&] { code = m[0]->decide(true).status().code(); });
+  std::thread waiter([&] { code = m[0]->decide({.ok = true}).status().code(); });
   await_blocked(*world, 1);
   world.reset();
   waiter.join();
@@ -127,7 +127,7 @@ TEST(FakeWorld, AWaitPastTheLimitFailsTheTestLoudlyAndBreaksTheWorld) {
   FakeWorld world(options);
   auto m = world.form(2);
   Status status;
-  EXPECT_NONFATAL_FAILURE(status = m[0]->decide(true).status(), "waited more than 50 ms");
+  EXPECT_NONFATAL_FAILURE(status = m[0]->decide({.ok = true}).status(), "waited more than 50 ms");
   EXPECT_EQ(status.code(), LH_ERR_INTERNAL);
   EXPECT_EQ(m[1]->update_topology().code(), LH_ERR_INTERNAL);  // at once
 }

@@ -51,6 +51,7 @@ struct EngineArgs {
   std::optional<uint32_t> max_attempts, deadline_ms, verify_every;
   std::optional<std::string> resume_path;
   std::optional<uint32_t> topk_per_chunk, chunk;
+  std::optional<bool> adaptive_deadline;
 };
 
 // quant="sparse" is the engine's own codec (no all-reduce takes it); the others are the
@@ -84,6 +85,7 @@ lh_sync_engine_options engine_options(const EngineArgs& a) {
   o.on_loss = parse_loss(a.on_loss);
   set_if(o.max_attempts, a.max_attempts);
   set_if(o.deadline_ms, a.deadline_ms);
+  if (a.adaptive_deadline) o.adaptive_deadline = *a.adaptive_deadline ? 1 : 0;
   set_if(o.verify_every, a.verify_every);
   if (a.resume_path) o.resume_path = a.resume_path->c_str();
   return o;
@@ -95,9 +97,11 @@ nb::dict stats_dict(const lh_sync_stats& s) {
   d["rounds_applied"] = s.rounds_applied;
   d["rounds_dropped"] = s.rounds_dropped;
   d["rounds_late"] = s.rounds_late;
+  d["deadline_ms"] = s.deadline_ms;
   d["retries"] = s.retries;
   d["non_finite_excluded"] = s.non_finite_excluded;
   d["malformed_excluded"] = s.malformed_excluded;
+  d["sparse_encoded_bytes"] = s.sparse_encoded_bytes;
   d["blocked_ns"] = s.blocked_ns;
   d["peak_event_bytes"] = s.peak_event_bytes;
   d["memory_bytes"] = s.memory_bytes;
@@ -136,9 +140,9 @@ void bind_engine(nb::module_& m) {
              std::optional<float> co2_gap_penalty, std::optional<float> co2_clip, nb::object quant,
              std::optional<uint32_t> block, std::string on_loss,
              std::optional<uint32_t> max_attempts, std::optional<uint32_t> deadline_ms,
-             std::optional<uint32_t> verify_every, std::optional<std::string> resume_path,
-             nb::object pieces, std::optional<uint32_t> topk_per_chunk,
-             std::optional<uint32_t> chunk) {
+             std::optional<bool> adaptive_deadline, std::optional<uint32_t> verify_every,
+             std::optional<std::string> resume_path, nb::object pieces,
+             std::optional<uint32_t> topk_per_chunk, std::optional<uint32_t> chunk) {
             const EngineArgs a{fragments,
                                sync_every,
                                delay,
@@ -158,7 +162,8 @@ void bind_engine(nb::module_& m) {
                                verify_every,
                                std::move(resume_path),
                                topk_per_chunk,
-                               chunk};
+                               chunk,
+                               adaptive_deadline};
             if (!nb::isinstance<Communicator>(comm))
               throw nb::type_error("comm must be a longhaul.Communicator");
             new (self) SyncEngine(comm, params, engine_options(a), parse_pieces(pieces));
@@ -169,8 +174,9 @@ void bind_engine(nb::module_& m) {
           "co2_lr"_a = nb::none(), "co2_momentum"_a = nb::none(), "co2_gap_penalty"_a = nb::none(),
           "co2_clip"_a = nb::none(), "quant"_a = nb::none(), "block"_a = nb::none(),
           "on_loss"_a = "retry", "max_attempts"_a = nb::none(), "deadline_ms"_a = nb::none(),
-          "verify_every"_a = nb::none(), "resume_path"_a = nb::none(), "pieces"_a = nb::none(),
-          "topk_per_chunk"_a = nb::none(), "chunk"_a = nb::none(),
+          "adaptive_deadline"_a = nb::none(), "verify_every"_a = nb::none(),
+          "resume_path"_a = nb::none(), "pieces"_a = nb::none(), "topk_per_chunk"_a = nb::none(),
+          "chunk"_a = nb::none(),
           nb::sig(
               "def __init__(self, comm: Communicator, params: collections.abc.Sequence[object], *, "
               "fragments: int | None = None, sync_every: int | None = None, delay: int | None = "
@@ -182,7 +188,8 @@ void bind_engine(nb::module_& m) {
               "co2_gap_penalty: float | None = None, co2_clip: float | None = None, "
               "quant: str | None = None, block: int | None = None, on_loss: str = 'retry', "
               "max_attempts: int | None = None, deadline_ms: int | None = None, "
-              "verify_every: int | None = None, resume_path: str | None = None, "
+              "adaptive_deadline: bool | None = None, verify_every: int | None = None, "
+              "resume_path: str | None = None, "
               "pieces: collections.abc.Sequence[tuple[int, int, int, int]] | None = None, "
               "topk_per_chunk: int | None = None, chunk: int | None = None) -> None"),
           doc::engine_init)

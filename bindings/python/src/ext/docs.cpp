@@ -110,7 +110,9 @@ const char* const engine_init =
     "sync_every: H; delay: tau; method: 'diloco', 'co2' or 'eager'; quant: the "
     "pseudo-gradients' codec, or 'sparse' (DiLoCo only: the top topk_per_chunk values of every "
     "chunk, with error feedback); pieces: (fragment, range, offset, count) tuples (default: range "
-    "i is fragment i mod F). Options left None take the library's defaults "
+    "i is fragment i mod F); deadline_ms: a round not done this long after its launch is dropped "
+    "(this peer's own, 0: none), and with adaptive_deadline the deadline follows the group's "
+    "sync times within [1 s, deadline_ms]. Options left None take the library's defaults "
     "(lh_sync_engine_options). "
     "ValueError/Unsupported for bad options, StateLayoutError when another peer's options or "
     "checkpoint differ.";
