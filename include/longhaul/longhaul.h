@@ -544,6 +544,14 @@ typedef struct lh_allreduce_options {
    * ignores it: the batch keeps its own copy of the inputs and always restores them. */
   int restore_input;
   lh_memory memory; /* where send and recv live; default LH_MEMORY_AUTO (above) */
+  /* 0 (the default): none. Else the operation fails with LH_ERR_TIMEOUT on this peer when it has
+   * not finished timeout_ms after it started here. Failing it cancels its transfers at both ends:
+   * a peer that starts it later fails at once with LH_ERR_ABORTED, one in it when its next
+   * transfer is with this peer; one waiting for a peer that never came is released by its own
+   * timeout, so give every peer the same (docs/api.md, "Mistakes longhaul catches"). Then, as
+   * after any failure: lh_comm_update_topology and retry. The settled calls (lh_allreduce,
+   * lh_allreduce_batch) report the failure to the master like any other. */
+  uint32_t timeout_ms;
 } lh_allreduce_options;
 
 /* Fills *options with the defaults above. NULL is ignored. */

@@ -224,6 +224,8 @@ struct AllReduceOptions {
   // Where the spans' memory lives (lh_memory in longhaul.h): detected by default; device memory
   // (CUDA) is staged through pinned host memory.
   lh_memory memory = LH_MEMORY_AUTO;
+  // 0: none; else the operation fails with LH_ERR_TIMEOUT here after this long (others: ABORTED).
+  uint32_t timeout_ms = detail::allreduce_defaults().timeout_ms;
 
   // Throws LH_ERR_INVALID_ARGUMENT unless the residual is off or has `count` elements.
   void check_residual(size_t count) const {
@@ -240,6 +242,7 @@ struct AllReduceOptions {
     o.segment_bytes = segment_bytes;
     o.restore_input = restore_input ? 1 : 0;
     o.memory = memory;
+    o.timeout_ms = timeout_ms;
     return o;
   }
 };

@@ -38,6 +38,7 @@ lh_allreduce_options allreduce_defaults() {
   o.segment_bytes = static_cast<uint32_t>(d.segment_bytes);
   o.restore_input = d.restore_input ? 1 : 0;
   o.memory = LH_MEMORY_AUTO;
+  o.timeout_ms = static_cast<uint32_t>(d.timeout.count());
   return o;
 }
 
@@ -63,6 +64,7 @@ Result<collective::AllReduceSpec> allreduce_spec(const void* send, void* recv, s
   s.schedule = static_cast<collective::Schedule>(o.schedule);
   s.segment_bytes = o.segment_bytes;
   s.restore_input = o.restore_input != 0;
+  s.timeout = std::chrono::milliseconds(o.timeout_ms);
   return s;
 }
 
@@ -78,6 +80,7 @@ Result<collective::GatherSpec> gather_spec(lh_dtype dtype, const lh_allreduce_op
   s.schedule = static_cast<collective::Schedule>(o.schedule);
   s.segment_bytes = o.segment_bytes;
   s.restore_output = o.restore_input != 0;
+  s.timeout = std::chrono::milliseconds(o.timeout_ms);
   return s;
 }
 

@@ -1,6 +1,7 @@
 // What a caller asks of an all-reduce, and what it reports back.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -33,6 +34,9 @@ struct AllReduceSpec {
   Schedule schedule = Schedule::kAuto;
   // Pipeline granularity: the unencoded bytes of one segment.
   size_t segment_bytes = 1u << 20;
+  // 0: none. Else the operation fails with LH_ERR_TIMEOUT on this member if it has not finished
+  // this long after it started; the others fail theirs as deadline_watch.hpp says.
+  std::chrono::milliseconds timeout{0};
   // In place only: keep a copy of every segment before overwriting it, so a failed operation
   // gives the caller its input back. Costs one streaming copy of the buffer per operation and as
   // much pooled scratch; a caller that never retries with the same input can waive it (the

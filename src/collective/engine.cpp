@@ -27,7 +27,7 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
                                                                  const AllReduceSpec& spec) {
   if (Status s = validate(spec, view); !s) return s;
   const Schedule schedule = choose_schedule(spec, view);
-  auto op = launch(view, check_links(schedule, view), [&](uint64_t seq) {
+  auto op = launch(view, check_links(schedule, view), spec.timeout, [&](uint64_t seq) {
     return make_allreduce(workers_, buffers_, view, spec, seq, schedule);
   });
   if (!op) return op.status();
@@ -38,7 +38,7 @@ Result<std::shared_ptr<GatherOp>> CollectiveEngine::gather(const RingView& view,
                                                            const GatherSpec& spec) {
   if (Status s = validate(spec, view); !s) return s;
   const Schedule schedule = choose_schedule(spec, view);
-  auto op = launch(view, check_links(schedule, view), [&](uint64_t seq) {
+  auto op = launch(view, check_links(schedule, view), spec.timeout, [&](uint64_t seq) {
     return make_gather(workers_, buffers_, view, spec, seq, schedule);
   });
   if (!op) return op.status();
@@ -47,6 +47,7 @@ Result<std::shared_ptr<GatherOp>> CollectiveEngine::gather(const RingView& view,
 
 Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view,
                                                             const Status& missing_link,
+                                                            std::chrono::milliseconds timeout,
                                                             const Factory& make) {
   std::shared_ptr<Operation> op;
   Status refused;
@@ -78,6 +79,11 @@ Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view
   // members start this (epoch, seq) too and would otherwise wait for our segments.
   if (Status s = op->prepare(); !s) return s;
   op->start();
+  if (timeout.count() > 0)
+    deadlines_.watch(op, DeadlineWatch::Clock::now() + timeout,
+                     timeout_error(fmt::format("the operation (epoch {}, number {}) did not finish "
+                                               "within its timeout of {} ms",
+                                               view.epoch, seq, timeout.count())));
   return op;
 }
 

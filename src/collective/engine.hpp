@@ -10,6 +10,7 @@
 
 #include "collective/allreduce.hpp"
 #include "collective/buffer_pool.hpp"
+#include "collective/deadline_watch.hpp"
 #include "collective/gather.hpp"
 #include "collective/ring_view.hpp"
 #include "common/mutex.hpp"
@@ -65,8 +66,9 @@ class CollectiveEngine {
   using Factory = std::function<std::shared_ptr<Operation>(uint64_t seq)>;
   // Numbers, registers, prepares and starts the operation `make` builds, unless it must be
   // refused (the epoch was aborted, or `missing_link`).
+  // An operation with a `timeout` (0: none) is failed with LH_ERR_TIMEOUT once it passes.
   Result<std::shared_ptr<Operation>> launch(const RingView& view, const Status& missing_link,
-                                            const Factory& make);
+                                            std::chrono::milliseconds timeout, const Factory& make);
   // The next sequence number of `view`'s epoch. A refused operation takes its number too: the
   // members the abort has not reached yet start it under that number.
   uint64_t next_seq(const RingView& view) REQUIRES(mu_);
@@ -86,6 +88,8 @@ class CollectiveEngine {
   Status abort_status_ GUARDED_BY(mu_);
   std::vector<std::weak_ptr<Operation>> in_flight_ GUARDED_BY(mu_);
   SuccessGate success_gate_ GUARDED_BY(mu_);
+  // Last: destroyed first, so no deadline fires into a half-destroyed engine.
+  DeadlineWatch deadlines_;
 };
 
 }  // namespace longhaul::collective

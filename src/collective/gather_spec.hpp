@@ -3,6 +3,7 @@
 // all-gather of nothing, whose empty contributions still pass every hop).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -33,6 +34,9 @@ struct GatherSpec {
   Schedule schedule = Schedule::kAuto;
   // Pipeline granularity: the unencoded bytes of one segment.
   size_t segment_bytes = 1u << 20;
+  // 0: none. Else the operation fails with LH_ERR_TIMEOUT on this member if it has not finished
+  // this long after it started; the others fail theirs as deadline_watch.hpp says.
+  std::chrono::milliseconds timeout{0};
   // Keep a copy of every segment of the output before it is overwritten, so a failed operation
   // leaves the output as it was. Off: a failed operation leaves it unspecified (no copy).
   bool restore_output = true;

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import longhaul as lh
+from conftest import run_threads
 
 
 def test_connect_with_min_peers_waits_for_the_group(master):
@@ -84,3 +85,26 @@ def test_diloco_refuses_bad_counts_with_a_value_error(master, bad):
     name = next(iter(bad))
     with pytest.raises(ValueError, match=f"DiLoCo: {name} must be an int"):
         DiLoCo(model, opt, lh.Communicator(master.address), **bad)
+
+
+def test_a_collective_timeout_fails_it_for_the_group_instead_of_hanging(pair):
+    """A peer that never calls held the other for ever; with timeout= the one whose timeout passes
+    gets Timeout, the late one PeerFailure (LH_ERR_ABORTED) at once, and after update_topology the next one is exact."""
+    a, b = pair
+    x = np.ones(4, dtype=np.float32)
+    with pytest.raises(lh.Timeout, match="timeout of 200 ms"):
+        a.allreduce(x, timeout=0.2).wait(timeout=30)
+    y = np.ones(4, dtype=np.float32)
+    with pytest.raises(lh.PeerFailure) as late:
+        b.barrier(timeout=30).wait(timeout=30)  # the late member's first collective: cancelled
+    assert late.value.status == "LH_ERR_ABORTED", str(late.value)
+    np.testing.assert_array_equal(x, np.ones(4, dtype=np.float32))  # given back
+    run_threads(a.update_topology, b.update_topology)
+    works = run_threads(lambda: a.allreduce(x, timeout=30), lambda: b.allreduce(y, timeout=30))
+    for w in works:
+        w.wait(timeout=30)
+    np.testing.assert_array_equal(x, np.full(4, 2.0, dtype=np.float32))
+    with pytest.raises(ValueError, match="timeout"):
+        a.allreduce(x, timeout=0)
+    with pytest.raises(ValueError, match="timeout"):
+        a.barrier(timeout=float("nan"))

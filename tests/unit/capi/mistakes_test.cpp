@@ -302,6 +302,70 @@ TEST(Mistakes, TheDirectScheduleWithFullMeshRunsAtTwoPeersAsAtFour) {
   }
 }
 
+// ------------------------------------------------------------------ a collective's timeout
+
+// Starts an in-place all-reduce of the floats in `values` on `comm` (timeout_ms 0: none).
+lh_op* start_allreduce(lh_comm* comm, std::vector<float>& values, uint32_t timeout_ms) {
+  lh_allreduce_options o;
+  lh_allreduce_options_init(&o);
+  o.timeout_ms = timeout_ms;
+  lh_op* op = nullptr;
+  EXPECT_EQ(lh_allreduce_async(comm, values.data(), values.data(), values.size(), LH_DTYPE_F32,
+                               LH_OP_SUM, &o, &op),
+            LH_OK)
+      << lh_comm_last_error(comm);
+  return op;
+}
+
+// Waits for `op` and destroys it.
+struct Finished {
+  lh_status status;
+  std::chrono::duration<double> took;  // the wait
+  std::string why;
+};
+Finished finish(lh_op* op) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const lh_status s = lh_op_wait(op);
+  Finished f{s, std::chrono::steady_clock::now() - t0, s == LH_OK ? "" : lh_op_last_error(op)};
+  lh_op_destroy(op);
+  return f;
+}
+
+// A member that never calls held the others for ever. With a timeout the member whose timeout
+// passes fails with LH_ERR_TIMEOUT; failing it cancels its transfers at both ends, so a member
+// already in the operation is released by that cancel (LH_ERR_ABORTED) or, when what it waits for
+// is the absent member's part, by its own timeout; the member that calls late fails at once with
+// LH_ERR_ABORTED (everything it would exchange was cancelled); after lh_comm_update_topology the
+// group's next all-reduce is exact (docs/api.md, "Mistakes longhaul catches").
+TEST(Mistakes, ACollectiveWhoseTimeoutPassesFailsForTheWholeGroupAndTheNextOneWorks) {
+  MasterPtr master = start_master();
+  std::vector<CommPtr> comms = connect_group(master.get(), 3, /*full_mesh=*/false);
+  std::vector<float> v0(8, 1.0f), v1(8, 2.0f), v2(8, 3.0f);
+  lh_op* timed = start_allreduce(comms[0].get(), v0, 300);
+  lh_op* waiting = start_allreduce(comms[1].get(), v1, 2000);
+  const Finished t = finish(timed);
+  EXPECT_EQ(t.status, LH_ERR_TIMEOUT) << t.why;
+  EXPECT_NE(t.why.find("timeout of 300 ms"), std::string::npos) << t.why;
+  EXPECT_GE(t.took.count(), 0.25);
+  EXPECT_LT(t.took.count(), 10.0);
+  const Finished w = finish(waiting);
+  EXPECT_TRUE(w.status == LH_ERR_ABORTED || w.status == LH_ERR_TIMEOUT) << w.why;
+  EXPECT_LT(w.took.count(), 10.0) << "the member already in it was released";
+  lh_op* late = start_allreduce(comms[2].get(), v2, 0);
+  const Finished l = finish(late);
+  EXPECT_EQ(l.status, LH_ERR_ABORTED) << l.why;
+  EXPECT_LT(l.took.count(), 10.0) << "the late member does not wait for the others";
+  EXPECT_EQ(v0, std::vector<float>(8, 1.0f)) << "a failed in-place operation gives its input back";
+  std::vector<std::future<lh_status>> reformed;
+  for (auto& c : comms)
+    reformed.push_back(
+        std::async(std::launch::async, [&c] { return lh_comm_update_topology(c.get()); }));
+  for (auto& r : reformed) EXPECT_EQ(r.get(), LH_OK);
+  std::vector<float> sums;
+  for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
+  for (float sum : sums) EXPECT_EQ(sum, 6.0f);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ congestion control

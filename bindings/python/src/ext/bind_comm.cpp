@@ -24,9 +24,9 @@ void set_str(const char*& field, const std::optional<std::string>& v) {
 // comm.allreduce(tensor, op, quant=, out=, ...): starts it and returns a Work.
 Work* allreduce(Communicator& comm, nb::handle tensor, const std::string& op, nb::handle quant,
                 nb::handle out, std::optional<uint32_t> block, const std::string& schedule,
-                nb::handle residual, bool restore_input) {
+                nb::handle residual, bool restore_input, std::optional<double> timeout) {
   const lh_reduce_op rop = parse_op(op);
-  lh_allreduce_options o = collective_options(quant, block, schedule);
+  lh_allreduce_options o = collective_options(quant, block, schedule, timeout);
   o.restore_input = restore_input ? 1 : 0;
   const bool in_place = out.is_none();
   TensorView send = import_tensor(tensor, /*writable=*/in_place, "tensor");
@@ -262,10 +262,12 @@ void define_collectives(CommClass& comm) {
   comm.def("allreduce", &allreduce, "tensor"_a, "op"_a = "sum", nb::kw_only(),
            "quant"_a = nb::none(), "out"_a = nb::none(), "block"_a = nb::none(),
            "schedule"_a = "auto", "residual"_a = nb::none(), "restore_input"_a = true,
+           "timeout"_a = nb::none(),
            nb::sig(
                "def allreduce(self, tensor: object, op: str = 'sum', *, quant: str | None = None, "
                "out: object | None = None, block: int | None = None, schedule: str = 'auto', "
-               "residual: object | None = None, restore_input: bool = True) -> Work"),
+               "residual: object | None = None, restore_input: bool = True, "
+               "timeout: float | None = None) -> Work"),
            nb::rv_policy::take_ownership, doc::allreduce)
       .def("allreduce_batch", &allreduce_batch, "tensors"_a, "op"_a = "sum", nb::kw_only(),
            "quant"_a = nb::none(), "block"_a = nb::none(), "max_attempts"_a = 3,

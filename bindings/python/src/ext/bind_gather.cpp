@@ -43,9 +43,10 @@ void check_parts(const Communicator& comm, size_t whole, size_t part, const char
 }
 
 Work* reduce_scatter(Communicator& comm, nb::handle tensor, nb::handle out, const std::string& op,
-                     nb::handle quant, std::optional<uint32_t> block, const std::string& schedule) {
+                     nb::handle quant, std::optional<uint32_t> block, const std::string& schedule,
+                     std::optional<double> timeout) {
   const lh_reduce_op rop = parse_op(op);
-  const lh_allreduce_options o = collective_options(quant, block, schedule);
+  const lh_allreduce_options o = collective_options(quant, block, schedule, timeout);
   TensorView send = import_tensor(tensor, /*writable=*/false, "tensor");
   TensorView recv = import_tensor(out, /*writable=*/true, "out");
   check_same_dtype(send, recv);
@@ -58,8 +59,9 @@ Work* reduce_scatter(Communicator& comm, nb::handle tensor, nb::handle out, cons
 }
 
 Work* allgather(Communicator& comm, nb::handle tensor, nb::handle out, nb::handle quant,
-                std::optional<uint32_t> block, const std::string& schedule) {
-  const lh_allreduce_options o = collective_options(quant, block, schedule);
+                std::optional<uint32_t> block, const std::string& schedule,
+                std::optional<double> timeout) {
+  const lh_allreduce_options o = collective_options(quant, block, schedule, timeout);
   TensorView send = import_tensor(tensor, /*writable=*/false, "tensor");
   TensorView recv = import_tensor(out, /*writable=*/true, "out");
   check_same_dtype(send, recv);
@@ -72,8 +74,9 @@ Work* allgather(Communicator& comm, nb::handle tensor, nb::handle out, nb::handl
 }
 
 Work* broadcast(Communicator& comm, nb::handle tensor, uint32_t root, nb::handle quant,
-                std::optional<uint32_t> block, const std::string& schedule) {
-  const lh_allreduce_options o = collective_options(quant, block, schedule);
+                std::optional<uint32_t> block, const std::string& schedule,
+                std::optional<double> timeout) {
+  const lh_allreduce_options o = collective_options(quant, block, schedule, timeout);
   TensorView buffer = import_tensor(tensor, /*writable=*/true, "tensor");
   lh_comm* c = comm.handle();
   lh_op* handle = nullptr;
@@ -82,8 +85,8 @@ Work* broadcast(Communicator& comm, nb::handle tensor, uint32_t root, nb::handle
   return started(c, s, handle, tensor, {buffer.keep});
 }
 
-Work* barrier(Communicator& comm, const std::string& schedule) {
-  const lh_allreduce_options o = collective_options(nb::none(), std::nullopt, schedule);
+Work* barrier(Communicator& comm, const std::string& schedule, std::optional<double> timeout) {
+  const lh_allreduce_options o = collective_options(nb::none(), std::nullopt, schedule, timeout);
   lh_comm* c = comm.handle();
   lh_op* handle = nullptr;
   const lh_status s = lh_barrier_async(c, &o, &handle);
@@ -96,8 +99,9 @@ class ReadBuffer {
   explicit ReadBuffer(nb::handle obj) {
     if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_C_CONTIGUOUS) != 0) {
       PyErr_Clear();
-      throw nb::type_error("data must be a bytes-like object (bytes, bytearray, memoryview, a "
-                           "C-contiguous numpy array)");
+      throw nb::type_error(
+          "data must be a bytes-like object (bytes, bytearray, memoryview, a "
+          "C-contiguous numpy array)");
     }
   }
   ~ReadBuffer() { PyBuffer_Release(&view_); }
@@ -184,39 +188,42 @@ nb::list sparse_allgather(Communicator& comm, nb::handle data, const std::string
 void define_gathering(nb::class_<Communicator>& comm) {
   comm.def("reduce_scatter", &reduce_scatter, "tensor"_a, "out"_a, "op"_a = "sum", nb::kw_only(),
            "quant"_a = nb::none(), "block"_a = nb::none(), "schedule"_a = "auto",
+           "timeout"_a = nb::none(),
            nb::sig("def reduce_scatter(self, tensor: object, out: object, op: str = 'sum', *, "
-                   "quant: str | None = None, block: int | None = None, schedule: str = 'auto') "
-                   "-> Work"),
+                   "quant: str | None = None, block: int | None = None, schedule: str = 'auto', "
+                   "timeout: float | None = None) -> Work"),
            nb::rv_policy::take_ownership,
            "Starts a reduce-scatter (lh_reduce_scatter_async): `tensor` holds every member's part "
            "in ring order (group_size parts of out's size), each reduced with `op` over the group; "
            "`out` receives this member's part (ring position `rank`), written only on success. "
            "Returns a Work whose wait() returns `out`.")
       .def("allgather", &allgather, "tensor"_a, "out"_a, nb::kw_only(), "quant"_a = nb::none(),
-           "block"_a = nb::none(), "schedule"_a = "auto",
+           "block"_a = nb::none(), "schedule"_a = "auto", "timeout"_a = nb::none(),
            nb::sig("def allgather(self, tensor: object, out: object, *, quant: str | None = "
-                   "None, block: int | None = None, schedule: str = 'auto') -> Work"),
+                   "None, block: int | None = None, schedule: str = 'auto', timeout: float | None "
+                   "= None) -> Work"),
            nb::rv_policy::take_ownership,
            "Starts an all-gather (lh_allgather_async): every member contributes `tensor`, and "
            "`out` (group_size times its size) receives every contribution in ring order. Returns "
            "a Work whose wait() returns `out`.")
       .def("broadcast", &broadcast, "tensor"_a, "root"_a = 0, nb::kw_only(), "quant"_a = nb::none(),
-           "block"_a = nb::none(), "schedule"_a = "auto",
+           "block"_a = nb::none(), "schedule"_a = "auto", "timeout"_a = nb::none(),
            nb::sig("def broadcast(self, tensor: object, root: int = 0, *, quant: str | None = "
-                   "None, block: int | None = None, schedule: str = 'auto') -> Work"),
+                   "None, block: int | None = None, schedule: str = 'auto', timeout: float | None "
+                   "= None) -> Work"),
            nb::rv_policy::take_ownership,
            "Starts a broadcast (lh_broadcast_async): the tensor of the member at ring position "
            "`root` ends in `tensor` on every member (in place). Returns a Work whose wait() "
            "returns `tensor`.")
-      .def("barrier", &barrier, nb::kw_only(), "schedule"_a = "auto",
-           nb::sig("def barrier(self, *, schedule: str = 'auto') -> Work"),
+      .def("barrier", &barrier, nb::kw_only(), "schedule"_a = "auto", "timeout"_a = nb::none(),
+           nb::sig("def barrier(self, *, schedule: str = 'auto', timeout: float | None = None) -> "
+                   "Work"),
            nb::rv_policy::take_ownership,
            "Starts a barrier (lh_barrier_async): its Work completes once every member has "
            "started it; wait() returns None.")
       .def("sparse_allgather", &sparse_allgather, "data"_a, nb::kw_only(), "schedule"_a = "auto",
            "validate"_a = nb::none(), "expected_elements"_a = nb::none(),
-           "max_total_bytes"_a = nb::none(), "max_attempts"_a = 0,
-           "segment_bytes"_a = nb::none(),
+           "max_total_bytes"_a = nb::none(), "max_attempts"_a = 0, "segment_bytes"_a = nb::none(),
            nb::sig("def sparse_allgather(self, data: object, *, schedule: str = "
                    "'auto', validate: str | None = None, expected_elements: int | None = None, "
                    "max_total_bytes: int | None = None, max_attempts: int = 0, segment_bytes: "

@@ -1,5 +1,6 @@
 #include "tensors.hpp"
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -139,12 +140,18 @@ lh_schedule parse_schedule(std::string_view s) {
 }
 
 lh_allreduce_options collective_options(nb::handle quant, std::optional<uint32_t> block,
-                                        std::string_view schedule) {
+                                        std::string_view schedule, std::optional<double> timeout) {
   lh_allreduce_options o;
   lh_allreduce_options_init(&o);
   o.codec = parse_codec(quant);
   if (block) o.block = *block;
   o.schedule = parse_schedule(schedule);
+  if (timeout) {
+    const double ms = std::ceil(*timeout * 1000.0);
+    if (!(*timeout > 0.0) || !std::isfinite(ms) || ms > 4294967295.0)
+      throw nb::value_error("timeout must be a positive number of seconds (below 2^32 ms) or None");
+    o.timeout_ms = static_cast<uint32_t>(ms);
+  }
   return o;
 }
 

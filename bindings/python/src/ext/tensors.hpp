@@ -47,9 +47,12 @@ lh_codec parse_codec(nanobind::handle quant);
 lh_schedule parse_schedule(std::string_view schedule);
 
 // A collective's options from its keyword arguments: the codec (parse_codec), the block (None:
-// the library's default) and the schedule (parse_schedule); the rest the library's defaults.
+// the library's default), the schedule (parse_schedule) and the operation's timeout in seconds
+// (None: none; ValueError unless positive, finite and below 2^32 ms); the rest the library's
+// defaults.
 lh_allreduce_options collective_options(nanobind::handle quant, std::optional<uint32_t> block,
-                                        std::string_view schedule);
+                                        std::string_view schedule,
+                                        std::optional<double> timeout = std::nullopt);
 
 // The name of a dtype as Python users know it ("float32", "bfloat16", ...).
 const char* dtype_name(lh_dtype dtype);

@@ -1,0 +1,52 @@
+// The collectives' own deadlines (AllReduceSpec::timeout, GatherSpec::timeout): an operation still
+// running when its deadline passes is failed with LH_ERR_TIMEOUT on this member. Failing it
+// cancels its transfers at both ends of its links (operation.hpp): a member that starts it later
+// fails at once with LH_ERR_ABORTED, one in it when its next transfer is with this member.
+//
+// One thread, started with the first deadline, sleeps until the earliest one. Operations are held
+// weakly: a finished or released one is simply skipped. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "common/mutex.hpp"
+#include "common/status.hpp"
+
+namespace longhaul::collective {
+
+class Operation;
+
+class DeadlineWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  DeadlineWatch() = default;
+  // Stops the thread; deadlines not yet passed are dropped.
+  ~DeadlineWatch();
+  DeadlineWatch(const DeadlineWatch&) = delete;
+  DeadlineWatch& operator=(const DeadlineWatch&) = delete;
+
+  // Fails `op` with `why` at `deadline` unless it has finished by then.
+  void watch(const std::shared_ptr<Operation>& op, Clock::time_point deadline, Status why)
+      EXCLUDES(mu_);
+  // Deadlines held (passed ones leave at once; finished operations' at their deadline).
+  size_t pending() const EXCLUDES(mu_);
+
+ private:
+  struct Entry {
+    std::weak_ptr<Operation> op;
+    Status why;
+  };
+  void run() EXCLUDES(mu_);
+
+  mutable Mutex mu_;
+  CondVar changed_;
+  std::multimap<Clock::time_point, Entry> entries_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started by the first watch(), under mu_
+};
+
+}  // namespace longhaul::collective
