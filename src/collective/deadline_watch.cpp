@@ -1,5 +1,6 @@
 #include "collective/deadline_watch.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "collective/operation.hpp"
@@ -23,6 +24,10 @@ void DeadlineWatch::watch(const std::shared_ptr<Operation>& op, Clock::time_poin
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
     earliest = entries_.empty() || deadline < entries_.begin()->first;
     entries_.emplace(deadline, Entry{op, std::move(why)});
+    if (entries_.size() >= prune_at_) {
+      std::erase_if(entries_, [](const auto& kv) { return kv.second.op.expired(); });
+      prune_at_ = std::max(kPruneFloor, 2 * entries_.size());
+    }
   }
   if (earliest) changed_.notify_all();
 }

@@ -4,7 +4,9 @@
 // fails at once with LH_ERR_ABORTED, one in it when its next transfer is with this member.
 //
 // One thread, started with the first deadline, sleeps until the earliest one. Operations are held
-// weakly: a finished or released one is simply skipped. Thread-safe.
+// weakly: a finished or released one is simply skipped, and the released ones are pruned whenever
+// the entries have doubled, so a long timeout on many short operations holds memory in proportion
+// to the operations still alive, not to the calls made. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -32,10 +34,12 @@ class DeadlineWatch {
   // Fails `op` with `why` at `deadline` unless it has finished by then.
   void watch(const std::shared_ptr<Operation>& op, Clock::time_point deadline, Status why)
       EXCLUDES(mu_);
-  // Deadlines held (passed ones leave at once; finished operations' at their deadline).
+  // Deadlines held (passed ones leave at once; released operations' at their deadline or the next
+  // pruning).
   size_t pending() const EXCLUDES(mu_);
 
  private:
+  static constexpr size_t kPruneFloor = 1024;
   struct Entry {
     std::weak_ptr<Operation> op;
     Status why;
@@ -46,7 +50,8 @@ class DeadlineWatch {
   CondVar changed_;
   std::multimap<Clock::time_point, Entry> entries_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
-  std::thread thread_;  // started by the first watch(), under mu_
+  size_t prune_at_ GUARDED_BY(mu_) = kPruneFloor;  // entries at which released ones are dropped
+  std::thread thread_;                             // started by the first watch(), under mu_
 };
 
 }  // namespace longhaul::collective

@@ -61,6 +61,8 @@ class CollectiveEngine {
   // Frees the scratch buffers no operation holds (they are also freed under memory pressure).
   void release_idle_buffers() { buffers_.release_idle(); }
   size_t idle_buffer_bytes() const { return buffers_.idle_bytes(); }
+  // Timeouts held for operations (deadline_watch.hpp): bounded by the operations still alive.
+  size_t pending_timeouts() const { return deadlines_.pending(); }
 
  private:
   using Factory = std::function<std::shared_ptr<Operation>(uint64_t seq)>;
