@@ -45,8 +45,8 @@ std::span<float> SyncEngine::reports_of(Round& round) const {
 void SyncEngine::take_reports(Round& round) {
   const auto section = reports_of(round);
   if (section.empty()) return;  // a round read from a checkpoint of version 3
-  deadline_window_.add(fastest_sync_ms(section));
   const GroupReport group = read_reports(section);
+  deadline_window_.add(group.fastest_sync_ms);
   state_.steps_needed() = std::max<uint64_t>(state_.steps_needed(), group.steps_needed);
   if (group.slowest_sync_ms <= 0.0f) return;
   MutexLock lock(stats_mu_);

@@ -34,8 +34,11 @@ GroupReport read_reports(std::span<const float> summed) {
   for (size_t r = 0; r < members; ++r) {
     if (std::isfinite(summed[r]) && summed[r] > 0.0f)
       g.steps_needed = std::max(g.steps_needed, static_cast<uint32_t>(summed[r]));
-    if (std::isfinite(summed[members + r]))
-      g.slowest_sync_ms = std::max(g.slowest_sync_ms, summed[members + r]);
+    const float sync_ms = summed[members + r];
+    if (!std::isfinite(sync_ms)) continue;
+    g.slowest_sync_ms = std::max(g.slowest_sync_ms, sync_ms);
+    if (sync_ms > 0.0f && (g.fastest_sync_ms == 0.0f || sync_ms < g.fastest_sync_ms))
+      g.fastest_sync_ms = sync_ms;
   }
   return g;
 }

@@ -35,10 +35,12 @@ uint32_t steps_needed(std::chrono::nanoseconds sync, std::chrono::nanoseconds st
 void write_report(std::span<float> section, size_t rank, OverlapReport report);
 
 // The group's reports, read from the summed section: the most steps any member needed (0: none
-// reported) and the slowest sync time reported.
+// reported), the slowest sync time reported and the fastest (0: none; the sample an adaptive
+// round deadline takes, round_deadline.hpp).
 struct GroupReport {
   uint32_t steps_needed = 0;
   float slowest_sync_ms = 0.0f;
+  float fastest_sync_ms = 0.0f;
 };
 GroupReport read_reports(std::span<const float> summed_section);
 

@@ -6,8 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "sync/overlap.hpp"
-
 namespace longhaul::sync {
 namespace {
 
@@ -41,17 +39,6 @@ std::chrono::milliseconds RoundDeadline::deadline() const {
   const double floored = std::max(ms, static_cast<double>(kFloor.count()));
   return std::chrono::milliseconds(
       static_cast<int64_t>(std::min(floored, static_cast<double>(cap_.count()))));
-}
-
-float fastest_sync_ms(std::span<const float> summed) {
-  // Each slot is one member's value plus zeros: exact, the same on every member.
-  const size_t members = summed.size() / kOverlapSlots;
-  float fastest = 0.0f;
-  for (size_t r = 0; r < members; ++r) {
-    const float ms = summed[members + r];
-    if (std::isfinite(ms) && ms > 0.0f && (fastest == 0.0f || ms < fastest)) fastest = ms;
-  }
-  return fastest;
 }
 
 }  // namespace longhaul::sync

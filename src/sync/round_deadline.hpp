@@ -2,10 +2,10 @@
 // round"): how long a round may take before this peer drops it, from what the group measured.
 //
 // Each applied round's masks carry every member's sync time of the last round it finished
-// (overlap.hpp). The sample a round gives is the fastest of them: the member that launched last
-// waited for nobody, so its launch-to-ready time is the round's time on the network, while the
-// others' include waiting for the last one (a member that is always late must not stretch the
-// deadline meant to catch it). Over the last kWindow samples, the deadline is
+// (overlap.hpp). The sample a round gives is the fastest of them (GroupReport::fastest_sync_ms):
+// the member that launched last waited for nobody, so its launch-to-ready time is the round's time
+// on the network, while the others' include waiting for the last one (a member that is always late
+// must not stretch the deadline meant to catch it). Over the last kWindow samples, the deadline is
 //   clamp(median + max(4 · MAD, median / 2), kFloor, cap)
 // (MAD: the median absolute deviation), the cap alone until kMinSamples were taken. A local
 // figure: members may use different deadlines, and a joiner or a resumed peer starts from the cap.
@@ -14,7 +14,6 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
-#include <span>
 
 namespace longhaul::sync {
 
@@ -42,10 +41,5 @@ class RoundDeadline {
   std::array<float, kWindow> window_{};
   size_t next_ = 0, count_ = 0;  // the slot the next sample goes to; samples held
 };
-
-// A round's sample: the smallest positive sync time among the members' reports (the summed
-// section of its masks, kOverlapSlots floats per ring position, as read_reports reads it); 0 when
-// no member reported one.
-float fastest_sync_ms(std::span<const float> summed_section);
 
 }  // namespace longhaul::sync

@@ -182,6 +182,14 @@ class SyncEngineTest : public ::testing::Test {
     return *peers_.back();
   }
   std::string why(Child& peer) { return peer.stderr_text() + "\n" + peer.last_line("error"); }
+  // Every peer of `r`, the last one taking `step_ms` a step from step 25 on.
+  std::vector<Child*> start_with_a_slow_last(const Training& r, uint32_t step_ms) {
+    std::vector<Child*> peers;
+    for (uint32_t i = 0; i + 1 < r.peers; ++i) peers.push_back(&start(r, i));
+    peers.push_back(
+        &start(r, r.peers - 1, {"--step-ms", std::to_string(step_ms), "--slow-after", "25"}));
+    return peers;
+  }
 
   Cluster cluster_;
   std::vector<std::unique_ptr<Child>> peers_;
@@ -293,12 +301,7 @@ TEST_F(SyncEngineTest, CO2AndEagerEndBitIdenticalWithinTheirMemoryBound) {
 // from the same round (none runs a round ahead of another) and end with one θ_g.
 TEST_F(SyncEngineTest, RoundsPastTheirDeadlineAreDroppedEverywhereAndCounted) {
   const Training run{3, 60, 10, 1, 0, {"--deadline-ms", "100"}};
-  std::vector<Child*> peers;
-  for (uint32_t i = 0; i < run.peers; ++i)
-    peers.push_back(&start(run, i,
-                           i == 2
-                               ? std::vector<std::string>{"--step-ms", "60", "--slow-after", "25"}
-                               : std::vector<std::string>{}));
+  const std::vector<Child*> peers = start_with_a_slow_last(run, 60);
   const std::vector<Final> finals = finals_of(peers);
   ASSERT_EQ(finals.size(), peers.size());
   EXPECT_EQ(finals[0].hash, finals[1].hash);
@@ -326,12 +329,7 @@ TEST_F(SyncEngineTest, RoundsPastTheirDeadlineAreDroppedEverywhereAndCounted) {
 // end with one θ_g (docs/protocol.md, "Members the group waits for").
 TEST_F(SyncEngineTest, AMemberTheGroupWaitsForRoundAfterRoundIsEvictedAndTheOthersGoOn) {
   const Training run{3, 150, 10, 1, 0, {"--deadline-ms", "200"}};
-  std::vector<Child*> peers;
-  for (uint32_t i = 0; i < run.peers; ++i)
-    peers.push_back(&start(run, i,
-                           i == 2
-                               ? std::vector<std::string>{"--step-ms", "400", "--slow-after", "25"}
-                               : std::vector<std::string>{}));
+  const std::vector<Child*> peers = start_with_a_slow_last(run, 400);
   const std::vector<Final> finals = finals_of({peers[0], peers[1]});
   ASSERT_EQ(finals.size(), 2u);
   EXPECT_EQ(finals[0].hash, finals[1].hash);

@@ -409,7 +409,6 @@ Status FakeWorld::update_topology(Seat& s, bool admit_joiners) {
 Result<peer::Decision> FakeWorld::decide(Seat& s, peer::AttemptReport report) {
   bool ok = report.ok;
   Lock lock(mu_);
-  if (report.late) ++late_reports_[s.topo.peer_id];
   if (Status u = usable(s); !u) return u;
   if (s.state != State::kActive) return invalid_argument("decide before admission");
   const uint64_t epoch = s.topo.epoch, n = ++s.attempt;
@@ -498,12 +497,6 @@ size_t FakeWorld::unchanged_answers() const {
 size_t FakeWorld::decisions(bool ok) const {
   Lock lock(mu_);
   return ok ? decided_ok_ : decided_failed_;
-}
-
-size_t FakeWorld::late_reports(PeerId id) const {
-  Lock lock(mu_);
-  const auto it = late_reports_.find(id);
-  return it == late_reports_.end() ? 0 : it->second;
 }
 
 std::vector<PeerId> FakeWorld::ring(uint32_t group) const {

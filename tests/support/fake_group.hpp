@@ -181,8 +181,7 @@ class FakeWorld {
   uint64_t epoch() const;        // the committed epoch (0: none yet)
   size_t epochs_formed() const;  // rounds committed
   size_t unchanged_answers() const;
-  size_t decisions(bool ok) const;       // attempts decided so, over all groups and epochs
-  size_t late_reports(PeerId id) const;  // `id`'s reports that said its deadline passed
+  size_t decisions(bool ok) const;  // attempts decided so, over all groups and epochs
   std::vector<PeerId> ring(uint32_t group = 0) const;
   bool admitted(PeerId id) const;
   // Calls blocked in the world right now.
@@ -293,7 +292,6 @@ class FakeWorld {
   ReportHook report_hook_;
   Notices notices_;  // failure listeners to run once the lock is released
   size_t epochs_formed_ = 0, unchanged_ = 0, decided_ok_ = 0, decided_failed_ = 0;
-  std::map<PeerId, size_t> late_reports_;
   std::vector<std::weak_ptr<asio::steady_timer>> watchdogs_;
   size_t in_calls_ = 0;
   bool closing_ = false;

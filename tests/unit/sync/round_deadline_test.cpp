@@ -101,9 +101,9 @@ TEST(RoundDeadline, ARoundsSampleIsTheFastestMembersSyncTime) {
     write_report(mine, r, reports[r]);
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += mine[i];
   }
-  EXPECT_EQ(fastest_sync_ms(sum), 900.5f);  // the member that reported nothing is left out
-  EXPECT_EQ(fastest_sync_ms(std::vector<float>(8, 0.0f)), 0.0f);
-  EXPECT_EQ(fastest_sync_ms({}), 0.0f);
+  EXPECT_EQ(read_reports(sum).fastest_sync_ms, 900.5f);  // who reported nothing is left out
+  EXPECT_EQ(read_reports(std::vector<float>(8, 0.0f)).fastest_sync_ms, 0.0f);
+  EXPECT_EQ(read_reports({}).fastest_sync_ms, 0.0f);
 }
 
 TEST(RoundDeadline, TheAdaptiveDeadlineNeedsADeadlineToCapIt) {
