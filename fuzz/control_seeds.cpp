@@ -42,6 +42,8 @@ void failure_seeds() {
                      w::AbortMsg{10, 0, LH_ERR_ABORTED, "peer 3 is waiting for a reconfiguration"});
   write_control_seed("control_report_peer_lost",
                      w::ReportPeerLostMsg{10, 5, "connection reset by peer"});
+  write_control_seed("control_abort_request",
+                     w::AbortRequestMsg{10, "the operation (epoch 10, number 2) timed out"});
   write_control_seed("control_batch_report", w::BatchReportMsg{10, 3, true});
   write_control_seed("control_batch_report_late", w::BatchReportMsg{10, 4, false, true});
   write_control_seed("control_batch_decision", w::BatchDecisionMsg{10, 3, false});

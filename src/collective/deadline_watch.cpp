@@ -17,19 +17,29 @@ DeadlineWatch::~DeadlineWatch() {
 }
 
 void DeadlineWatch::watch(const std::shared_ptr<Operation>& op, Clock::time_point deadline,
-                          Status why) {
+                          Status why, std::function<void()> expired) {
   bool earliest = false;
   {
     MutexLock lock(mu_);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
     earliest = entries_.empty() || deadline < entries_.begin()->first;
-    entries_.emplace(deadline, Entry{op, std::move(why)});
+    entries_.emplace(deadline, Entry{op, std::move(why), std::move(expired)});
     if (entries_.size() >= prune_at_) {
       std::erase_if(entries_, [](const auto& kv) { return kv.second.op.expired(); });
       prune_at_ = std::max(kPruneFloor, 2 * entries_.size());
     }
   }
   if (earliest) changed_.notify_all();
+}
+
+void DeadlineWatch::fire(Entry& e) {
+  auto op = e.op.lock();
+  if (!op || op->test()) return;
+  const lh_status code = e.why.code();
+  op->abort(std::move(e.why));
+  // The operation may have completed between test() and abort(): only a deadline that failed
+  // it counts as expired.
+  if (e.expired && op->status().code() == code) e.expired();
 }
 
 size_t DeadlineWatch::pending() const {
@@ -56,8 +66,7 @@ void DeadlineWatch::run() {
       entries_.erase(entries_.begin());
     }
     lock.unlock();
-    for (Entry& e : due)
-      if (auto op = e.op.lock()) op->abort(std::move(e.why));
+    for (Entry& e : due) fire(e);
     lock.lock();
   }
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -31,9 +32,10 @@ class DeadlineWatch {
   DeadlineWatch(const DeadlineWatch&) = delete;
   DeadlineWatch& operator=(const DeadlineWatch&) = delete;
 
-  // Fails `op` with `why` at `deadline` unless it has finished by then.
-  void watch(const std::shared_ptr<Operation>& op, Clock::time_point deadline, Status why)
-      EXCLUDES(mu_);
+  // Fails `op` with `why` at `deadline` unless it has finished by then, and then runs `expired`
+  // (may be empty) on the watch's thread: it must not block.
+  void watch(const std::shared_ptr<Operation>& op, Clock::time_point deadline, Status why,
+             std::function<void()> expired = {}) EXCLUDES(mu_);
   // Deadlines held (passed ones leave at once; released operations' at their deadline or the next
   // pruning).
   size_t pending() const EXCLUDES(mu_);
@@ -43,8 +45,11 @@ class DeadlineWatch {
   struct Entry {
     std::weak_ptr<Operation> op;
     Status why;
+    std::function<void()> expired;
   };
   void run() EXCLUDES(mu_);
+  // Fails the entry's operation if it still runs; outside the lock.
+  static void fire(Entry& e);
 
   mutable Mutex mu_;
   CondVar changed_;

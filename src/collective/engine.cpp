@@ -79,12 +79,26 @@ Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view
   // members start this (epoch, seq) too and would otherwise wait for our segments.
   if (Status s = op->prepare(); !s) return s;
   op->start();
-  if (timeout.count() > 0)
-    deadlines_.watch(op, DeadlineWatch::Clock::now() + timeout,
-                     timeout_error(fmt::format("the operation (epoch {}, number {}) did not finish "
-                                               "within its timeout of {} ms",
-                                               view.epoch, seq, timeout.count())));
+  if (timeout.count() > 0) {
+    Status why = timeout_error(fmt::format(
+        "the operation (epoch {}, number {}) did not finish within its timeout of {} ms",
+        view.epoch, seq, timeout.count()));
+    deadlines_.watch(op, DeadlineWatch::Clock::now() + timeout, why,
+                     [this, epoch = view.epoch, why] {
+                       TimeoutListener listener;
+                       {
+                         MutexLock lock(mu_);
+                         listener = timeout_listener_;
+                       }
+                       if (listener) listener(epoch, why);
+                     });
+  }
   return op;
+}
+
+void CollectiveEngine::set_timeout_listener(TimeoutListener listener) {
+  MutexLock lock(mu_);
+  timeout_listener_ = std::move(listener);
 }
 
 uint64_t CollectiveEngine::next_seq(const RingView& view) {

@@ -48,6 +48,12 @@ class CollectiveEngine {
   // operation the others complete. Thread-safe.
   void close_epoch(uint64_t epoch, const Status& why);
 
+  // Who hears when an operation's own timeout failed it (the peer asks the master to abort the
+  // group's collectives of that epoch, so that members waiting for this one's part are released
+  // at once, not by their own timeouts). Runs on the timeout thread; must not block. Empty: none.
+  using TimeoutListener = std::function<void(uint64_t epoch, const Status& why)>;
+  void set_timeout_listener(TimeoutListener listener) EXCLUDES(mu_);
+
   // A fault hook for tests: `gate(epoch, seq)` runs on the worker pool when an operation started
   // afterwards has done all its work and is about to succeed, and the operation's outcome is
   // decided once it returns (an abort delivered meanwhile fails it). It forces an abort to race
@@ -90,6 +96,7 @@ class CollectiveEngine {
   Status abort_status_ GUARDED_BY(mu_);
   std::vector<std::weak_ptr<Operation>> in_flight_ GUARDED_BY(mu_);
   SuccessGate success_gate_ GUARDED_BY(mu_);
+  TimeoutListener timeout_listener_ GUARDED_BY(mu_);
   // Last: destroyed first, so no deadline fires into a half-destroyed engine.
   DeadlineWatch deadlines_;
 };

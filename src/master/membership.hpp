@@ -90,6 +90,7 @@ class Membership {
     bool full_mesh = false;     // links to every member of its group (wire::RegisterMsg)
     // The last epoch it reported a lost link in: one report per epoch aborts its group.
     uint64_t loss_reported_in = 0;
+    uint64_t abort_requested_in = 0;  // the epoch of its last ABORT_REQUEST that aborted the group
     // Its claims of unreachable or lost links that the accused did not confirm, as (epoch,
     // accused), the last kClaimWindowEpochs epochs.
     std::vector<std::pair<uint64_t, PeerId>> unconfirmed;
@@ -172,6 +173,11 @@ class Membership {
   // claims about kMaxUnconfirmedClaims peers is removed (LH_ERR_PEER_LOST, Outbox::misbehaved).
   Status on_links_ready(PeerId id, uint64_t epoch, const std::vector<PeerId>& unreachable);
   Status on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost, const std::string& reason);
+  // A collective of member `id` timed out in `epoch` (ABORT_REQUEST): the others would wait for
+  // its part for ever, so its group's collectives of the committed epoch are aborted
+  // (LH_ERR_ABORTED, naming it) and the group re-forms at its next update_topology. Once per member
+  // and epoch; ignored for an epoch a newer one replaced or while a re-formation runs.
+  Status on_abort_request(PeerId id, uint64_t epoch, const std::string& reason);
   // The round proposing `epoch` ran out of time: participants that did not answer are evicted.
   void on_round_timeout(uint64_t epoch);
   // The peer is gone: left, connection lost, heartbeats missed, or evicted by the caller. Survivors

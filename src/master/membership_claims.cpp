@@ -2,6 +2,8 @@
 // (REPORT_PEER_LOST), and how the master weighs them (membership.hpp). One member's word keeps a
 // pair apart but never evicts the accused on its own: a claim is believed when the accused makes
 // it too (a broken link fails at both ends), and a claimer nobody confirms is the one removed.
+// Also a member's request to abort its group's collectives (ABORT_REQUEST: its own timed out),
+// which needs no confirmation: waiting in update_topology aborts them as well.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -92,6 +94,21 @@ Status Membership::on_peer_lost(PeerId reporter, uint64_t epoch, PeerId lost,
     abort_group(rep->second.group, LH_ERR_PEER_LOST,
                 fmt::format("peer {} lost its link to peer {}: {}", reporter, lost, reason));
   }
+  maybe_start_round();
+  sync_pending_flags();
+  return Status::ok();
+}
+
+Status Membership::on_abort_request(PeerId id, uint64_t epoch, const std::string& reason) {
+  auto it = members_.find(id);
+  if (it == members_.end() || it->second.state != State::kActive)
+    return protocol_error("ABORT_REQUEST before being admitted");
+  Member& m = it->second;
+  if (epoch != committed_epoch_ || round_ || m.abort_requested_in == epoch) return Status::ok();
+  m.abort_requested_in = epoch;
+  log::info("master", "epoch {}: peer {} gave up on a collective: {}", epoch, id, reason);
+  abort_group(m.group, LH_ERR_ABORTED,
+              fmt::format("peer {} gave up on a collective: {}", id, reason));
   maybe_start_round();
   sync_pending_flags();
   return Status::ok();

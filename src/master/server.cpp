@@ -269,6 +269,8 @@ Status MasterServer::dispatch(Session& session, uint64_t conn, wire::ControlMess
           return state_.on_done(id, m);
         } else if constexpr (std::is_same_v<T, wire::ReportPeerLostMsg>) {
           return membership_.on_peer_lost(id, m.epoch, m.peer_id, m.reason);
+        } else if constexpr (std::is_same_v<T, wire::AbortRequestMsg>) {
+          return membership_.on_abort_request(id, m.epoch, m.reason);
         } else if constexpr (std::is_same_v<T, wire::LeaveMsg>) {
           auto link = session.link;
           by_peer_.erase(id);

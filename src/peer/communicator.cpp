@@ -30,6 +30,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommunicatorOpt
     if (user) user(epoch, why);
     self->notify_failure_listeners();
   });
+  // A collective whose own timeout passed: the members waiting for this one's part would be
+  // released only by their own timeouts, so the master aborts the group's collectives of the epoch.
+  c->engine_->set_timeout_listener([self](uint64_t epoch, const Status& why) {
+    self->session_->request_abort(epoch, why.message());
+  });
   // The master lost: no new collective of the epoch starts (the restarted master re-forms the
   // ring), but those in flight run on (docs/protocol.md, "Master restart").
   c->session_->set_master_lost_handler(

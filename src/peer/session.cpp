@@ -109,6 +109,14 @@ Status PeerSession::send_state_message(wire::ControlMessage message) {
   return Status::ok();
 }
 
+void PeerSession::request_abort(uint64_t epoch, const std::string& reason) {
+  asio::post(strand_, [self = shared_from_this(), epoch,
+                       reason = reason.substr(0, wire::kMaxReasonBytes)]() mutable {
+    if (self->state_ == State::kActive && self->master_ && self->epoch_ == epoch)
+      self->send(wire::AbortRequestMsg{epoch, std::move(reason)});
+  });
+}
+
 void PeerSession::set_stats_source(StatsSource source) {
   MutexLock lock(mu_);
   stats_source_ = std::move(source);

@@ -80,6 +80,10 @@ class PeerSession final : public GroupControl, public std::enable_shared_from_th
   // LH_ERR_INVALID_ARGUMENT unless admitted and not in another blocking call, LH_ERR_UNSUPPORTED
   // when the message is longer than a control frame may be (TransportOptions::limits, 16 MiB).
   Status send_state_message(wire::ControlMessage message) override;
+  // Asks the master to abort this member's group's collectives of `epoch` (ABORT_REQUEST): one of
+  // its own timed out, and the others may be waiting for its part. Queued; dropped unless the
+  // session is active in `epoch`. Thread-safe; never blocks.
+  void request_abort(uint64_t epoch, const std::string& reason);
   // Once admitted, every heartbeat also sends the master what `source` returns for the committed
   // ring's links (PEER_STATS, peer_stats.hpp). Runs on the session strand; must not block. Empty:
   // none is sent. Thread-safe.

@@ -105,6 +105,11 @@ void fields(V& v, M& m) {
   v.u64(m.peer_id);
   v.string(m.reason, kMaxReasonBytes);
 }
+template <class V, OneOf<AbortRequestMsg> M>
+void fields(V& v, M& m) {
+  v.u64(m.epoch);
+  v.string(m.reason, kMaxReasonBytes);
+}
 template <class V, OneOf<LeaveMsg> M>
 void fields(V& v, M& m) {
   v.string(m.reason, kMaxReasonBytes);
@@ -295,7 +300,7 @@ void fields(V& v, M& m) {
 namespace {
 
 constexpr uint8_t kFirstType = static_cast<uint8_t>(ControlType::kRegister);
-constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kNodeAgreed);
+constexpr uint8_t kLastType = static_cast<uint8_t>(ControlType::kAbortRequest);
 static_assert(std::variant_size_v<ControlMessage> == kLastType - kFirstType + 1);
 
 template <size_t I>
@@ -381,6 +386,8 @@ const char* control_type_name(ControlType t) {
       return "NODE_AGREE";
     case ControlType::kNodeAgreed:
       return "NODE_AGREED";
+    case ControlType::kAbortRequest:
+      return "ABORT_REQUEST";
   }
   return "UNKNOWN";
 }

@@ -60,6 +60,8 @@ enum class ControlType : uint8_t {
   // Nodes of several rails, added in protocol version 9 (docs/protocol.md, "Node agreement").
   kNodeAgree = 30,   // rail -> master: my flags at my node's agreement point `point`
   kNodeAgreed = 31,  // master -> rail: every rail of the node reached `point`; their flags, OR-ed
+  // Collective timeouts, added in protocol version 13 (docs/protocol.md, "Abort requests").
+  kAbortRequest = 32,  // peer -> master: a collective of mine timed out in `epoch`; abort my group
 };
 const char* control_type_name(ControlType t);
 
@@ -150,6 +152,10 @@ struct PendingChangedMsg {
 struct ReportPeerLostMsg {
   uint64_t epoch = 0;
   uint64_t peer_id = 0;
+  std::string reason;
+};
+struct AbortRequestMsg {
+  uint64_t epoch = 0;
   std::string reason;
 };
 struct LeaveMsg {
@@ -362,7 +368,7 @@ using ControlMessage =
                  StateReportMsg, StatePlanMsg, StateDoneMsg, StateCompleteMsg, StateFetchMsg,
                  StateBlocksZMsg, StateFetchFailedMsg, BatchReportMsg, BatchDecisionMsg,
                  StateSourceLostMsg, NodeWaitingMsg, PeerStatsMsg, RejoinMsg, NodeAgreeMsg,
-                 NodeAgreedMsg>;
+                 NodeAgreedMsg, AbortRequestMsg>;
 
 ControlType control_type(const ControlMessage& m);
 std::vector<std::byte> encode_control(const ControlMessage& m);

@@ -220,6 +220,12 @@ Status validate(const StateSourceLostMsg& m) {
   return Status::ok();
 }
 
+// Only admitted peers run collectives (epoch 0 is "not admitted").
+Status validate(const AbortRequestMsg& m) {
+  if (m.epoch == 0) return protocol_error("ABORT_REQUEST for epoch 0");
+  return Status::ok();
+}
+
 // Whether any sync-engine figure is set: a peer without an engine has none to report (its board
 // sends zeros, peer_stats.cpp).
 bool has_engine_figures(const PeerStatsMsg& m) {

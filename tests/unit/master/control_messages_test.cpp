@@ -63,6 +63,7 @@ std::vector<ControlMessage> samples() {
       AbortMsg{9, 1, LH_ERR_ABORTED, "peer 4 left"},
       PendingChangedMsg{true},
       ReportPeerLostMsg{9, 4, "reset"},
+      AbortRequestMsg{9, "the operation (epoch 9, number 3) did not finish within its timeout"},
       LeaveMsg{"done"},
       ByeMsg{},
       RemovedMsg{LH_ERR_TIMEOUT, "too slow"},
@@ -240,6 +241,14 @@ TEST(ControlMessages, NodeAgreementPointZeroIsRefused) {
   ASSERT_TRUE(back.is_ok());
   EXPECT_EQ(std::get<NodeAgreedMsg>(*back).point, 3u);
   EXPECT_EQ(std::get<NodeAgreedMsg>(*back).flags, 5u);
+}
+
+TEST(ControlMessages, AnAbortRequestOutsideAnEpochIsRefused) {
+  EXPECT_FALSE(decode_control(encode_control(AbortRequestMsg{0, "timed out"})).is_ok());
+  auto back = decode_control(encode_control(AbortRequestMsg{4, "timed out"}));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(std::get<AbortRequestMsg>(*back).epoch, 4u);
+  EXPECT_EQ(std::get<AbortRequestMsg>(*back).reason, "timed out");
 }
 
 TEST(ControlMessages, BatchOutcomesOutsideAnAttemptAreRefused) {
