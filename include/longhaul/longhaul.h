@@ -633,6 +633,17 @@ lh_status lh_op_get_info(const lh_op* op, lh_op_info* info);
  * until the next lh_op_wait on it returns or lh_op_destroy. */
 const char* lh_op_last_error(const lh_op* op);
 
+/* Cancels the operation: unless it has completed already (then a no-op), it fails with
+ * LH_ERR_ABORTED ("cancelled by the caller"), as a failure would end it: its transfers are
+ * cancelled at both ends, so a member in a transfer with this one fails at once, and one that
+ * starts the operation later too (LH_ERR_ABORTED); a member waiting for a third member's part is
+ * released when this one calls lh_comm_update_topology (the master aborts the group's collectives
+ * when a member waits there), which the group then re-forms at. Returns at once; the operation
+ * completes soon after (lh_op_wait then returns its outcome, LH_OK where it had finished first),
+ * and its buffers are in use until then. LH_ERR_INVALID_ARGUMENT for NULL. Thread-safe, also beside
+ * lh_op_wait on another thread; any number of times. */
+lh_status lh_op_cancel(lh_op* op);
+
 /* Waits for the operation if it still runs (the buffers are in use until then), then frees it.
  * NULL is ignored. No other call on the op may run concurrently with it. */
 void lh_op_destroy(lh_op* op);

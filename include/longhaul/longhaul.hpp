@@ -266,6 +266,9 @@ class Operation {
   // Blocks until the operation completes; throws Error with its status if it failed (the send
   // buffer is then intact, the receive buffer unspecified: see lh_allreduce_async).
   void wait() const { check(lh_op_wait(get())); }
+  // Fails the operation for the group unless it completed already (lh_op_cancel); returns at
+  // once, and wait() then throws with LH_ERR_ABORTED, or returns where it had finished first.
+  void cancel() const { check(lh_op_cancel(get())); }
   // Bytes moved, the world size and the schedule (final once completed).
   lh_op_info info() const {
     lh_op_info i{};

@@ -15,6 +15,12 @@ extern "C" lh_status lh_op_wait(lh_op* op) {
   return lh::capi::finish(op, op->impl->wait());
 }
 
+extern "C" lh_status lh_op_cancel(lh_op* op) {
+  if (!op) return lh::capi::null_argument("lh_op_cancel");
+  op->impl->abort(lh::aborted_error("cancelled by the caller"));
+  return LH_OK;
+}
+
 extern "C" lh_status lh_op_get_info(const lh_op* op, lh_op_info* info) {
   if (!op || !info) return lh::capi::null_argument("lh_op_get_info");
   const auto i = op->impl->info();

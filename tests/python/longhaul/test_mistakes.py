@@ -108,3 +108,82 @@ def test_a_collective_timeout_fails_it_for_the_group_instead_of_hanging(pair):
         a.allreduce(x, timeout=0)
     with pytest.raises(ValueError, match="timeout"):
         a.barrier(timeout=float("nan"))
+
+
+def test_cancel_fails_the_collective_for_the_group_and_the_next_one_is_exact(pair):
+    """Work had no cancel(): a collective a peer would never join could only be left to hang."""
+    a, b = pair
+    x = np.ones(4, dtype=np.float32)
+    work = a.allreduce(x)
+    work.cancel()
+    with pytest.raises(lh.PeerFailure, match="cancelled by the caller") as cancelled:
+        work.wait(timeout=30)
+    assert cancelled.value.status == "LH_ERR_ABORTED"
+    work.cancel()  # a no-op once done
+    np.testing.assert_array_equal(x, np.ones(4, dtype=np.float32))  # given back
+    y = np.ones(4, dtype=np.float32)
+    with pytest.raises(lh.PeerFailure):
+        b.allreduce(y).wait(timeout=30)  # its part of the cancelled collective fails too
+    run_threads(a.update_topology, b.update_topology)
+    for w in run_threads(lambda: a.allreduce(x), lambda: b.allreduce(y)):
+        w.wait(timeout=30)
+    np.testing.assert_array_equal(x, np.full(4, 2.0, dtype=np.float32))
+
+
+# A peer whose partner never joins its all-reduce; after the timed wait gives up, the Work is
+# dropped (`del`), or left for the interpreter's exit to collect.
+DROPPED_WORK = """
+import sys, threading, time
+import numpy as np
+import longhaul as lh
+with lh.Master() as m:
+    a = lh.Communicator(m.address).connect()
+    b = lh.Communicator(m.address)
+    t = threading.Thread(target=b.connect)
+    t.start()
+    while not a.peers_pending():
+        time.sleep(0.005)
+    a.update_topology()
+    t.join()
+    work = a.allreduce(np.ones(4, dtype=np.float32))
+    try:
+        work.wait(timeout=0.2)
+    except lh.Timeout:
+        pass
+    if sys.argv[1] == "del":
+        start = time.monotonic()
+        del work
+        print(f"dropped in {time.monotonic() - start:.3f} s", flush=True)
+    else:
+        sys.exit(0)  # the Work, the communicators and the master are collected at exit
+"""
+
+
+@pytest.mark.parametrize("how", ["del", "exit"])
+def test_a_work_dropped_unfinished_cancels_instead_of_hanging(how):
+    """Deleting an unfinished Work after wait(timeout) raised Timeout hung for ever, interpreter
+    exit included: its destructor waited for a peer that never came."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", DROPPED_WORK, how], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    if how == "del":
+        assert "dropped in" in p.stdout, p.stdout
+
+
+def test_an_unreachable_master_is_not_a_retryable_peer_failure():
+    """connect() to an address where no master listens raised PeerFailure, which the docs call
+    retryable after update_topology(); it is MasterUnreachable (a ConnectionError)."""
+    import socket
+    with socket.socket() as closed_port:  # bound, never listening: connections are refused
+        closed_port.bind(("127.0.0.1", 0))
+        address = "127.0.0.1:%d" % closed_port.getsockname()[1]
+        c = lh.Communicator(address, connect_timeout_ms=500)
+        with pytest.raises(lh.MasterUnreachable) as unreachable:
+            c.connect()
+    assert isinstance(unreachable.value, ConnectionError)
+    assert not isinstance(unreachable.value, lh.PeerFailure)
+    assert unreachable.value.status == "LH_ERR_PEER_LOST"
+    c.close()
+

@@ -331,12 +331,25 @@ Finished finish(lh_op* op) {
   return f;
 }
 
+// A member's call of an operation the group gave up on: refused at the start once the master's
+// abort of the epoch reached it, or failed at the wait when only the other members' cancels had.
+Finished start_late_and_finish(lh_comm* comm, std::vector<float>& values) {
+  lh_allreduce_options o;
+  lh_allreduce_options_init(&o);
+  lh_op* op = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  const lh_status s = lh_allreduce_async(comm, values.data(), values.data(), values.size(),
+                                         LH_DTYPE_F32, LH_OP_SUM, &o, &op);
+  if (s != LH_OK) return {s, std::chrono::steady_clock::now() - t0, lh_comm_last_error(comm)};
+  return finish(op);
+}
+
 // A member that never calls held the others for ever. With a timeout the member whose timeout
-// passes fails with LH_ERR_TIMEOUT; failing it cancels its transfers at both ends, so a member
-// already in the operation is released by that cancel (LH_ERR_ABORTED) or, when what it waits for
-// is the absent member's part, by its own timeout; the member that calls late fails at once with
-// LH_ERR_ABORTED (everything it would exchange was cancelled); after lh_comm_update_topology the
-// group's next all-reduce is exact (docs/api.md, "Mistakes longhaul catches").
+// passes fails with LH_ERR_TIMEOUT; failing it cancels its transfers at both ends and asks the
+// master to abort the group's collectives of the epoch, so a member already in the operation is
+// released (LH_ERR_ABORTED); the member that calls late fails at once with LH_ERR_ABORTED; after
+// lh_comm_update_topology the group's next all-reduce is exact (docs/api.md, "Mistakes longhaul
+// catches").
 TEST(Mistakes, ACollectiveWhoseTimeoutPassesFailsForTheWholeGroupAndTheNextOneWorks) {
   MasterPtr master = start_master();
   std::vector<CommPtr> comms = connect_group(master.get(), 3, /*full_mesh=*/false);
@@ -351,8 +364,7 @@ TEST(Mistakes, ACollectiveWhoseTimeoutPassesFailsForTheWholeGroupAndTheNextOneWo
   const Finished w = finish(waiting);
   EXPECT_TRUE(w.status == LH_ERR_ABORTED || w.status == LH_ERR_TIMEOUT) << w.why;
   EXPECT_LT(w.took.count(), 10.0) << "the member already in it was released";
-  lh_op* late = start_allreduce(comms[2].get(), v2, 0);
-  const Finished l = finish(late);
+  const Finished l = start_late_and_finish(comms[2].get(), v2);
   EXPECT_EQ(l.status, LH_ERR_ABORTED) << l.why;
   EXPECT_LT(l.took.count(), 10.0) << "the late member does not wait for the others";
   EXPECT_EQ(v0, std::vector<float>(8, 1.0f)) << "a failed in-place operation gives its input back";
@@ -364,6 +376,58 @@ TEST(Mistakes, ACollectiveWhoseTimeoutPassesFailsForTheWholeGroupAndTheNextOneWo
   std::vector<float> sums;
   for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
   for (float sum : sums) EXPECT_EQ(sum, 6.0f);
+}
+
+// The member already in the operation has no timeout of its own and waits for the part of the
+// member that never came, which no cancel of the first member's transfers reaches: before the
+// group-wide abort it hung here (37 of 40 runs). The master's abort, which the first member's
+// timeout asks for, releases it, naming that member.
+TEST(Mistakes, TheFirstTimeoutReleasesAMemberThatHasNone) {
+  MasterPtr master = start_master();
+  std::vector<CommPtr> comms = connect_group(master.get(), 3, /*full_mesh=*/false);
+  std::vector<float> v0(8, 1.0f), v1(8, 2.0f), v2(8, 3.0f);
+  lh_op* timed = start_allreduce(comms[0].get(), v0, 300);
+  lh_op* waiting = start_allreduce(comms[1].get(), v1, 0);
+  EXPECT_EQ(finish(timed).status, LH_ERR_TIMEOUT);
+  const Finished w = finish(waiting);
+  EXPECT_EQ(w.status, LH_ERR_ABORTED) << w.why;
+  EXPECT_LT(w.took.count(), 10.0) << "released by the group's abort";
+  const Finished l = start_late_and_finish(comms[2].get(), v2);
+  EXPECT_EQ(l.status, LH_ERR_ABORTED) << l.why;
+  EXPECT_EQ(v1, std::vector<float>(8, 2.0f)) << "a failed in-place operation gives its input back";
+  std::vector<std::future<lh_status>> reformed;
+  for (auto& c : comms)
+    reformed.push_back(
+        std::async(std::launch::async, [&c] { return lh_comm_update_topology(c.get()); }));
+  for (auto& r : reformed) EXPECT_EQ(r.get(), LH_OK);
+  std::vector<float> sums;
+  for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
+  for (float sum : sums) EXPECT_EQ(sum, 6.0f);
+}
+
+// lh_op_cancel: the member that gives up on its own operation fails it for the group at once.
+TEST(Mistakes, CancellingAnOperationFailsItForTheGroupAndTheNextOneWorks) {
+  MasterPtr master = start_master();
+  std::vector<CommPtr> comms = connect_group(master.get(), 2, /*full_mesh=*/false);
+  std::vector<float> v0(8, 1.0f), v1(8, 2.0f);
+  lh_op* op = start_allreduce(comms[0].get(), v0, 0);
+  EXPECT_EQ(lh_op_cancel(op), LH_OK);
+  const Finished cancelled = finish(op);
+  EXPECT_EQ(cancelled.status, LH_ERR_ABORTED) << cancelled.why;
+  EXPECT_NE(cancelled.why.find("cancelled by the caller"), std::string::npos) << cancelled.why;
+  EXPECT_EQ(v0, std::vector<float>(8, 1.0f));
+  EXPECT_EQ(lh_op_cancel(nullptr), LH_ERR_INVALID_ARGUMENT);
+  const Finished other = finish(start_allreduce(comms[1].get(), v1, 0));
+  EXPECT_NE(other.status, LH_OK) << "the other member's part of a cancelled operation fails";
+  EXPECT_LT(other.took.count(), 10.0);
+  std::vector<std::future<lh_status>> reformed;
+  for (auto& c : comms)
+    reformed.push_back(
+        std::async(std::launch::async, [&c] { return lh_comm_update_topology(c.get()); }));
+  for (auto& r : reformed) EXPECT_EQ(r.get(), LH_OK);
+  std::vector<float> sums;
+  for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
+  for (float sum : sums) EXPECT_EQ(sum, 3.0f);
 }
 
 }  // namespace

@@ -263,15 +263,16 @@ void define_collectives(CommClass& comm) {
            "quant"_a = nb::none(), "out"_a = nb::none(), "block"_a = nb::none(),
            "schedule"_a = "auto", "residual"_a = nb::none(), "restore_input"_a = true,
            "timeout"_a = nb::none(),
-           nb::sig(
-               "def allreduce(self, tensor: object, op: str = 'sum', *, quant: str | None = None, "
-               "out: object | None = None, block: int | None = None, schedule: str = 'auto', "
-               "residual: object | None = None, restore_input: bool = True, "
-               "timeout: float | None = None) -> Work"),
+           nb::sig("def allreduce(self, tensor: longhaul.DLPackTensor, op: str = 'sum', *, "
+                   "quant: str | None = None, out: longhaul.DLPackTensor | None = None, "
+                   "block: int | None = None, schedule: str = 'auto', "
+                   "residual: longhaul.DLPackTensor | None = None, restore_input: bool = True, "
+                   "timeout: float | None = None) -> Work"),
            nb::rv_policy::take_ownership, doc::allreduce)
       .def("allreduce_batch", &allreduce_batch, "tensors"_a, "op"_a = "sum", nb::kw_only(),
            "quant"_a = nb::none(), "block"_a = nb::none(), "max_attempts"_a = 3,
-           nb::sig("def allreduce_batch(self, tensors: collections.abc.Sequence[object], op: str = "
+           nb::sig("def allreduce_batch(self, tensors: "
+                   "collections.abc.Sequence[longhaul.DLPackTensor], op: str = "
                    "'sum', "
                    "*, quant: str | None = None, block: int | None = None, max_attempts: int = 3) "
                    "-> None"),
@@ -286,7 +287,9 @@ void define_collectives(CommClass& comm) {
 void bind_results(nb::module_& m) {
   nb::class_<Work>(m, "Work", doc::work)
       .def("wait", &Work::wait, "timeout"_a = nb::none(),
-           nb::sig("def wait(self, timeout: float | None = None) -> object"), doc::wait)
+           nb::sig("def wait(self, timeout: float | None = None) -> longhaul.DLPackTensor"),
+           doc::wait)
+      .def("cancel", &Work::cancel, doc::cancel)
       .def("done", &Work::done, "Whether the operation has completed (never blocks).")
       .def_prop_ro(
           "info",

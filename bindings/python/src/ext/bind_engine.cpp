@@ -178,7 +178,8 @@ void bind_engine(nb::module_& m) {
           "resume_path"_a = nb::none(), "pieces"_a = nb::none(), "topk_per_chunk"_a = nb::none(),
           "chunk"_a = nb::none(),
           nb::sig(
-              "def __init__(self, comm: Communicator, params: collections.abc.Sequence[object], *, "
+              "def __init__(self, comm: Communicator, params: "
+              "collections.abc.Sequence[longhaul.DLPackTensor], *, "
               "fragments: int | None = None, sync_every: int | None = None, delay: int | None = "
               "None, "
               "method: str = 'diloco', outer_lr: float | None = None, outer_momentum: float | None "
@@ -215,7 +216,7 @@ void bind_engine(nb::module_& m) {
            "Peer ids whose contribution to the last settled round was excluded: as non-finite, "
            "then (quant='sparse') as a malformed encoding every peer refused.")
       .def("global_params", &SyncEngine::global_params, "fragment"_a, "out"_a,
-           nb::sig("def global_params(self, fragment: int, out: object) -> None"),
+           nb::sig("def global_params(self, fragment: int, out: longhaul.DLPackTensor) -> None"),
            "Copies fragment `fragment`'s global parameters into `out` (float32, exactly the "
            "fragment's size; ValueError otherwise).")
       .def("destroy", &SyncEngine::destroy,

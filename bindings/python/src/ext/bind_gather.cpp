@@ -189,7 +189,8 @@ void define_gathering(nb::class_<Communicator>& comm) {
   comm.def("reduce_scatter", &reduce_scatter, "tensor"_a, "out"_a, "op"_a = "sum", nb::kw_only(),
            "quant"_a = nb::none(), "block"_a = nb::none(), "schedule"_a = "auto",
            "timeout"_a = nb::none(),
-           nb::sig("def reduce_scatter(self, tensor: object, out: object, op: str = 'sum', *, "
+           nb::sig("def reduce_scatter(self, tensor: longhaul.DLPackTensor, out: "
+                   "longhaul.DLPackTensor, op: str = 'sum', *, "
                    "quant: str | None = None, block: int | None = None, schedule: str = 'auto', "
                    "timeout: float | None = None) -> Work"),
            nb::rv_policy::take_ownership,
@@ -199,7 +200,8 @@ void define_gathering(nb::class_<Communicator>& comm) {
            "Returns a Work whose wait() returns `out`.")
       .def("allgather", &allgather, "tensor"_a, "out"_a, nb::kw_only(), "quant"_a = nb::none(),
            "block"_a = nb::none(), "schedule"_a = "auto", "timeout"_a = nb::none(),
-           nb::sig("def allgather(self, tensor: object, out: object, *, quant: str | None = "
+           nb::sig("def allgather(self, tensor: longhaul.DLPackTensor, out: longhaul.DLPackTensor, "
+                   "*, quant: str | None = "
                    "None, block: int | None = None, schedule: str = 'auto', timeout: float | None "
                    "= None) -> Work"),
            nb::rv_policy::take_ownership,
@@ -208,7 +210,8 @@ void define_gathering(nb::class_<Communicator>& comm) {
            "a Work whose wait() returns `out`.")
       .def("broadcast", &broadcast, "tensor"_a, "root"_a = 0, nb::kw_only(), "quant"_a = nb::none(),
            "block"_a = nb::none(), "schedule"_a = "auto", "timeout"_a = nb::none(),
-           nb::sig("def broadcast(self, tensor: object, root: int = 0, *, quant: str | None = "
+           nb::sig("def broadcast(self, tensor: longhaul.DLPackTensor, root: int = 0, *, quant: "
+                   "str | None = "
                    "None, block: int | None = None, schedule: str = 'auto', timeout: float | None "
                    "= None) -> Work"),
            nb::rv_policy::take_ownership,

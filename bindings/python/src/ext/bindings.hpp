@@ -36,6 +36,7 @@ extern const char* const allreduce;
 extern const char* const allreduce_batch;
 extern const char* const sync_state;
 extern const char* const work;
+extern const char* const cancel;
 extern const char* const wait;
 extern const char* const engine;
 extern const char* const engine_init;

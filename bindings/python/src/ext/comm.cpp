@@ -75,6 +75,9 @@ void Communicator::connect() {
     nb::gil_scoped_release unlocked;
     s = lh_comm_connect(c);
   }
+  // connect's LH_ERR_PEER_LOST means the master was not reached (longhaul.h): no retry after
+  // update_topology mends that, so it is not the retryable PeerFailure.
+  if (s == LH_ERR_PEER_LOST) raise_master_unreachable(lh_comm_last_error(c));
   if (s != LH_OK) raise_status(s, lh_comm_last_error(c));
 }
 
@@ -185,6 +188,7 @@ Work::Work(lh_op* op, nb::object result, std::vector<nb::object> keep)
 Work::~Work() {
   {
     nb::gil_scoped_release unlocked;
+    if (!outcome_) (void)lh_op_cancel(op_);  // a no-op once the operation has completed
     lh_op_destroy(op_);  // waits for the operation: the buffers are in use until then
     if (waiter_thread_.joinable()) waiter_thread_.join();
   }
@@ -234,6 +238,10 @@ nb::object Work::wait(std::optional<double> timeout) {
   }
   if (*outcome_ != LH_OK) raise_status(*outcome_, error_.c_str());
   return result_;
+}
+
+void Work::cancel() {
+  check(lh_op_cancel(op_));
 }
 
 bool Work::done() const {

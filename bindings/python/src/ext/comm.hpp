@@ -102,7 +102,9 @@ class Communicator {
   std::vector<Attachment*> attachments_;
 };
 
-// longhaul.Work: one all-reduce in flight. Holds the tensors until the operation is done.
+// longhaul.Work: one all-reduce in flight. Holds the tensors until the operation is done;
+// deleting one that has not completed cancels its operation first, so that a dropped Work (after
+// a wait that timed out, at interpreter exit) never waits for peers that may never come.
 class Work {
  public:
   Work(lh_op* op, nanobind::object result, std::vector<nanobind::object> keep);
@@ -113,6 +115,8 @@ class Work {
   // Blocks (GIL released) until done or `timeout` seconds passed (longhaul.Timeout; the
   // operation goes on). Returns the result tensor; raises the operation's error.
   nanobind::object wait(std::optional<double> timeout);
+  // Fails the operation for the group unless it has completed (lh_op_cancel); never blocks.
+  void cancel();
   bool done() const;
   lh_op_info info() const;
 

@@ -92,7 +92,16 @@ const char* const sync_state =
     "PeerFailure (retry after update_topology()), Timeout.";
 
 const char* const work =
-    "One all-reduce in flight. Holds its tensors until done; deleting it waits for the operation.";
+    "One collective in flight. Holds its tensors until done. Deleting a Work that has not "
+    "completed cancels its operation (as cancel() does) and then waits for it to end, which is "
+    "quick: keep the Work until wait() returns.";
+
+const char* const cancel =
+    "Fails the operation unless it has completed (never blocks): wait() then raises "
+    "PeerFailure ('cancelled by the caller'). The members in a transfer with this one, and any "
+    "that starts the operation later, fail with PeerFailure too; every member then calls "
+    "update_topology() before the next collective (which also releases a member waiting for a "
+    "third one's part). A no-op once the operation is done.";
 
 const char* const wait =
     "Blocks (GIL released) until the all-reduce completes and returns its result tensor (`out`, "

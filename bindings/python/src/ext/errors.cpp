@@ -14,6 +14,7 @@ struct Types {
   PyObject* timeout = nullptr;
   PyObject* closed = nullptr;
   PyObject* unsupported = nullptr;
+  PyObject* master_unreachable = nullptr;
 };
 Types types;
 
@@ -71,15 +72,32 @@ void register_errors(nb::module_& m) {
                            "A valid request this build or configuration cannot serve "
                            "(also a ValueError).");
   Py_DECREF(unsupported_bases);
+  PyObject* unreachable_bases = PyTuple_Pack(2, types.base, PyExc_ConnectionError);
+  types.master_unreachable =
+      make(m, "MasterUnreachable", unreachable_bases,
+           "connect() could not reach the master (also a ConnectionError). Not a PeerFailure: "
+           "update_topology() cannot mend it; check the address, that the master runs, and the "
+           "network, then create a new Communicator.");
+  Py_DECREF(unreachable_bases);
 }
 
-void raise_status(lh_status status, const char* message) {
-  if (status == LH_ERR_INVALID_ARGUMENT) throw nb::value_error(message);
-  nb::object type = nb::borrow(type_for(status));
+namespace {
+[[noreturn]] void raise_as(PyObject* type_object, lh_status status, const char* message) {
+  nb::object type = nb::borrow(type_object);
   nb::object exc = type(nb::str(message));
   exc.attr("status") = nb::str(lh_status_string(status));
   PyErr_SetObject(type.ptr(), exc.ptr());
   throw nb::python_error();
+}
+}  // namespace
+
+void raise_status(lh_status status, const char* message) {
+  if (status == LH_ERR_INVALID_ARGUMENT) throw nb::value_error(message);
+  raise_as(type_for(status), status, message);
+}
+
+void raise_master_unreachable(const char* message) {
+  raise_as(types.master_unreachable, LH_ERR_PEER_LOST, message);
 }
 
 void raise_timeout(const char* message) {

@@ -14,6 +14,8 @@ namespace longhaul::py {
 //   Timeout           LH_ERR_TIMEOUT (also a TimeoutError)
 //   Closed            LH_ERR_CLOSED
 //   Unsupported       LH_ERR_UNSUPPORTED (also a ValueError)
+//   MasterUnreachable LH_ERR_PEER_LOST from connect: the master could not be reached (also a
+//                     ConnectionError; not a PeerFailure, which update_topology() mends)
 // LH_ERR_INVALID_ARGUMENT raises ValueError; every other status LonghaulError. Each exception
 // of the LonghaulError family carries `.status`, the status's name ("LH_ERR_PEER_LOST", ...).
 void register_errors(nanobind::module_& m);
@@ -25,6 +27,9 @@ void register_errors(nanobind::module_& m);
 inline void check(lh_status status) {
   if (status != LH_OK) raise_status(status, lh_last_error());
 }
+
+// Raises longhaul.MasterUnreachable with `message`.
+[[noreturn]] void raise_master_unreachable(const char* message);
 
 // Raises longhaul.Timeout with `message`.
 [[noreturn]] void raise_timeout(const char* message);

@@ -125,8 +125,10 @@ void bind_local_group(nb::module_& m) {
           "tensors must then be CUDA tensors. None: shared memory.")
       .def("allreduce", &LocalGroup::allreduce, "tensor"_a, "op"_a = "sum", nb::kw_only(),
            "quant"_a = nb::none(), "block"_a = nb::none(), "max_attempts"_a = 3,
-           nb::sig("def allreduce(self, tensor: object, op: str = 'sum', *, quant: str | None = "
-                   "None, block: int | None = None, max_attempts: int = 3) -> object"),
+           nb::sig(
+               "def allreduce(self, tensor: longhaul.DLPackTensor, op: str = 'sum', *, quant: str "
+               "| None = "
+               "None, block: int | None = None, max_attempts: int = 3) -> longhaul.DLPackTensor"),
            "All-reduces `tensor` in place over every rank of every node (lh_node_allreduce): "
            "summed inside the node, chunk r over rail r, gathered back. All or nothing, retried "
            "over the survivors up to max_attempts; returns the tensor. On failure it holds what "

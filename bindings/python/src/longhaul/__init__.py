@@ -35,6 +35,7 @@ from ._longhaul import (  # noqa: E402 - after the environment is set for the li
     LocalGroup,
     LonghaulError,
     Master,
+    MasterUnreachable,
     NodeEvicted,
     PeerFailure,
     StateLayoutError,
@@ -48,14 +49,24 @@ from ._longhaul import (  # noqa: E402 - after the environment is set for the li
     version,
 )
 
+from ._tensor import DLPackTensor  # noqa: E402 - the type of the signatures' tensors
+
 __version__ = version()
+
+# Every failure reaches Python code as an exception; the library's own warning lines about the
+# same failures would report each one twice. So the log says only what no exception carries
+# (a master's journal failing) unless LONGHAUL_LOG or set_log_level asks for more.
+if "LONGHAUL_LOG" not in _os.environ:
+    set_log_level("error")
 
 __all__ = [
     "Closed",
     "Communicator",
+    "DLPackTensor",
     "LocalGroup",
     "LonghaulError",
     "Master",
+    "MasterUnreachable",
     "NodeEvicted",
     "PeerFailure",
     "StateLayoutError",
