@@ -45,6 +45,10 @@ METHODS = {
     # to fragment l mod 4 and cuts wte, wpe and lnf into 4 row blocks (the embeddings spread).
     "streaming": (["--method", "streaming", "--fragments", "4", "--delay", "1", "--codec", "none"], 50),
     "co2": (["--method", "co2", "--codec", "none"], 50),
+    # Not in the default run: Streaming with the paper's merge, alpha = 0.5 (the engine's default
+    # is 0, torchft's), the attempt at streaming_loss_vs_diloco. `--methods streaming_mix05`.
+    "streaming_mix05": (["--method", "streaming", "--fragments", "4", "--delay", "1", "--codec", "none",
+                         "--mix", "0.5"], 50),
     "eager": (["--method", "eager", "--codec", "none"], 50),
     # Not in the default run: CO2 with its staleness gap penalty (the stale average halved), the
     # second attempt at co2_loss_vs_diloco (docs/training.md). `--methods co2_gap2` runs it.
@@ -61,7 +65,7 @@ METHODS = {
     "streaming_u8_adaptive": (["--method", "streaming", "--fragments", "4", "--delay", "1", "--codec", "u8",
                                "--adaptive-delay", "--max-staleness-steps", "12"], 50),
 }
-DEFAULT_METHODS = [k for k in METHODS if k not in ("co2_gap2", "eager_lr035", "diloco_h10_f32",
+DEFAULT_METHODS = [k for k in METHODS if k not in ("co2_gap2", "eager_lr035", "diloco_h10_f32", "streaming_mix05",
                                                    "streaming_adaptive", "streaming_u8_adaptive")]
 NESTEROV = {"diloco", "streaming", "eager"}  # the methods --outer-lr applies to (not CO2's own)
 
