@@ -194,8 +194,9 @@ class Bench:
         self.seq += 1
         port_file = os.path.join(self.tmp, f"master-{self.seq}.port")
         err = os.path.join(self.tmp, f"master-{self.seq}.err")
+        # info: the peers' registrations, which group() waits for one by one (wait_registered).
         m = spawn(prefix + [self.master, "--listen", f"{addr}:0", "--port-file", port_file,
-                            "--log-level", "warn"], os.devnull, err)
+                            "--log-level", "info"], os.devnull, err)
         t_end = time.monotonic() + 15
         while not (os.path.exists(port_file) and open(port_file).read().strip().isdigit()):
             if m.poll() is not None or time.monotonic() > t_end:
@@ -203,7 +204,24 @@ class Bench:
                 raise RuntimeError(f"longhaul-master did not start: {tail(err)}")
             time.sleep(0.02)
         time.sleep(0.05)  # the file may have been caught mid-write
+        self.master_log = err
         return m, int(open(port_file).read())
+
+    def wait_registered(self, master, count, peer, timeout_s=60):
+        """Waits until the master has logged `count` registrations. The master numbers peers in
+        the order they register and the ring follows those ids; the ring all-reduce re-encodes
+        partial sums at every hop, so a quantized method's loss depends on that order. Starting
+        each peer once the one before it registered makes peer index i peer id i + 1 in every run
+        (docs/training.md, "Three seeds")."""
+        t_end = time.monotonic() + timeout_s
+        while True:
+            with open(self.master_log, errors="replace") as f:
+                if f.read().count(" joined group ") >= count:
+                    return
+            if master.poll() is not None or peer.poll() is not None or time.monotonic() > t_end:
+                raise RuntimeError(f"peer {count - 1} did not register with the master: "
+                                   f"{tail(self.master_log)}")
+            time.sleep(0.01)
 
     def group(self, key, seed, steps, lab=None, extra=(), timeout_s=3600, protocol=None):
         """Runs method `key` as PEERS peers and a master under `protocol` (default: the bench's);
@@ -227,6 +245,7 @@ class Bench:
                 if i > 0:  # every peer holds the same theta_g: peer 0's curve is the group's
                     cmd[cmd.index("--val-every") + 1] = str(10 ** 9)
                 procs.append(spawn(cmd, out + ".out", out + ".err"))
+                self.wait_registered(master, i + 1, procs[-1])
             if not wait_all(procs, time.monotonic() + timeout_s):
                 raise RuntimeError(f"{key} timed out after {timeout_s} s: {tail(files[0] + '.err')}")
             bad = [i for i, q in enumerate(procs) if q.returncode != 0]
