@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <longhaul/longhaul.h>
@@ -88,8 +89,22 @@ uint64_t await_value(Read read, uint64_t expected) {
   return v;
 }
 
+// The two peers' counts once every data frame between them is counted at both ends. A sender
+// counts a frame when its write completes, which can come after the receiver has counted it: the
+// join's last frame (b's PEER_HELLO_ACK, 49 bytes) once was in a's count and not yet in b's, and
+// the deltas then differed by exactly that frame. Polls for up to 10 s.
+std::pair<lh_traffic, lh_traffic> agreed_data_counts(lh_comm* a, lh_comm* b) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    const lh_traffic ta = traffic_of(a), tb = traffic_of(b);
+    const bool agreed = ta.data_sent == tb.data_received && tb.data_sent == ta.data_received;
+    if (agreed || std::chrono::steady_clock::now() >= deadline) return {ta, tb};
+    std::this_thread::sleep_for(2ms);
+  }
+}
+
 TEST_F(CommTraffic, AnAllReduceCountsAsDataAndTheMasterAsControl) {
-  const lh_traffic a0 = traffic_of(a_), b0 = traffic_of(b_);
+  const auto [a0, b0] = agreed_data_counts(a_, b_);
   // Joining took control messages and the mesh's hellos; no state sync ran.
   EXPECT_GT(a0.control_sent, 0u);
   EXPECT_GT(a0.control_received, 0u);
@@ -110,7 +125,7 @@ TEST_F(CommTraffic, AnAllReduceCountsAsDataAndTheMasterAsControl) {
   ASSERT_EQ(other.get(), LH_OK) << lh_comm_last_error(b_);
   ASSERT_EQ(out_a[12345], 3.0f);
 
-  const lh_traffic a1 = traffic_of(a_), b1 = traffic_of(b_);
+  const auto [a1, b1] = agreed_data_counts(a_, b_);
   const uint64_t a_sent = a1.data_sent - a0.data_sent;
   ASSERT_GT(info_a.bytes_sent, 0u);
   // The all-reduce's payload plus a 32-byte header per segment of at most 1 MiB.
