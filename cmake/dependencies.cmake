@@ -2,16 +2,21 @@
 find_package(Threads REQUIRED)
 find_package(OpenSSL 3.0 REQUIRED)
 find_package(fmt REQUIRED)
-# The tools' command lines and JSON output (Debian's libcli11-dev and nlohmann-json3-dev, both
-# header-only): linked only by the targets that parse flags or write JSON.
-find_package(CLI11 CONFIG REQUIRED)
+# JSON (Debian's nlohmann-json3-dev, header-only): the master's status JSON and the tools' output.
 find_package(nlohmann_json 3.11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
-pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv)
-# The daemons' read-only HTTP endpoints (status page, /metrics): Debian's libcpp-httplib-dev.
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# Only the tools, benchmarks and tests need these (the library does not): the tools' command lines
+# (libcli11-dev, header-only), the churn tool's event loop (libuv1-dev), and the HTTP client that
+# the tests read the status page with (libcpp-httplib-dev).
+if(LONGHAUL_TOOLS)
+  find_package(CLI11 CONFIG REQUIRED)
+  pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv)
+endif()
+if(LONGHAUL_TESTS)
+  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+endif()
 
 # Standalone Asio is header-only and ships no CMake config.
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)

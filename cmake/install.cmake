@@ -12,7 +12,9 @@ install(TARGETS longhaul EXPORT longhaulTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES include/longhaul/longhaul.h include/longhaul/longhaul.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/longhaul)
-install(TARGETS longhaul-master RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(LONGHAUL_TOOLS)
+  install(TARGETS longhaul-master RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 install(EXPORT longhaulTargets NAMESPACE longhaul:: DESTINATION ${LONGHAUL_CMAKE_DIR})
 
 configure_package_config_file(cmake/longhaulConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/longhaulConfig.cmake
