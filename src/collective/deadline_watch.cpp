@@ -34,12 +34,8 @@ void DeadlineWatch::watch(const std::shared_ptr<Operation>& op, Clock::time_poin
 
 void DeadlineWatch::fire(Entry& e) {
   auto op = e.op.lock();
-  if (!op || op->test()) return;
-  const lh_status code = e.why.code();
-  op->abort(std::move(e.why));
-  // The operation may have completed between test() and abort(): only a deadline that failed
-  // it counts as expired.
-  if (e.expired && op->status().code() == code) e.expired();
+  // Only a deadline that failed the operation counts as expired, not one that came after its end.
+  if (op && op->abort(std::move(e.why)) && e.expired) e.expired();
 }
 
 size_t DeadlineWatch::pending() const {

@@ -186,10 +186,10 @@ Status Operation::run_here(const std::function<Status()>& step) {
   return s;
 }
 
-void Operation::fail(Status why) {
+bool Operation::fail(Status why) {
   {
     MutexLock lock(mu_);
-    if (done_ || !failure_.is_ok()) return;
+    if (done_ || !failure_.is_ok()) return false;
     failure_ = why;
   }
   // Cancel every transfer of this operation, present and future, on every link it uses: the
@@ -200,6 +200,7 @@ void Operation::fail(Status why) {
       view_.links[p]->cancel_matching(operation, Tag::kOperationMask, why);
   MutexLock lock(mu_);
   maybe_finish();
+  return true;
 }
 
 void Operation::finish_now() {

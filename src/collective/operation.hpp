@@ -47,8 +47,9 @@ class Operation : public std::enable_shared_from_this<Operation> {
   Status status() const;
   // The epoch of the view it runs on.
   uint64_t epoch() const { return view_.epoch; }
-  // Fails the operation with `why` (a no-op once it has completed).
-  void abort(Status why) { fail(std::move(why)); }
+  // Fails the operation with `why` (a no-op once it has completed or failed); true when this call
+  // is the one that failed it.
+  bool abort(Status why) { return fail(std::move(why)); }
   // What it moved so far (final once completed), its world size and schedule.
   OpInfo info() const;
   // Once completed, lets go of the links of its view (a no-op before). The engine's destructor
@@ -120,7 +121,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // the worker pool, since starting a device copy takes microseconds of the thread that asks.
   void values_final(size_t chunk, size_t seg);
 
-  void fail(Status why);
+  // True when this call set the failure (not done, not failed already).
+  bool fail(Status why);
   // Completes an operation that expects no transfer.
   void finish_now();
 
