@@ -304,16 +304,21 @@ TEST(Mistakes, TheDirectScheduleWithFullMeshRunsAtTwoPeersAsAtFour) {
 
 // ------------------------------------------------------------------ a collective's timeout
 
-// Starts an in-place all-reduce of the floats in `values` on `comm` (timeout_ms 0: none).
-lh_op* start_allreduce(lh_comm* comm, std::vector<float>& values, uint32_t timeout_ms) {
+// Starts an in-place all-reduce of the floats in `values` on `comm` (timeout_ms 0: none); what
+// lh_allreduce_async returned, the operation in *op.
+lh_status try_start_allreduce(lh_comm* comm, std::vector<float>& values, uint32_t timeout_ms,
+                              lh_op** op) {
   lh_allreduce_options o;
   lh_allreduce_options_init(&o);
   o.timeout_ms = timeout_ms;
+  return lh_allreduce_async(comm, values.data(), values.data(), values.size(), LH_DTYPE_F32,
+                            LH_OP_SUM, &o, op);
+}
+
+// try_start_allreduce, which must start.
+lh_op* start_allreduce(lh_comm* comm, std::vector<float>& values, uint32_t timeout_ms) {
   lh_op* op = nullptr;
-  EXPECT_EQ(lh_allreduce_async(comm, values.data(), values.data(), values.size(), LH_DTYPE_F32,
-                               LH_OP_SUM, &o, &op),
-            LH_OK)
-      << lh_comm_last_error(comm);
+  EXPECT_EQ(try_start_allreduce(comm, values, timeout_ms, &op), LH_OK) << lh_comm_last_error(comm);
   return op;
 }
 
@@ -334,14 +339,24 @@ Finished finish(lh_op* op) {
 // A member's call of an operation the group gave up on: refused at the start once the master's
 // abort of the epoch reached it, or failed at the wait when only the other members' cancels had.
 Finished start_late_and_finish(lh_comm* comm, std::vector<float>& values) {
-  lh_allreduce_options o;
-  lh_allreduce_options_init(&o);
   lh_op* op = nullptr;
   const auto t0 = std::chrono::steady_clock::now();
-  const lh_status s = lh_allreduce_async(comm, values.data(), values.data(), values.size(),
-                                         LH_DTYPE_F32, LH_OP_SUM, &o, &op);
+  const lh_status s = try_start_allreduce(comm, values, 0, &op);
   if (s != LH_OK) return {s, std::chrono::steady_clock::now() - t0, lh_comm_last_error(comm)};
   return finish(op);
+}
+
+// After a failed collective: every member re-forms (lh_comm_update_topology, all at once), and
+// the group's next all-reduce is exact, `sum` on every member.
+void expect_reformed_and_summing(std::vector<CommPtr>& comms, float sum) {
+  std::vector<std::future<lh_status>> reformed;
+  for (auto& c : comms)
+    reformed.push_back(
+        std::async(std::launch::async, [&c] { return lh_comm_update_topology(c.get()); }));
+  for (auto& r : reformed) EXPECT_EQ(r.get(), LH_OK);
+  std::vector<float> sums;
+  for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
+  for (float got : sums) EXPECT_EQ(got, sum);
 }
 
 // A member that never calls held the others for ever. With a timeout the member whose timeout
@@ -368,20 +383,13 @@ TEST(Mistakes, ACollectiveWhoseTimeoutPassesFailsForTheWholeGroupAndTheNextOneWo
   EXPECT_EQ(l.status, LH_ERR_ABORTED) << l.why;
   EXPECT_LT(l.took.count(), 10.0) << "the late member does not wait for the others";
   EXPECT_EQ(v0, std::vector<float>(8, 1.0f)) << "a failed in-place operation gives its input back";
-  std::vector<std::future<lh_status>> reformed;
-  for (auto& c : comms)
-    reformed.push_back(
-        std::async(std::launch::async, [&c] { return lh_comm_update_topology(c.get()); }));
-  for (auto& r : reformed) EXPECT_EQ(r.get(), LH_OK);
-  std::vector<float> sums;
-  for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
-  for (float sum : sums) EXPECT_EQ(sum, 6.0f);
+  expect_reformed_and_summing(comms, 6.0f);
 }
 
 // The member already in the operation has no timeout of its own and waits for the part of the
-// member that never came, which no cancel of the first member's transfers reaches: before the
-// group-wide abort it hung here (37 of 40 runs). The master's abort, which the first member's
-// timeout asks for, releases it, naming that member.
+// member that never came, which no cancel of the first member's transfers reaches: without the
+// group-wide abort it hung here (in the second of 10 repeats). The master's abort, which the first
+// member's timeout asks for, releases it.
 TEST(Mistakes, TheFirstTimeoutReleasesAMemberThatHasNone) {
   MasterPtr master = start_master();
   std::vector<CommPtr> comms = connect_group(master.get(), 3, /*full_mesh=*/false);
@@ -395,14 +403,7 @@ TEST(Mistakes, TheFirstTimeoutReleasesAMemberThatHasNone) {
   const Finished l = start_late_and_finish(comms[2].get(), v2);
   EXPECT_EQ(l.status, LH_ERR_ABORTED) << l.why;
   EXPECT_EQ(v1, std::vector<float>(8, 2.0f)) << "a failed in-place operation gives its input back";
-  std::vector<std::future<lh_status>> reformed;
-  for (auto& c : comms)
-    reformed.push_back(
-        std::async(std::launch::async, [&c] { return lh_comm_update_topology(c.get()); }));
-  for (auto& r : reformed) EXPECT_EQ(r.get(), LH_OK);
-  std::vector<float> sums;
-  for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
-  for (float sum : sums) EXPECT_EQ(sum, 6.0f);
+  expect_reformed_and_summing(comms, 6.0f);
 }
 
 // lh_op_cancel: the member that gives up on its own operation fails it for the group at once.
@@ -420,14 +421,7 @@ TEST(Mistakes, CancellingAnOperationFailsItForTheGroupAndTheNextOneWorks) {
   const Finished other = finish(start_allreduce(comms[1].get(), v1, 0));
   EXPECT_NE(other.status, LH_OK) << "the other member's part of a cancelled operation fails";
   EXPECT_LT(other.took.count(), 10.0);
-  std::vector<std::future<lh_status>> reformed;
-  for (auto& c : comms)
-    reformed.push_back(
-        std::async(std::launch::async, [&c] { return lh_comm_update_topology(c.get()); }));
-  for (auto& r : reformed) EXPECT_EQ(r.get(), LH_OK);
-  std::vector<float> sums;
-  for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
-  for (float sum : sums) EXPECT_EQ(sum, 3.0f);
+  expect_reformed_and_summing(comms, 3.0f);
 }
 
 }  // namespace
