@@ -141,6 +141,8 @@ void header_seeds() {
              header_bytes({net::FrameType::kData, 0, 1024, 0x1122334455667788ULL, 4096, 8192}));
   write_seed("header_ping", fz::kFrameHeader,
              header_bytes({net::FrameType::kPing, 0, 0, 99, 0, 0}));
+  write_seed("header_cancel_with_reason", fz::kFrameHeader,
+             header_bytes({net::FrameType::kCancel, 0, net::kMaxCancelReason, 99, ~0xFFFFull, 0}));
   {
     wire::Writer limits;
     limits.u32(100);  // max_control_payload
@@ -201,6 +203,8 @@ void bad_seeds(const Handshake& h) {
              header_bytes({net::FrameType::kData, 0, 16, 1, UINT64_MAX - 7, 100}));
   write_seed("bad_header_ping_payload", fz::kFrameHeader,
              header_bytes({net::FrameType::kPing, 0, 1, 1, 0, 0}));
+  write_seed("bad_header_cancel_reason_1025", fz::kFrameHeader,
+             header_bytes({net::FrameType::kCancel, 0, net::kMaxCancelReason + 1, 1, 0, 0}));
 }
 
 // Whole frames as a connection reads them, and as the handshake reads them before

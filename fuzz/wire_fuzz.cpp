@@ -279,7 +279,11 @@ Status check_frame_header(std::span<const std::byte, net::kFrameHeaderBytes> byt
     uint64_t max = limits.max_control_payload;
     if (is_handshake_type(static_cast<uint8_t>(type))) max = net::kMaxHandshakePayload;
     if (type == static_cast<uint8_t>(net::FrameType::kData)) max = limits.max_data_payload;
-    if (type >= static_cast<uint8_t>(net::FrameType::kPing)) max = 0;  // PING, PONG, CANCEL
+    if (type == static_cast<uint8_t>(net::FrameType::kPing) ||
+        type == static_cast<uint8_t>(net::FrameType::kPong))
+      max = 0;
+    if (type == static_cast<uint8_t>(net::FrameType::kCancel))
+      max = net::kMaxCancelReason;  // a mismatch's reason (protocol version 14)
     model_ok = length <= max;
     // offset + length <= total, in exact (unbounded) arithmetic.
     if (model_ok && type == static_cast<uint8_t>(net::FrameType::kData))

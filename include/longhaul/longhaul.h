@@ -65,7 +65,12 @@ typedef enum lh_status {
    * of the node (nodes join, move and leave as a whole: lh_comm_options.node). The communicator
    * is finished: abort the node's intra-node collectives, end its ranks, and start the node again
    * to rejoin. Not retryable on this communicator. */
-  LH_ERR_NODE_EVICTED = 12
+  LH_ERR_NODE_EVICTED = 12,
+  /* The members called one collective with different arguments (kind, dtype, reduce op, codec,
+   * block, schedule, root or counts): the message names the field and the members. Every member
+   * fails the operation with it, and its output is left as it was. Not retryable: the calls
+   * disagree, fix the program. */
+  LH_ERR_MISMATCH = 13
 } lh_status;
 
 /* A static, never-NULL English name for a status code ("LH_ERR_PEER_LOST", ...;

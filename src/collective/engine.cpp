@@ -27,7 +27,16 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
                                                                  const AllReduceSpec& spec) {
   if (Status s = validate(spec, view); !s) return s;
   const Schedule schedule = choose_schedule(spec, view);
-  auto op = launch(view, check_links(schedule, view), spec.timeout, [&](uint64_t seq) {
+  Signature signature;
+  signature.call = spec.reduce_scatter() ? Call::kReduceScatter : Call::kAllReduce;
+  signature.dtype = static_cast<uint8_t>(spec.dtype);
+  signature.op = static_cast<uint8_t>(spec.op);
+  signature.codec = static_cast<uint8_t>(spec.codec);
+  signature.block = spec.codec == quant::Codec::kNone ? 0 : static_cast<uint32_t>(spec.block);
+  signature.schedule = schedule;
+  signature.count = spec.count;
+  if (spec.reduce_scatter()) signature.layout = layout_hash(spec.chunk_counts);
+  auto op = launch(view, check_links(schedule, view), spec.timeout, signature, [&](uint64_t seq) {
     return make_allreduce(workers_, buffers_, view, spec, seq, schedule);
   });
   if (!op) return op.status();
@@ -38,7 +47,17 @@ Result<std::shared_ptr<GatherOp>> CollectiveEngine::gather(const RingView& view,
                                                            const GatherSpec& spec) {
   if (Status s = validate(spec, view); !s) return s;
   const Schedule schedule = choose_schedule(spec, view);
-  auto op = launch(view, check_links(schedule, view), spec.timeout, [&](uint64_t seq) {
+  const std::vector<size_t>& counts = spec.signed_counts ? *spec.signed_counts : spec.counts;
+  Signature signature;
+  signature.call = spec.call;
+  signature.dtype = static_cast<uint8_t>(spec.dtype);
+  signature.codec = static_cast<uint8_t>(spec.codec);
+  signature.block = spec.codec == quant::Codec::kNone ? 0 : static_cast<uint32_t>(spec.block);
+  signature.schedule = schedule;
+  signature.root = spec.root;
+  for (size_t c : counts) signature.count += c;
+  signature.layout = layout_hash(counts);
+  auto op = launch(view, check_links(schedule, view), spec.timeout, signature, [&](uint64_t seq) {
     return make_gather(workers_, buffers_, view, spec, seq, schedule);
   });
   if (!op) return op.status();
@@ -48,6 +67,7 @@ Result<std::shared_ptr<GatherOp>> CollectiveEngine::gather(const RingView& view,
 Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view,
                                                             const Status& missing_link,
                                                             std::chrono::milliseconds timeout,
+                                                            const Signature& signature,
                                                             const Factory& make) {
   std::shared_ptr<Operation> op;
   Status refused;
@@ -60,6 +80,7 @@ Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view
     refused = refusal(view, missing_link);
     if (refused.is_ok()) {
       op = make(seq);
+      if (view.size > 1) op->set_signature(signature);
       if (success_gate_)
         op->set_success_gate([gate = success_gate_, epoch = view.epoch, seq] { gate(epoch, seq); });
       remember(op);
@@ -78,7 +99,7 @@ Result<std::shared_ptr<Operation>> CollectiveEngine::launch(const RingView& view
   // A failed prepare fails the operation, which cancels it at both ends of every link: the other
   // members start this (epoch, seq) too and would otherwise wait for our segments.
   if (Status s = op->prepare(); !s) return s;
-  op->start();
+  op->begin();
   if (timeout.count() > 0) {
     Status why = timeout_error(fmt::format(
         "the operation (epoch {}, number {}) did not finish within its timeout of {} ms",

@@ -75,8 +75,10 @@ class CollectiveEngine {
   // Numbers, registers, prepares and starts the operation `make` builds, unless it must be
   // refused (the epoch was aborted, or `missing_link`).
   // An operation with a `timeout` (0: none) is failed with LH_ERR_TIMEOUT once it passes.
+  // `signature`: what this member called, compared with the other members' (signature.hpp).
   Result<std::shared_ptr<Operation>> launch(const RingView& view, const Status& missing_link,
-                                            std::chrono::milliseconds timeout, const Factory& make);
+                                            std::chrono::milliseconds timeout,
+                                            const Signature& signature, const Factory& make);
   // The next sequence number of `view`'s epoch. A refused operation takes its number too: the
   // members the abort has not reached yet start it under that number.
   uint64_t next_seq(const RingView& view) REQUIRES(mu_);

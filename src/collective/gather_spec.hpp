@@ -11,6 +11,7 @@
 
 #include "collective/schedule.hpp"
 #include "collective/segment_staging.hpp"
+#include "collective/signature.hpp"
 #include "common/status.hpp"
 #include "quant/codec.hpp"
 #include "quant/dtype.hpp"
@@ -26,6 +27,14 @@ struct GatherSpec {
   void* output = nullptr;
   // Elements contributed by each member, by ring position; the same on every member.
   std::vector<size_t> counts;
+  // What the caller called, for the signature every member compares (signature.hpp): a broadcast
+  // names its root's ring position.
+  Call call = Call::kAllGather;
+  uint32_t root = 0;
+  // The counts the signature carries where they differ from `counts`: a member that fails its
+  // part without a buffer to receive into expects nothing, yet called what the others called.
+  // Null: `counts`.
+  const std::vector<size_t>* signed_counts = nullptr;
   quant::DType dtype = quant::DType::kF32;
   // Codecs other than kNone need dtype f32: each contribution is encoded once, by its member, and
   // every member (that one included) ends with the decoding of those bytes.

@@ -2,7 +2,15 @@
 
 #include <utility>
 
+#include <fmt/format.h>
+
 namespace longhaul::collective {
+
+namespace {
+// The step of the signature transfer: no schedule reaches it (a ring of at most 256 members runs
+// steps 0..254 in each phase, the direct schedule step 0 alone).
+constexpr size_t kSignatureStep = kMaxRingSteps;
+}  // namespace
 
 Operation::Operation(runtime::WorkerPool& workers, RingView view, uint64_t seq, Schedule schedule,
                      const transport::Staging& staging,
@@ -21,7 +29,99 @@ OpInfo Operation::info() const {
 
 void Operation::expect_transfers(size_t transfers) {
   MutexLock lock(mu_);
-  expected_ = transfers;
+  expected_ = transfers + signature_transfers_;
+}
+
+void Operation::set_signature(const Signature& signature) {
+  signature_ = signature;
+  signature_bytes_ = signature.encode();
+}
+
+std::vector<size_t> Operation::signature_peers() const {
+  std::vector<size_t> peers;
+  if (!signature_) return peers;
+  for (size_t p = 0; p < view_.size; ++p)
+    if (p != view_.rank && uses_link(p) && p < view_.links.size() && view_.links[p])
+      peers.push_back(p);
+  return peers;
+}
+
+// The signatures go first on each link, so they reach the other end ahead of this operation's
+// data. No receive is posted until every signature arrived and equals ours: data that comes first
+// waits in the transport, and nothing from a member that called something else, nor anything
+// derived from it, reaches a buffer. Meanwhile a watch on each link stands in for the receives not
+// posted, so a cancel from a member (its own failure, or one passed on) still ends the operation.
+void Operation::begin() {
+  const std::vector<size_t> peers = signature_peers();
+  their_signatures_.resize(view_.size);
+  {
+    MutexLock lock(mu_);
+    signatures_due_ = peers.size();
+    signature_transfers_ = 2 * peers.size();
+    expected_ += signature_transfers_;
+    in_flight_ += signature_transfers_;
+  }
+  const Tag signature_tag = tag(Phase::kReduceScatter, kSignatureStep, 0);
+  std::vector<uint64_t> watches(view_.size, 0);
+  for (size_t p : peers)
+    watches[p] = view_.links[p]->watch_cancel(
+        signature_tag.bits(), Tag::kOperationMask,
+        [self = shared_from_this()](Status s) { self->fail(std::move(s)); });
+  bool failed;
+  {
+    MutexLock lock(mu_);
+    failed = !failure_.is_ok();
+    if (!failed) watches_ = watches;
+  }
+  if (failed)  // a watch found the operation cancelled already: fail() ran before they were kept
+    for (size_t p : peers) view_.links[p]->unwatch(watches[p]);
+  for (size_t p : peers) {
+    view_.links[p]->send(signature_tag.bits(), signature_bytes_,
+                         [self = shared_from_this()](Status s) { self->send_done(s, 0); });
+    view_.links[p]->recv(
+        signature_tag.bits(), their_signatures_[p],
+        [self = shared_from_this(), p](Status s) { self->signature_arrived(s, p); });
+  }
+  start();
+}
+
+void Operation::signature_arrived(const Status& s, size_t peer) {
+  std::optional<std::string> difference;
+  if (s)
+    difference = describe_difference(*signature_, Signature::decode(their_signatures_[peer]),
+                                     view_.member_name(view_.rank), view_.member_name(peer));
+  std::vector<HeldRecv> release;
+  {
+    MutexLock lock(mu_);
+    --in_flight_;
+    if (s) ++completed_;
+    if (s && !difference && --signatures_due_ == 0) release.swap(held_recvs_);
+  }
+  if (!s) fail(s);
+  if (difference)
+    fail(mismatch_error(fmt::format("the members called {} (epoch {}, number {}) differently; {}",
+                                    call_name(signature_->call), view_.epoch, seq_, *difference)));
+  if (s && !difference) {
+    bool all_agree;
+    {
+      MutexLock lock(mu_);
+      all_agree = signatures_due_ == 0;
+    }
+    if (all_agree) end_watches();  // the receives, posted now, are reached by cancels
+  }
+  for (HeldRecv& r : release) post_recv(r.peer, r.tag, r.bytes, std::move(r.then));
+  MutexLock lock(mu_);
+  maybe_finish();
+}
+
+void Operation::end_watches() {
+  std::vector<uint64_t> ids;
+  {
+    MutexLock lock(mu_);
+    ids.swap(watches_);
+  }
+  for (size_t p = 0; p < ids.size(); ++p)
+    if (ids[p] != 0) view_.links[p]->unwatch(ids[p]);
 }
 
 void Operation::send(size_t peer, const Tag& tag, std::span<const std::byte> bytes) {
@@ -40,6 +140,19 @@ void Operation::recv(size_t peer, const Tag& tag, std::span<std::byte> bytes,
   {
     MutexLock lock(mu_);
     if (!failure_.is_ok()) return;
+    if (signatures_due_ > 0) {
+      held_recvs_.push_back({peer, tag, bytes, std::move(then)});
+      return;
+    }
+  }
+  post_recv(peer, tag, bytes, std::move(then));
+}
+
+void Operation::post_recv(size_t peer, const Tag& tag, std::span<std::byte> bytes,
+                          std::function<void()> then) {
+  {
+    MutexLock lock(mu_);
+    if (!failure_.is_ok()) return;
     ++in_flight_;
   }
   transport::recv_into(view_.links[peer], tag.bits(), staging_.sink(bytes),
@@ -47,6 +160,7 @@ void Operation::recv(size_t peer, const Tag& tag, std::span<std::byte> bytes,
                         then = std::move(then)](Status s) { self->recv_done(s, n, then); });
 }
 
+// `bytes` 0: the signature's send, which is not the operation's payload (OpInfo counts payload).
 void Operation::send_done(const Status& s, size_t bytes) {
   {
     MutexLock lock(mu_);
@@ -187,11 +301,15 @@ Status Operation::run_here(const std::function<Status()>& step) {
 }
 
 bool Operation::fail(Status why) {
+  // Their callbacks hold the operation: let go of them (after the lock).
+  std::vector<HeldRecv> never_posted;
   {
     MutexLock lock(mu_);
     if (done_ || !failure_.is_ok()) return false;
     failure_ = why;
+    never_posted.swap(held_recvs_);
   }
+  end_watches();
   // Cancel every transfer of this operation, present and future, on every link it uses: the
   // other end then fails its part too, even a member still waiting for a step we never reached.
   const transport::Tag operation = tag(Phase::kReduceScatter, 0, 0).operation_bits();

@@ -18,11 +18,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "collective/ring_view.hpp"
 #include "collective/schedule.hpp"
 #include "collective/segment_staging.hpp"
+#include "collective/signature.hpp"
 #include "collective/tag.hpp"
 #include "common/mutex.hpp"
 #include "common/status.hpp"
@@ -65,10 +68,15 @@ class Operation : public std::enable_shared_from_this<Operation> {
   void set_success_gate(std::function<void()> gate) { success_gate_ = std::move(gate); }
 
   // Takes the scratch the operation needs; the operation's failure instead when it has failed
-  // already (the engine calls it once, before start()).
+  // already (the engine calls it once, before begin()).
   virtual Status prepare() = 0;
-  // Posts the schedule's first transfers and tasks; the operation runs on from there.
-  virtual void start() = 0;
+  // What this member called (signature.hpp). Set before begin(); without one the operation
+  // exchanges none (an operation of a group of one).
+  void set_signature(const Signature& signature);
+  // Sends the signature to every member this operation exchanges data with, then starts the
+  // schedule (start()). Its receives are posted only once each of those members' signatures
+  // arrived and equals this one's; a difference fails it with LH_ERR_MISMATCH.
+  void begin();
 
  protected:
   // `segment_staging`: where the input arrives from and the result goes, segment by segment
@@ -132,6 +140,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   virtual void restore() = 0;
   // Runs once at completion: nothing touches the scratch any more; hand it back.
   virtual void release() = 0;
+  // Posts the schedule's first transfers and tasks; the operation runs on from there.
+  virtual void start() = 0;
   // Runs once on success, before release() and before any waiter wakes: the last moment to move
   // a result into the caller's buffers (an operation that must leave them untouched on failure
   // writes them only here). An error (a copy to device memory failing) becomes the outcome.
@@ -142,6 +152,20 @@ class Operation : public std::enable_shared_from_this<Operation> {
   const Schedule schedule_;
 
  private:
+  // A receive held back until the signatures agree.
+  struct HeldRecv {
+    size_t peer;
+    Tag tag;
+    std::span<std::byte> bytes;
+    std::function<void()> then;
+  };
+  void post_recv(size_t peer, const Tag& tag, std::span<std::byte> bytes,
+                 std::function<void()> then);
+  // The members whose signatures this one's is compared with: those it has a link to and uses.
+  std::vector<size_t> signature_peers() const;
+  void signature_arrived(const Status& s, size_t peer);
+  // The receives are posted, or the operation failed: the watches are no longer needed.
+  void end_watches() EXCLUDES(mu_);
   void send_done(const Status& s, size_t bytes);
   void recv_done(const Status& s, size_t bytes, const std::function<void()>& then);
   void maybe_finish() REQUIRES(mu_);
@@ -167,6 +191,16 @@ class Operation : public std::enable_shared_from_this<Operation> {
   bool done_ GUARDED_BY(mu_) = false;
   bool gate_passed_ GUARDED_BY(mu_) = false;
   Status outcome_ GUARDED_BY(mu_);
+  // The signature exchange: ours, the others' by ring position (written by their receives before
+  // `signatures_due_` counts them), how many are still due, and what waits for them (begin()).
+  std::optional<Signature> signature_;
+  Signature::Encoded signature_bytes_{};
+  std::vector<Signature::Encoded> their_signatures_;
+  size_t signatures_due_ GUARDED_BY(mu_) = 0;
+  size_t signature_transfers_ GUARDED_BY(mu_) = 0;  // part of expected_
+  std::vector<HeldRecv> held_recvs_ GUARDED_BY(mu_);
+  // The cancel watches (DataLink::watch_cancel) by ring position while receives are held; 0: none.
+  std::vector<uint64_t> watches_ GUARDED_BY(mu_);
 };
 
 }  // namespace longhaul::collective

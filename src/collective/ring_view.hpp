@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "transport/data_link.hpp"
@@ -24,7 +25,15 @@ struct RingView {
   // that a member that lost a link refuses the operation the others start instead of choosing
   // another schedule than theirs.
   bool full_mesh = false;
+  // ids[r]: the peer id of the member at ring position r, to name it in messages; may be empty
+  // (tests), and a member is then named by its ring position.
+  std::vector<uint64_t> ids;
 
+  std::string member_name(size_t r) const {
+    return r < ids.size()
+               ? "peer " + std::to_string(ids[r]) + " (ring position " + std::to_string(r) + ")"
+               : "ring position " + std::to_string(r);
+  }
   size_t left() const { return (rank + size - 1) % size; }
   size_t right() const { return (rank + 1) % size; }
   bool has_links_to_all() const {

@@ -277,6 +277,7 @@ Status SparseAllGather::start_contributions(const Status& refuse) {
     // it expects nothing then (a size mismatch, should a segment come first, fails it as well).
     if (!no_memory.is_ok()) {
       data.input = data.output = nullptr;
+      data.signed_counts = &g.sizes_;
       data.counts.assign(members, 0);
     }
     data.segment_staging = std::make_shared<FailingStaging>(failure);

@@ -30,6 +30,7 @@ extern "C" const char* lh_status_string(lh_status status) {
     case LH_ERR_STATE_MISMATCH: return "LH_ERR_STATE_MISMATCH";
     case LH_ERR_INTERNAL: return "LH_ERR_INTERNAL";
     case LH_ERR_NODE_EVICTED: return "LH_ERR_NODE_EVICTED";
+    case LH_ERR_MISMATCH: return "LH_ERR_MISMATCH";
   }
   return "LH_ERR_UNKNOWN";
 }

@@ -35,7 +35,7 @@ class [[nodiscard]] Status {
 };
 
 // The highest lh_status value this build knows (a decoder refuses any above it).
-inline constexpr lh_status kLastStatus = LH_ERR_NODE_EVICTED;
+inline constexpr lh_status kLastStatus = LH_ERR_MISMATCH;
 
 inline Status invalid_argument(std::string m) { return {LH_ERR_INVALID_ARGUMENT, std::move(m)}; }
 inline Status peer_lost(std::string m) { return {LH_ERR_PEER_LOST, std::move(m)}; }
@@ -47,6 +47,7 @@ inline Status closed_error(std::string m) { return {LH_ERR_CLOSED, std::move(m)}
 inline Status aborted_error(std::string m) { return {LH_ERR_ABORTED, std::move(m)}; }
 inline Status internal_error(std::string m) { return {LH_ERR_INTERNAL, std::move(m)}; }
 inline Status node_evicted(std::string m) { return {LH_ERR_NODE_EVICTED, std::move(m)}; }
+inline Status mismatch_error(std::string m) { return {LH_ERR_MISMATCH, std::move(m)}; }
 
 // A value or the Status explaining why there is none.
 template <class T>

@@ -82,8 +82,8 @@ Status decode_header(std::span<const std::byte, kFrameHeaderBytes> bytes, const 
   uint32_t max = limits.max_control_payload;
   if (is_handshake(h.type)) max = kMaxHandshakePayload;
   if (h.type == FrameType::kData) max = limits.max_data_payload;
-  if (h.type == FrameType::kPing || h.type == FrameType::kPong || h.type == FrameType::kCancel)
-    max = 0;
+  if (h.type == FrameType::kPing || h.type == FrameType::kPong) max = 0;
+  if (h.type == FrameType::kCancel) max = kMaxCancelReason;
   if (h.length > max)
     return protocol_error(fmt::format("{} frame of {} bytes exceeds the limit of {}",
                                       frame_type_name(h.type), h.length, max));

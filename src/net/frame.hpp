@@ -46,6 +46,10 @@ inline constexpr uint16_t kFrameMarker = 0x4C48;
 // Handshake frames are tiny; capping them stops an unauthenticated client from making us
 // allocate or wait for more.
 inline constexpr uint32_t kMaxHandshakePayload = 1024;
+// A CANCEL frame carries no payload, or (protocol version 14) the text of a mismatch: the
+// members called a collective differently (collective/signature.hpp), and every member must fail
+// with that reason rather than a bare "cancelled".
+inline constexpr uint32_t kMaxCancelReason = 1024;
 
 struct FrameHeader {
   FrameType type = FrameType::kControl;

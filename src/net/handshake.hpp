@@ -29,8 +29,9 @@ inline constexpr uint64_t kHandshakeMagic = 0x4C55414848474E4FULL;  // "ONGHHAUL
 // change to the receiver's epoch; 8: REGISTER and REJOIN say whether the peer links as a full
 // mesh; 9: NODE_AGREE and NODE_AGREED; 10: REJOIN carries the rail's last node agreement answer,
 // NODE_AGREE no longer the previous one; 11: PEER_STATS carries the overlap's figures; 12:
-// BATCH_REPORT says whether the member's deadline passed; 13: ABORT_REQUEST).
-inline constexpr uint16_t kProtocolVersion = 13;
+// BATCH_REPORT says whether the member's deadline passed; 13: ABORT_REQUEST; 14: every
+// collective's signature transfer, and a CANCEL frame may carry a mismatch's reason).
+inline constexpr uint16_t kProtocolVersion = 14;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr uint16_t kMaxConnectionsPerLink = 64;

@@ -127,7 +127,7 @@ void Link::send(uint64_t op_id, std::span<const std::byte> data, Completion done
       return;
     }
     if (is_cancelled(op_id)) {
-      pending.add(std::move(done), aborted_error(fmt::format("op {} was cancelled", op_id)));
+      pending.add(std::move(done), cancelled_reason(op_id));
       return;
     }
     auto op = std::make_shared<SendOp>();
@@ -153,7 +153,7 @@ void Link::recv(uint64_t op_id, std::span<std::byte> dst, Completion done) {
       return;
     }
     if (is_cancelled(op_id)) {
-      pending.add(std::move(done), aborted_error(fmt::format("op {} was cancelled", op_id)));
+      pending.add(std::move(done), cancelled_reason(op_id));
       return;
     }
     auto op = std::make_shared<RecvOp>();
@@ -213,14 +213,30 @@ void Link::cancel_matching(uint64_t op_id, uint64_t mask, Status why) {
     h.type = FrameType::kCancel;
     h.op_id = op_id;
     h.offset = mask;
-    queue_frame(0, h, {}, {});
+    std::vector<std::byte> reason;  // only a mismatch travels (frame.hpp, kMaxCancelReason)
+    if (why.code() == LH_ERR_MISMATCH) {
+      const std::string& text = why.message();
+      const size_t n = std::min<size_t>(text.size(), kMaxCancelReason);
+      reason.resize(n);
+      std::memcpy(reason.data(), text.data(), n);
+    }
+    h.length = static_cast<uint32_t>(reason.size());
+    queue_frame(0, h, std::move(reason), {});
   }
   wake_writer(0);
   wake_parked_readers();
 }
 
 void Link::cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pending& pending) {
-  remember_cancelled(op_id, mask);
+  remember_cancelled(op_id, mask, why.code() == LH_ERR_MISMATCH ? why : Status::ok());
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    if ((it->second.op_id & mask) != (op_id & mask)) {
+      ++it;
+      continue;
+    }
+    pending.add(std::move(it->second.done), why);
+    it = watches_.erase(it);
+  }
   auto matches = [&](uint64_t id) { return (id & mask) == (op_id & mask); };
   for (auto& [id, op] : std::map(sends_)) {
     if (!matches(id)) continue;
@@ -243,6 +259,28 @@ void Link::cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pendi
   }
 }
 
+uint64_t Link::watch_cancel(uint64_t op_id, uint64_t mask, Completion done) {
+  Pending pending;
+  MutexLock lock(mu_);
+  const uint64_t id = ++next_watch_;
+  if (!failure_.is_ok())
+    pending.add(std::move(done), failure_);
+  else if (is_cancelled(op_id))
+    pending.add(std::move(done), cancelled_reason(op_id));
+  else
+    watches_[id] = {op_id, mask, std::move(done)};
+  return id;
+}
+
+void Link::unwatch(uint64_t id) {
+  Completion dropped;  // destroyed after the lock: it may hold what calls back into this link
+  MutexLock lock(mu_);
+  if (auto it = watches_.find(id); it != watches_.end()) {
+    dropped = std::move(it->second.done);
+    watches_.erase(it);
+  }
+}
+
 void Link::close(Status why) { fail(std::move(why)); }
 
 void Link::queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte> payload, Completion done) {
@@ -254,9 +292,9 @@ void Link::queue_frame(size_t index, const FrameHeader& h, std::vector<std::byte
   frame_queues_[index].push_back(std::move(item));
 }
 
-void Link::remember_cancelled(uint64_t op_id, uint64_t mask) {
+void Link::remember_cancelled(uint64_t op_id, uint64_t mask, const Status& reason) {
   if (mask != ~uint64_t{0}) {
-    cancelled_prefixes_.emplace_back(op_id & mask, mask);
+    cancelled_prefixes_.push_back({op_id & mask, mask, reason});
     if (cancelled_prefixes_.size() > kMaxRememberedPrefixes) cancelled_prefixes_.pop_front();
     return;
   }
@@ -270,9 +308,15 @@ void Link::remember_cancelled(uint64_t op_id, uint64_t mask) {
 
 bool Link::is_cancelled(uint64_t op_id) const {
   if (cancelled_.contains(op_id)) return true;
-  for (const auto& [prefix, mask] : cancelled_prefixes_)
-    if ((op_id & mask) == prefix) return true;
+  for (const CancelledPrefix& c : cancelled_prefixes_)
+    if ((op_id & c.mask) == c.prefix) return true;
   return false;
+}
+
+Status Link::cancelled_reason(uint64_t op_id) const {
+  for (const CancelledPrefix& c : cancelled_prefixes_)
+    if ((op_id & c.mask) == c.prefix && !c.reason.is_ok()) return c.reason;
+  return aborted_error(fmt::format("op {} was cancelled", op_id));
 }
 
 // An op whose every byte was written (or received) has succeeded, even if the link failed or the
@@ -370,6 +414,8 @@ void Link::fail(Status why) {
     }
     unexpected_.clear();
     unexpected_bytes_ = 0;
+    for (auto& [id, watch] : watches_) pending.add(std::move(watch.done), why);
+    watches_.clear();
     handler = std::move(on_failure_);
   }
   if (why.code() != LH_ERR_CLOSED) log::info("net", "link to {} failed: {}", peer_, why.to_string());

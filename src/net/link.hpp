@@ -73,6 +73,8 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   // posted later on either side: a layer above that numbers the transfers of one operation under a
   // common prefix ends all of them, present and future, at both ends with one call.
   void cancel_matching(uint64_t op_id, uint64_t mask, Status why) override;
+  uint64_t watch_cancel(uint64_t op_id, uint64_t mask, Completion done) override;
+  void unwatch(uint64_t id) override;
   // Fails every pending op with `why` and closes the connections.
   void close(Status why = closed_error("link closed locally"));
   // Counts every frame this link has written to or read from its connections into `counter`
@@ -140,8 +142,12 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   // Take the op by value: callers may pass a reference into the map these erase from.
   void complete_recv_if_done(std::shared_ptr<RecvOp> op, Pending& pending) REQUIRES(mu_);
   void complete_send_if_done(std::shared_ptr<SendOp> op, Pending& pending) REQUIRES(mu_);
-  void remember_cancelled(uint64_t op_id, uint64_t mask = ~uint64_t{0}) REQUIRES(mu_);
+  // `reason`: what a later post of a matching op completes with (OK: a plain "cancelled").
+  void remember_cancelled(uint64_t op_id, uint64_t mask = ~uint64_t{0},
+                          const Status& reason = Status::ok()) REQUIRES(mu_);
   bool is_cancelled(uint64_t op_id) const REQUIRES(mu_);
+  // Why a post of a cancelled op fails: the mismatch a cancel carried, else "cancelled".
+  Status cancelled_reason(uint64_t op_id) const REQUIRES(mu_);
   void cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pending& pending)
       REQUIRES(mu_);
 
@@ -191,8 +197,19 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   std::atomic<uint32_t> max_control_bytes_;       // options_.limits.max_control_payload until set
   std::set<uint64_t> cancelled_ GUARDED_BY(mu_);  // exact ids
   std::deque<uint64_t> cancelled_order_ GUARDED_BY(mu_);
-  // (id & mask, mask)
-  std::deque<std::pair<uint64_t, uint64_t>> cancelled_prefixes_ GUARDED_BY(mu_);
+  struct CancelledPrefix {
+    uint64_t prefix = 0;  // id & mask
+    uint64_t mask = 0;
+    Status reason;  // a mismatch's, which later posts fail with; OK: a plain cancel
+  };
+  std::deque<CancelledPrefix> cancelled_prefixes_ GUARDED_BY(mu_);
+  struct CancelWatch {
+    uint64_t op_id = 0;
+    uint64_t mask = 0;
+    Completion done;
+  };
+  std::map<uint64_t, CancelWatch> watches_ GUARDED_BY(mu_);  // by id (watch_cancel)
+  uint64_t next_watch_ GUARDED_BY(mu_) = 0;
 };
 
 // Applies TransportOptions::link_rate_bytes_per_s to a link's connections before it is created

@@ -98,12 +98,19 @@ asio::awaitable<Status> Link::dispatch_frame(Connection& conn, const FrameHeader
       count_received(kFrameHeaderBytes);
       co_return Status::ok();
     case FrameType::kCancel: {
-      count_received(kFrameHeaderBytes);
+      // A reason travels only with a mismatch (frame.hpp): every member fails with its words.
+      std::string reason(h.length, '\0');
+      if (h.length > 0) {
+        Status s = co_await conn.read_payload(std::as_writable_bytes(std::span(reason)));
+        if (!s) co_return s;
+      }
+      count_received(kFrameHeaderBytes + h.length);
+      const Status why =
+          h.length > 0 ? mismatch_error(reason)
+                       : aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_));
       Pending pending;
       MutexLock lock(mu_);
-      cancel_locked(h.op_id, h.offset,
-                    aborted_error(fmt::format("op {} was cancelled by {}", h.op_id, peer_)),
-                    pending);
+      cancel_locked(h.op_id, h.offset, why, pending);
       co_return Status::ok();
     }
     case FrameType::kReject: {

@@ -100,6 +100,7 @@ collective::RingView Communicator::ring_view() const {
   v.links.assign(r.by_rank.begin(), r.by_rank.end());
   v.full_mesh = session_->options().full_mesh;
   v.links.resize(v.size);
+  v.ids.assign(r.ring.begin(), r.ring.end());
   return v;
 }
 

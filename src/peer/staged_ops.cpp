@@ -98,6 +98,8 @@ Result<std::shared_ptr<collective::GatherOp>> StagedOps::broadcast(collective::G
                                         layout->counts.size()));
   // An all-gather in which only the root contributes, in place.
   layout->counts[root] = count;
+  spec.call = collective::Call::kBroadcast;
+  spec.root = root;
   spec.input = root == layout->rank ? buffer : nullptr;
   spec.output = buffer;
   spec.counts = std::move(layout->counts);
@@ -108,6 +110,7 @@ Result<std::shared_ptr<collective::GatherOp>> StagedOps::barrier(collective::Gat
   auto layout = member_counts(0, nullptr);
   if (!layout) return layout.status();
   spec.counts = std::move(layout->counts);
+  spec.call = collective::Call::kBarrier;
   return collectives_.gather(spec);
 }
 

@@ -52,8 +52,21 @@ class DataLink {
   // both ends of the link: pending ones complete with `why` once the transport no longer touches
   // their bytes, later posts of a matching tag fail at once, and late bytes are dropped. A layer
   // that numbers the transfers of one operation under a common prefix ends all of them with one
-  // call. A no-op on a failed link (everything has failed already).
+  // call. A no-op on a failed link (everything has failed already). The remote end's transfers
+  // complete with a plain "cancelled" (LH_ERR_ABORTED), except for a mismatch (LH_ERR_MISMATCH:
+  // the members called a collective differently), whose reason both ends' transfers, present and
+  // future, complete with, so every member reports the same words.
   virtual void cancel_matching(Tag tag, Tag mask, Status why) = 0;
+
+  // Calls `done` once, with the reason, when a cancel that matches `tag` on the bits of `mask`
+  // reaches this end (posted at either end), or the link fails; at once when either happened
+  // already. For a layer that holds back its transfers for a while (a collective waiting for its
+  // members' signatures) and must still learn of a cancel meanwhile. Returns an id (never 0) for
+  // unwatch().
+  virtual uint64_t watch_cancel(Tag tag, Tag mask, Completion done) = 0;
+  // Forgets a watch: its `done` does not start after this returns (one already running may still
+  // be). An id that completed or is unknown is ignored.
+  virtual void unwatch(uint64_t id) = 0;
 
   // OK while the link works; afterwards the reason it failed.
   virtual Status failure() const = 0;

@@ -30,6 +30,11 @@ struct End {
   std::map<Tag, std::vector<std::byte>> early;  // sent before the receive was posted
   std::vector<HeldSend> held;
   std::function<bool(Tag)> hold;
+  struct Watch {
+    Tag tag = 0;
+    Completion done;
+  };
+  std::map<uint64_t, Watch> watches;  // watch_cancel, by id
 };
 
 // Completions gathered under the channel's lock and posted to the executor once it is released.
@@ -60,18 +65,21 @@ struct InProcessLink::Channel {
   mutable Mutex mu;
   Status failure GUARDED_BY(mu);
   End ends[2] GUARDED_BY(mu);
-  std::vector<std::pair<Tag, Tag>> cancelled GUARDED_BY(mu);  // (tag & mask, mask), for both ends
-
-  bool is_cancelled(Tag tag) const REQUIRES(mu) {
-    for (const auto& [prefix, mask] : cancelled)
-      if ((tag & mask) == prefix) return true;
-    return false;
-  }
+  struct Cancelled {
+    Tag prefix = 0;  // tag & mask
+    Tag mask = 0;
+    Status reason;  // a mismatch's, which both ends' later transfers fail with; OK: plain
+  };
+  std::vector<Cancelled> cancelled GUARDED_BY(mu);  // for both ends
+  uint64_t next_watch GUARDED_BY(mu) = 0;
 
   // Why a new transfer under `tag` cannot be posted, or OK.
   Status refusal(Tag tag) const REQUIRES(mu) {
     if (!failure.is_ok()) return failure;
-    if (is_cancelled(tag)) return aborted_error(fmt::format("transfer {} was cancelled", tag));
+    for (const Cancelled& c : cancelled)
+      if ((tag & c.mask) == c.prefix)
+        return c.reason.is_ok() ? aborted_error(fmt::format("transfer {} was cancelled", tag))
+                                : c.reason;
     return Status::ok();
   }
 
@@ -109,8 +117,9 @@ struct InProcessLink::Channel {
   void cancel(int local, Tag tag, Tag mask, const Status& why, Outcomes& out) REQUIRES(mu) {
     const auto matches = [&](Tag t) { return (t & mask) == (tag & mask); };
     for (int side = 0; side < 2; ++side) {
+      // Only a mismatch's reason travels, as over the network (net/frame.hpp).
       const Status reason =
-          side == local
+          side == local || why.code() == LH_ERR_MISMATCH
               ? why
               : aborted_error(fmt::format("transfer {} was cancelled by {}", tag, names[local]));
       End& end = ends[side];
@@ -125,6 +134,11 @@ struct InProcessLink::Channel {
         return true;
       });
       std::erase_if(end.early, [&](const auto& entry) { return matches(entry.first); });
+      std::erase_if(end.watches, [&](auto& entry) {
+        if (!matches(entry.second.tag)) return false;
+        out.add(std::move(entry.second.done), reason);
+        return true;
+      });
     }
   }
 
@@ -133,8 +147,10 @@ struct InProcessLink::Channel {
     for (End& end : ends) {
       for (auto& [tag, r] : end.recvs) out.add(std::move(r.done), why);
       for (HeldSend& h : end.held) out.add(std::move(h.done), why);
+      for (auto& [id, w] : end.watches) out.add(std::move(w.done), why);
       end.recvs.clear();
       end.held.clear();
+      end.watches.clear();
       end.early.clear();
     }
   }
@@ -192,13 +208,37 @@ void InProcessLink::cancel_matching(Tag tag, Tag mask, Status why) {
   Outcomes out(channel_->executor);
   MutexLock lock(channel_->mu);
   if (!channel_->failure.is_ok()) return;
-  channel_->cancelled.emplace_back(tag & mask, mask);
+  channel_->cancelled.push_back(
+      {tag & mask, mask, why.code() == LH_ERR_MISMATCH ? why : Status::ok()});
   channel_->cancel(side_, tag, mask, why, out);
 }
 
 Status InProcessLink::failure() const {
   MutexLock lock(channel_->mu);
   return channel_->failure;
+}
+
+uint64_t InProcessLink::watch_cancel(Tag tag, Tag /*mask*/, Completion done) {
+  // A cancel fires a watch when it matches the watch's tag on the cancel's own mask, as it would
+  // a transfer posted under that tag.
+  Outcomes out(channel_->executor);
+  MutexLock lock(channel_->mu);
+  const uint64_t id = ++channel_->next_watch;
+  if (Status no = channel_->refusal(tag); !no)
+    out.add(std::move(done), no);
+  else
+    channel_->ends[side_].watches[id] = {tag, std::move(done)};
+  return id;
+}
+
+void InProcessLink::unwatch(uint64_t id) {
+  Completion dropped;  // destroyed after the lock
+  MutexLock lock(channel_->mu);
+  auto& watches = channel_->ends[side_].watches;
+  if (auto it = watches.find(id); it != watches.end()) {
+    dropped = std::move(it->second.done);
+    watches.erase(it);
+  }
 }
 
 void InProcessLink::fail(Status why) {

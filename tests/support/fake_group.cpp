@@ -228,7 +228,7 @@ void FakeWorld::link_epoch() {
     for (size_t r = 0; r < ring.size(); ++r) {
       Seat& s = seat(ring[r]);
       s.topo = {epoch_, ring[r], world_size, ring.size(), r, rings_.size(), ring};
-      s.view = collective::RingView{epoch_, r, ring.size(), {}, /*full_mesh=*/true};
+      s.view = collective::RingView{epoch_, r, ring.size(), {}, /*full_mesh=*/true, ring};
       s.view.links.resize(ring.size());
       for (size_t o = 0; o < ring.size(); ++o)
         if (o != r) s.view.links[o] = links_.at({ring[r], ring[o]});

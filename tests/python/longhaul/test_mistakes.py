@@ -87,6 +87,21 @@ def test_diloco_refuses_bad_counts_with_a_value_error(master, bad):
         DiLoCo(model, opt, lh.Communicator(master.address), **bad)
 
 
+def reform_and_allreduce(comm, x, passes=5):
+    """What a training loop does after a failed collective: update_topology(), then the all-reduce
+    again, while it fails with a PeerFailure. A member whose update_topology reached the master
+    before the master heard of the failure is told there is nothing to do; its next collective
+    fails once the group's abort reaches it, and its second pass re-forms with the others."""
+    for _ in range(passes):
+        comm.update_topology()
+        try:
+            comm.allreduce(x, timeout=30).wait(timeout=30)
+            return
+        except lh.PeerFailure:
+            continue
+    raise AssertionError(f"no all-reduce succeeded in {passes} passes")
+
+
 def test_a_collective_timeout_fails_it_for_the_group_instead_of_hanging(pair):
     """A peer that never calls held the other for ever; with timeout= the one whose timeout passes
     gets Timeout, the late one PeerFailure (LH_ERR_ABORTED) at once, and after update_topology the next one is exact."""
@@ -95,14 +110,14 @@ def test_a_collective_timeout_fails_it_for_the_group_instead_of_hanging(pair):
     with pytest.raises(lh.Timeout, match="timeout of 200 ms"):
         a.allreduce(x, timeout=0.2).wait(timeout=30)
     y = np.ones(4, dtype=np.float32)
+    # The late member's call of the same collective: cancelled. (A barrier here was a different
+    # call, which the signatures now report as a Mismatch when the cancel has not reached b yet.)
     with pytest.raises(lh.PeerFailure) as late:
-        b.barrier(timeout=30).wait(timeout=30)  # the late member's first collective: cancelled
+        b.allreduce(y, timeout=30).wait(timeout=30)
     assert late.value.status == "LH_ERR_ABORTED", str(late.value)
+    np.testing.assert_array_equal(y, np.ones(4, dtype=np.float32))
     np.testing.assert_array_equal(x, np.ones(4, dtype=np.float32))  # given back
-    run_threads(a.update_topology, b.update_topology)
-    works = run_threads(lambda: a.allreduce(x, timeout=30), lambda: b.allreduce(y, timeout=30))
-    for w in works:
-        w.wait(timeout=30)
+    run_threads(lambda: reform_and_allreduce(a, x), lambda: reform_and_allreduce(b, y))
     np.testing.assert_array_equal(x, np.full(4, 2.0, dtype=np.float32))
     with pytest.raises(ValueError, match="timeout"):
         a.allreduce(x, timeout=0)
@@ -124,9 +139,7 @@ def test_cancel_fails_the_collective_for_the_group_and_the_next_one_is_exact(pai
     y = np.ones(4, dtype=np.float32)
     with pytest.raises(lh.PeerFailure):
         b.allreduce(y).wait(timeout=30)  # its part of the cancelled collective fails too
-    run_threads(a.update_topology, b.update_topology)
-    for w in run_threads(lambda: a.allreduce(x), lambda: b.allreduce(y)):
-        w.wait(timeout=30)
+    run_threads(lambda: reform_and_allreduce(a, x), lambda: reform_and_allreduce(b, y))
     np.testing.assert_array_equal(x, np.full(4, 2.0, dtype=np.float32))
 
 
@@ -187,3 +200,29 @@ def test_an_unreachable_master_is_not_a_retryable_peer_failure():
     assert unreachable.value.status == "LH_ERR_PEER_LOST"
     c.close()
 
+
+
+def test_calls_that_disagree_raise_mismatch_on_every_member(pair):
+    """sum on one peer and max on the other returned mixed results; different sizes hung one
+    peer. Each now raises Mismatch (not a PeerFailure: retrying the same calls fails again) naming
+    the field, with the tensors as they were."""
+    a, b = pair
+    x = np.full(8, 1.0, dtype=np.float32)
+    y = np.full(8, 2.0, dtype=np.float32)
+    works = run_threads(lambda: a.allreduce(x, "sum"), lambda: b.allreduce(y, "max"))
+    for w in works:
+        with pytest.raises(lh.Mismatch, match="the reduce op") as e:
+            w.wait(timeout=30)
+        assert e.value.status == "LH_ERR_MISMATCH"
+        assert not isinstance(e.value, lh.PeerFailure)
+    np.testing.assert_array_equal(x, np.full(8, 1.0, dtype=np.float32))
+    np.testing.assert_array_equal(y, np.full(8, 2.0, dtype=np.float32))
+    big = np.ones(16, dtype=np.float32)
+    works = run_threads(lambda: a.allreduce(x), lambda: b.allreduce(big))
+    for w in works:
+        with pytest.raises(lh.Mismatch, match="the count: "):
+            w.wait(timeout=30)
+    # The next agreeing call is exact (the asynchronous calls leave the epoch as it was).
+    for w in run_threads(lambda: a.allreduce(x), lambda: b.allreduce(y)):
+        w.wait(timeout=30)
+    np.testing.assert_array_equal(x, np.full(8, 3.0, dtype=np.float32))

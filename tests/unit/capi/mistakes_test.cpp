@@ -346,17 +346,31 @@ Finished start_late_and_finish(lh_comm* comm, std::vector<float>& values) {
   return finish(op);
 }
 
-// After a failed collective: every member re-forms (lh_comm_update_topology, all at once), and
-// the group's next all-reduce is exact, `sum` on every member.
+// After a failed collective every member goes on as the docs' training loop does: it calls
+// lh_comm_update_topology and runs the all-reduce, again while the all-reduce fails with a
+// retryable status. The group's next all-reduce is exact, `sum` on every member. (A member whose
+// update_topology reached the master before the master heard of the failure is answered "nothing
+// to do" and returns; its next collective then fails once the group's abort reaches it, and it
+// re-forms with the others on its second pass. Waiting for every member's first update_topology
+// before any all-reduce, as this helper once did, left the others waiting for it for ever.)
 void expect_reformed_and_summing(std::vector<CommPtr>& comms, float sum) {
-  std::vector<std::future<lh_status>> reformed;
-  for (auto& c : comms)
-    reformed.push_back(
-        std::async(std::launch::async, [&c] { return lh_comm_update_topology(c.get()); }));
-  for (auto& r : reformed) EXPECT_EQ(r.get(), LH_OK);
-  std::vector<float> sums;
-  for (lh_status s : allreduce_all(comms, LH_SCHEDULE_RING, &sums)) EXPECT_EQ(s, LH_OK);
-  for (float got : sums) EXPECT_EQ(got, sum);
+  std::vector<std::future<std::pair<lh_status, float>>> done;
+  for (size_t i = 0; i < comms.size(); ++i)
+    done.push_back(std::async(std::launch::async, [&, i] {
+      float x = 0.0f;
+      lh_status s = LH_ERR_ABORTED;
+      for (int pass = 0; pass < 5 && (s == LH_ERR_ABORTED || s == LH_ERR_PEER_LOST); ++pass) {
+        if ((s = lh_comm_update_topology(comms[i].get())) != LH_OK) break;
+        x = float(i + 1);
+        s = lh_allreduce(comms[i].get(), &x, &x, 1, LH_DTYPE_F32, LH_OP_SUM, nullptr, nullptr);
+      }
+      return std::pair{s, x};
+    }));
+  for (size_t i = 0; i < done.size(); ++i) {
+    const auto [s, got] = done[i].get();
+    EXPECT_EQ(s, LH_OK) << lh_comm_last_error(comms[i].get());
+    EXPECT_EQ(got, sum) << "member " << i;
+  }
 }
 
 // A member that never calls held the others for ever. With a timeout the member whose timeout
@@ -421,6 +435,93 @@ TEST(Mistakes, CancellingAnOperationFailsItForTheGroupAndTheNextOneWorks) {
   const Finished other = finish(start_allreduce(comms[1].get(), v1, 0));
   EXPECT_NE(other.status, LH_OK) << "the other member's part of a cancelled operation fails";
   EXPECT_LT(other.took.count(), 10.0);
+  expect_reformed_and_summing(comms, 3.0f);
+}
+
+// ------------------------------------------------------------------ calls that disagree
+
+// Member i calls lh_allreduce in place on `values[i]` with reduce op `ops[i]` and dtype f32;
+// each member's status and last error.
+std::vector<Finished> allreduce_with(std::vector<CommPtr>& comms,
+                                     std::vector<std::vector<float>>& values,
+                                     const std::vector<lh_reduce_op>& ops) {
+  std::vector<std::future<Finished>> done;
+  for (size_t i = 0; i < comms.size(); ++i)
+    done.push_back(std::async(std::launch::async, [&, i] {
+      const auto t0 = std::chrono::steady_clock::now();
+      const lh_status s = lh_allreduce(comms[i].get(), values[i].data(), values[i].data(),
+                                       values[i].size(), LH_DTYPE_F32, ops[i], nullptr, nullptr);
+      return Finished{s, std::chrono::steady_clock::now() - t0,
+                      s == LH_OK ? "" : lh_comm_last_error(comms[i].get())};
+    }));
+  std::vector<Finished> out;
+  for (auto& d : done) out.push_back(d.get());
+  return out;
+}
+
+// `sum` on one peer and `max` on another returned LH_OK with mixed results. Now every member fails
+// with LH_ERR_MISMATCH naming the field and both members, its buffer as it was; after re-forming,
+// the next agreeing call is exact.
+TEST(Mistakes, MembersThatCallWithDifferentReduceOpsFailWithMismatchNamingFieldAndMembers) {
+  MasterPtr master = start_master();
+  std::vector<CommPtr> comms = connect_group(master.get(), 3, /*full_mesh=*/false);
+  std::vector<std::vector<float>> values = {std::vector<float>(1000, 1.0f),
+                                            std::vector<float>(1000, 2.0f),
+                                            std::vector<float>(1000, 3.0f)};
+  const auto outcomes = allreduce_with(comms, values, {LH_OP_SUM, LH_OP_SUM, LH_OP_MAX});
+  for (size_t i = 0; i < comms.size(); ++i) {
+    EXPECT_EQ(outcomes[i].status, LH_ERR_MISMATCH) << i << ": " << outcomes[i].why;
+    for (const char* words : {"the reduce op", "max at peer", "sum at peer"})
+      EXPECT_NE(outcomes[i].why.find(words), std::string::npos) << outcomes[i].why;
+    EXPECT_LT(outcomes[i].took.count(), 10.0);
+    EXPECT_EQ(values[i], std::vector<float>(1000, float(i + 1))) << "member " << i;
+  }
+  expect_reformed_and_summing(comms, 6.0f);
+}
+
+// Counts of 1M against 2M returned LH_OK on one peer and hung the other for ever.
+TEST(Mistakes, DifferentCountsFailBothMembersInsteadOfHangingOne) {
+  MasterPtr master = start_master();
+  std::vector<CommPtr> comms = connect_group(master.get(), 2, /*full_mesh=*/false);
+  std::vector<std::vector<float>> values = {std::vector<float>(1 << 20, 1.0f),
+                                            std::vector<float>(2 << 20, 1.0f)};
+  const auto outcomes = allreduce_with(comms, values, {LH_OP_SUM, LH_OP_SUM});
+  for (const Finished& f : outcomes) {
+    EXPECT_EQ(f.status, LH_ERR_MISMATCH) << f.why;
+    for (const char* words :
+         {"the count: ", "1048576 elements at peer", "2097152 elements at peer"})
+      EXPECT_NE(f.why.find(words), std::string::npos) << f.why;
+    EXPECT_LT(f.took.count(), 10.0);
+  }
+  expect_reformed_and_summing(comms, 3.0f);
+}
+
+// A broadcast from different roots, and a barrier on one member against an all-reduce on the
+// other: each is named.
+TEST(Mistakes, ABroadcastFromDifferentRootsAndABarrierAgainstAnAllReduceAreMismatches) {
+  MasterPtr master = start_master();
+  std::vector<CommPtr> comms = connect_group(master.get(), 2, /*full_mesh=*/false);
+  std::vector<float> b0(16, 1.0f), b1(16, 2.0f);
+  auto root0 = std::async(std::launch::async, [&] {
+    return lh_broadcast(comms[0].get(), b0.data(), b0.size(), LH_DTYPE_F32, 0, nullptr, nullptr);
+  });
+  const lh_status from1 =
+      lh_broadcast(comms[1].get(), b1.data(), b1.size(), LH_DTYPE_F32, 1, nullptr, nullptr);
+  EXPECT_EQ(root0.get(), LH_ERR_MISMATCH) << lh_comm_last_error(comms[0].get());
+  EXPECT_EQ(from1, LH_ERR_MISMATCH);
+  EXPECT_NE(std::string(lh_comm_last_error(comms[1].get())).find("the root"), std::string::npos)
+      << lh_comm_last_error(comms[1].get());
+  EXPECT_EQ(b0, std::vector<float>(16, 1.0f));
+  EXPECT_EQ(b1, std::vector<float>(16, 2.0f));
+  float x = 1.0f;
+  auto reduce = std::async(std::launch::async, [&] {
+    return lh_allreduce(comms[0].get(), &x, &x, 1, LH_DTYPE_F32, LH_OP_SUM, nullptr, nullptr);
+  });
+  const lh_status barrier = lh_barrier(comms[1].get(), nullptr, nullptr);
+  EXPECT_EQ(reduce.get(), LH_ERR_MISMATCH) << lh_comm_last_error(comms[0].get());
+  EXPECT_EQ(barrier, LH_ERR_MISMATCH);
+  EXPECT_NE(std::string(lh_comm_last_error(comms[1].get())).find("the call: "), std::string::npos)
+      << lh_comm_last_error(comms[1].get());
   expect_reformed_and_summing(comms, 3.0f);
 }
 

@@ -277,6 +277,41 @@ TEST(Link, CancelMatchingEndsPresentAndFutureOpsOfAPrefixAtBothEnds) {
   EXPECT_TRUE(unrelated.wait().is_ok());
 }
 
+// A mismatch's reason crosses the link with the cancel (frame.hpp, kMaxCancelReason): the remote
+// end's transfers of the prefix, present and future, fail with its words, not a bare "cancelled".
+TEST(Link, ACancelForAMismatchCarriesItsReasonToBothEndsAndToLaterOps) {
+  IoRuntime io(2);
+  auto pair = connect_pair(io, 2, {}, {});
+  ASSERT_TRUE(pair);
+  constexpr uint64_t kMask = ~uint64_t{0xFFFF};
+  std::vector<std::byte> a(1000), b(1000);
+  Done waiting_remote;
+  pair->server->recv(0x30002, a, waiting_remote.callback());
+  const std::string why(2000, 'x');  // longer than a CANCEL carries: cut, not refused
+  pair->client->cancel_matching(0x30000, kMask, mismatch_error("the dtype: f32 at 1, f64 at 2"));
+  Status remote = waiting_remote.wait(std::chrono::seconds(5));
+  EXPECT_EQ(remote.code(), LH_ERR_MISMATCH) << remote.to_string();
+  EXPECT_NE(remote.message().find("the dtype: f32 at 1, f64 at 2"), std::string::npos)
+      << remote.to_string();
+  Done later_remote, later_local;
+  pair->server->send(0x30009, b, later_remote.callback());
+  EXPECT_EQ(later_remote.wait(std::chrono::seconds(1)).code(), LH_ERR_MISMATCH);
+  pair->client->recv(0x30007, b, later_local.callback());
+  EXPECT_EQ(later_local.wait(std::chrono::seconds(1)).code(), LH_ERR_MISMATCH);
+  // A long reason is cut to what a frame carries; the link goes on working.
+  Done long_remote;
+  pair->server->recv(0x40001, a, long_remote.callback());
+  pair->client->cancel_matching(0x40000, kMask, mismatch_error(why));
+  Status cut = long_remote.wait(std::chrono::seconds(5));
+  EXPECT_EQ(cut.code(), LH_ERR_MISMATCH);
+  EXPECT_EQ(cut.message().size(), kMaxCancelReason);
+  Done sent, received;
+  pair->server->recv(0x50001, a, received.callback());
+  pair->client->send(0x50001, b, sent.callback());
+  EXPECT_TRUE(received.wait().is_ok());
+  EXPECT_TRUE(pair->client->failure().is_ok());
+}
+
 TEST(Link, BytesSentBeforeTheRemoteClosesAllArriveOnEveryConnection) {
   for (bool tls : {false, true}) {
     IoRuntime io(2);

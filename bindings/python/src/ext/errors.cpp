@@ -15,6 +15,7 @@ struct Types {
   PyObject* closed = nullptr;
   PyObject* unsupported = nullptr;
   PyObject* master_unreachable = nullptr;
+  PyObject* mismatch = nullptr;
 };
 Types types;
 
@@ -42,6 +43,8 @@ PyObject* type_for(lh_status status) {
       return types.closed;
     case LH_ERR_UNSUPPORTED:
       return types.unsupported;
+    case LH_ERR_MISMATCH:
+      return types.mismatch;
     default:
       return types.base;
   }
@@ -79,6 +82,12 @@ void register_errors(nb::module_& m) {
            "update_topology() cannot mend it; check the address, that the master runs, and the "
            "network, then create a new Communicator.");
   Py_DECREF(unreachable_bases);
+  types.mismatch =
+      make(m, "Mismatch", types.base,
+           "The members called one collective with different arguments (kind, dtype, reduce "
+           "op, codec, block, schedule, root or counts); the message names the field and the "
+           "members. Every member raises it and no output was written. Not a PeerFailure: "
+           "retrying the same calls fails again; fix the program.");
 }
 
 namespace {
