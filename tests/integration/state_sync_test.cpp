@@ -324,7 +324,12 @@ TEST_F(StateSyncTest, SourceKilledMidTransferIsReplaced) {
 }
 
 TEST_F(StateSyncTest, FrozenSourceIsDroppedOnTheMastersWord) {
-  const auto peers = three_sources_and_a_joiner(mib_layout(256), 13);
+  // Sources capped at 800 Mbit/s: b's third of 256 MiB then takes about 0.85 s, so b is certainly
+  // mid-share when it freezes. Uncapped it took about 40 ms, and the test raced it both ways
+  // (2026-11-30): a 40 ms pause let b finish before the freeze (the joiner was done 35 ms after
+  // it), and no pause froze b before the joiner had linked to it (a and c served everything).
+  // Either way the joiner held no fetch from b when the master's word came, and logged nothing.
+  const auto peers = three_sources_and_a_joiner(mib_layout(256), 13, {"--upload-mbit", "800"});
   Child &a = *peers.a, &b = *peers.b, &c = *peers.c, &joiner = *peers.joiner;
   const std::string b_id = b.last_line("ready id").substr(9);
 
@@ -338,7 +343,7 @@ TEST_F(StateSyncTest, FrozenSourceIsDroppedOnTheMastersWord) {
   const size_t a_from = a.lines().size(), c_from = c.lines().size();
   start_sync_and_wait_for_the_plans(peers);
   for (Child* p : {&a, &c}) p->kill(SIGSTOP);
-  std::this_thread::sleep_for(40ms);  // b alone moves 256 MiB in about 130 ms on loopback (K = 1)
+  std::this_thread::sleep_for(200ms);  // b alone: the joiner links to it and it serves ~20 MiB
   b.kill(SIGSTOP);
   const auto frozen = std::chrono::steady_clock::now();
   a.kill(SIGCONT);
