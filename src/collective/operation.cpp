@@ -114,14 +114,24 @@ void Operation::signature_arrived(const Status& s, size_t peer) {
   maybe_finish();
 }
 
+// The links are taken under the lock with the ids: the operation may complete on another thread
+// meanwhile, and drop_links() then empties view_.links (it ends the watches left itself).
 void Operation::end_watches() {
-  std::vector<uint64_t> ids;
+  std::vector<std::pair<std::shared_ptr<transport::DataLink>, uint64_t>> watched;
   {
     MutexLock lock(mu_);
-    ids.swap(watches_);
+    watched = take_watches();
   }
-  for (size_t p = 0; p < ids.size(); ++p)
-    if (ids[p] != 0) view_.links[p]->unwatch(ids[p]);
+  for (auto& [link, id] : watched) link->unwatch(id);
+}
+
+std::vector<std::pair<std::shared_ptr<transport::DataLink>, uint64_t>> Operation::take_watches() {
+  std::vector<std::pair<std::shared_ptr<transport::DataLink>, uint64_t>> watched;
+  for (size_t p = 0; p < watches_.size(); ++p)
+    if (watches_[p] != 0 && p < view_.links.size() && view_.links[p])
+      watched.emplace_back(view_.links[p], watches_[p]);
+  watches_.clear();
+  return watched;
 }
 
 void Operation::send(size_t peer, const Tag& tag, std::span<const std::byte> bytes) {
@@ -303,19 +313,23 @@ Status Operation::run_here(const std::function<Status()>& step) {
 bool Operation::fail(Status why) {
   // Their callbacks hold the operation: let go of them (after the lock).
   std::vector<HeldRecv> never_posted;
+  // Taken under the lock: once failed, the operation may complete on another thread at any moment,
+  // and drop_links() then empties view_.links.
+  std::vector<std::shared_ptr<transport::DataLink>> used;
   {
     MutexLock lock(mu_);
     if (done_ || !failure_.is_ok()) return false;
     failure_ = why;
     never_posted.swap(held_recvs_);
+    for (size_t p = 0; p < view_.size; ++p)
+      if (p != view_.rank && uses_link(p) && p < view_.links.size() && view_.links[p])
+        used.push_back(view_.links[p]);
   }
   end_watches();
   // Cancel every transfer of this operation, present and future, on every link it uses: the
   // other end then fails its part too, even a member still waiting for a step we never reached.
   const transport::Tag operation = tag(Phase::kReduceScatter, 0, 0).operation_bits();
-  for (size_t p = 0; p < view_.size; ++p)
-    if (p != view_.rank && uses_link(p) && p < view_.links.size() && view_.links[p])
-      view_.links[p]->cancel_matching(operation, Tag::kOperationMask, why);
+  for (const auto& link : used) link->cancel_matching(operation, Tag::kOperationMask, why);
   MutexLock lock(mu_);
   maybe_finish();
   return true;
@@ -356,8 +370,14 @@ bool Operation::hold_at_success_gate() {
 
 void Operation::drop_links() {
   std::vector<std::shared_ptr<transport::DataLink>> links;  // released after the lock
-  MutexLock lock(mu_);
-  if (done_) links.swap(view_.links);
+  std::vector<std::pair<std::shared_ptr<transport::DataLink>, uint64_t>> watched;
+  {
+    MutexLock lock(mu_);
+    if (!done_) return;
+    watched = take_watches();
+    links.swap(view_.links);
+  }
+  for (auto& [link, id] : watched) link->unwatch(id);
 }
 
 bool Operation::test() const {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "collective/ring_view.hpp"
@@ -166,6 +167,9 @@ class Operation : public std::enable_shared_from_this<Operation> {
   void signature_arrived(const Status& s, size_t peer);
   // The receives are posted, or the operation failed: the watches are no longer needed.
   void end_watches() EXCLUDES(mu_);
+  // Empties watches_, returning each watch with its link (to unwatch after the lock).
+  std::vector<std::pair<std::shared_ptr<transport::DataLink>, uint64_t>> take_watches()
+      REQUIRES(mu_);
   void send_done(const Status& s, size_t bytes);
   void recv_done(const Status& s, size_t bytes, const std::function<void()>& then);
   void maybe_finish() REQUIRES(mu_);
