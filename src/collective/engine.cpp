@@ -1,10 +1,28 @@
 #include "collective/engine.hpp"
 
+#include <numeric>
+
 #include <fmt/format.h>
 
 #include "collective/request.hpp"
 
 namespace longhaul::collective {
+
+namespace {
+
+// The fields every call's signature has (signature.hpp); a block counts only with a codec.
+Signature signature_of(Call call, quant::DType dtype, quant::Codec codec, size_t block,
+                       Schedule schedule) {
+  Signature signature;
+  signature.call = call;
+  signature.dtype = static_cast<uint8_t>(dtype);
+  signature.codec = static_cast<uint8_t>(codec);
+  signature.block = codec == quant::Codec::kNone ? 0 : static_cast<uint32_t>(block);
+  signature.schedule = schedule;
+  return signature;
+}
+
+}  // namespace
 
 CollectiveEngine::CollectiveEngine(runtime::WorkerPool& workers) : workers_(workers) {}
 
@@ -27,13 +45,10 @@ Result<std::shared_ptr<AllReduceOp>> CollectiveEngine::allreduce(const RingView&
                                                                  const AllReduceSpec& spec) {
   if (Status s = validate(spec, view); !s) return s;
   const Schedule schedule = choose_schedule(spec, view);
-  Signature signature;
-  signature.call = spec.reduce_scatter() ? Call::kReduceScatter : Call::kAllReduce;
-  signature.dtype = static_cast<uint8_t>(spec.dtype);
+  Signature signature =
+      signature_of(spec.reduce_scatter() ? Call::kReduceScatter : Call::kAllReduce, spec.dtype,
+                   spec.codec, spec.block, schedule);
   signature.op = static_cast<uint8_t>(spec.op);
-  signature.codec = static_cast<uint8_t>(spec.codec);
-  signature.block = spec.codec == quant::Codec::kNone ? 0 : static_cast<uint32_t>(spec.block);
-  signature.schedule = schedule;
   signature.count = spec.count;
   if (spec.reduce_scatter()) signature.layout = layout_hash(spec.chunk_counts);
   auto op = launch(view, check_links(schedule, view), spec.timeout, signature, [&](uint64_t seq) {
@@ -48,14 +63,9 @@ Result<std::shared_ptr<GatherOp>> CollectiveEngine::gather(const RingView& view,
   if (Status s = validate(spec, view); !s) return s;
   const Schedule schedule = choose_schedule(spec, view);
   const std::vector<size_t>& counts = spec.signed_counts ? *spec.signed_counts : spec.counts;
-  Signature signature;
-  signature.call = spec.call;
-  signature.dtype = static_cast<uint8_t>(spec.dtype);
-  signature.codec = static_cast<uint8_t>(spec.codec);
-  signature.block = spec.codec == quant::Codec::kNone ? 0 : static_cast<uint32_t>(spec.block);
-  signature.schedule = schedule;
+  Signature signature = signature_of(spec.call, spec.dtype, spec.codec, spec.block, schedule);
   signature.root = spec.root;
-  for (size_t c : counts) signature.count += c;
+  signature.count = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
   signature.layout = layout_hash(counts);
   auto op = launch(view, check_links(schedule, view), spec.timeout, signature, [&](uint64_t seq) {
     return make_gather(workers_, buffers_, view, spec, seq, schedule);

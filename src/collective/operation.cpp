@@ -65,8 +65,7 @@ void Operation::begin() {
   std::vector<uint64_t> watches(view_.size, 0);
   for (size_t p : peers)
     watches[p] = view_.links[p]->watch_cancel(
-        signature_tag.bits(), Tag::kOperationMask,
-        [self = shared_from_this()](Status s) { self->fail(std::move(s)); });
+        signature_tag.bits(), [self = shared_from_this()](Status s) { self->fail(std::move(s)); });
   bool failed;
   {
     MutexLock lock(mu_);
@@ -91,24 +90,19 @@ void Operation::signature_arrived(const Status& s, size_t peer) {
     difference = describe_difference(*signature_, Signature::decode(their_signatures_[peer]),
                                      view_.member_name(view_.rank), view_.member_name(peer));
   std::vector<HeldRecv> release;
+  bool all_agree = false;
   {
     MutexLock lock(mu_);
     --in_flight_;
     if (s) ++completed_;
-    if (s && !difference && --signatures_due_ == 0) release.swap(held_recvs_);
+    all_agree = s && !difference && --signatures_due_ == 0;
+    if (all_agree) release.swap(held_recvs_);
   }
   if (!s) fail(s);
   if (difference)
     fail(mismatch_error(fmt::format("the members called {} (epoch {}, number {}) differently; {}",
                                     call_name(signature_->call), view_.epoch, seq_, *difference)));
-  if (s && !difference) {
-    bool all_agree;
-    {
-      MutexLock lock(mu_);
-      all_agree = signatures_due_ == 0;
-    }
-    if (all_agree) end_watches();  // the receives, posted now, are reached by cancels
-  }
+  if (all_agree) end_watches();  // the receives, posted now, are reached by cancels
   for (HeldRecv& r : release) post_recv(r.peer, r.tag, r.bytes, std::move(r.then));
   MutexLock lock(mu_);
   maybe_finish();

@@ -1,9 +1,15 @@
 #include "collective/signature.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cassert>
+
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include "quant/codec.hpp"
 #include "quant/dtype.hpp"
+#include "wire/codec.hpp"
 
 namespace longhaul::collective {
 
@@ -25,65 +31,56 @@ const char* call_name(Call call) {
 
 namespace {
 
-void put(std::byte*& at, uint64_t value, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) *at++ = static_cast<std::byte>(value >> (8 * i));
-}
-
-uint64_t get(const std::byte*& at, size_t bytes) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < bytes; ++i) value |= uint64_t{std::to_integer<uint8_t>(*at++)} << (8 * i);
-  return value;
-}
-
-// A field's value as people read it; a value outside the enumeration as its number.
+// A field's value as people read it; a value outside the enumeration (`end` and above) as its
+// number.
 template <typename Enum, typename Name>
-std::string named(uint8_t value, int known, Name name) {
-  if (value >= known) return fmt::format("{}", value);
+std::string named(uint8_t value, int end, Name name) {
+  if (value >= end) return fmt::format("{}", value);
   return std::string(name(static_cast<Enum>(value)));
 }
+constexpr int kCallEnd = static_cast<int>(Call::kBarrier) + 1;
+constexpr int kScheduleEnd = static_cast<int>(Schedule::kDirect) + 1;
 
 }  // namespace
 
 Signature::Encoded Signature::encode() const {
-  Encoded out{};
-  std::byte* at = out.data();
-  put(at, static_cast<uint8_t>(call), 1);
-  put(at, dtype, 1);
-  put(at, op, 1);
-  put(at, codec, 1);
-  put(at, static_cast<uint8_t>(schedule), 1);
-  put(at, 0, 3);  // reserved
-  put(at, block, 4);
-  put(at, root, 4);
-  put(at, count, 8);
-  put(at, layout, 8);
+  wire::Writer w;
+  w.u8(static_cast<uint8_t>(call));
+  w.u8(dtype);
+  w.u8(op);
+  w.u8(codec);
+  w.u8(static_cast<uint8_t>(schedule));
+  w.raw(std::array<std::byte, 3>{});  // reserved
+  w.u32(block);
+  w.u32(root);
+  w.u64(count);
+  w.u64(layout);
+  Encoded out;
+  assert(w.buffer().size() == kBytes);
+  std::copy(w.buffer().begin(), w.buffer().end(), out.begin());
   return out;
 }
 
 Signature Signature::decode(std::span<const std::byte, kBytes> bytes) {
+  wire::Reader r(bytes);
   Signature s;
-  const std::byte* at = bytes.data();
-  s.call = static_cast<Call>(get(at, 1));
-  s.dtype = static_cast<uint8_t>(get(at, 1));
-  s.op = static_cast<uint8_t>(get(at, 1));
-  s.codec = static_cast<uint8_t>(get(at, 1));
-  s.schedule = static_cast<Schedule>(get(at, 1));
-  (void)get(at, 3);
-  s.block = static_cast<uint32_t>(get(at, 4));
-  s.root = static_cast<uint32_t>(get(at, 4));
-  s.count = get(at, 8);
-  s.layout = get(at, 8);
+  uint8_t call = 0, schedule = 0;
+  std::array<std::byte, 3> reserved{};
+  // kBytes hold every field: no read can fail.
+  [[maybe_unused]] const bool read = r.u8(&call).is_ok() && r.u8(&s.dtype).is_ok() &&
+                                     r.u8(&s.op).is_ok() && r.u8(&s.codec).is_ok() &&
+                                     r.u8(&schedule).is_ok() && r.raw(reserved).is_ok() &&
+                                     r.u32(&s.block).is_ok() && r.u32(&s.root).is_ok() &&
+                                     r.u64(&s.count).is_ok() && r.u64(&s.layout).is_ok();
+  assert(read);
+  s.call = static_cast<Call>(call);
+  s.schedule = static_cast<Schedule>(schedule);
   return s;
 }
 
 uint64_t layout_hash(const std::vector<size_t>& counts) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t c : counts)
-    for (size_t i = 0; i < 8; ++i) {
-      h ^= (static_cast<uint64_t>(c) >> (8 * i)) & 0xFF;
-      h *= 0x100000001b3ull;
-    }
-  return h;
+  std::vector<uint64_t> wide(counts.begin(), counts.end());  // the same bytes on every platform
+  return XXH3_64bits(wide.data(), wide.size() * sizeof(uint64_t));
 }
 
 std::optional<std::string> describe_difference(const Signature& mine, const Signature& theirs,
@@ -92,9 +89,9 @@ std::optional<std::string> describe_difference(const Signature& mine, const Sign
     return fmt::format("{}: {} at {}, {} at {}", field, a, me, b, them);
   };
   if (mine.call != theirs.call)
-    return differs(
-        "the call", call_name(mine.call),
-        named<Call>(static_cast<uint8_t>(theirs.call), 6, [](Call c) { return call_name(c); }));
+    return differs("the call", call_name(mine.call),
+                   named<Call>(static_cast<uint8_t>(theirs.call), kCallEnd,
+                               [](Call c) { return call_name(c); }));
   if (mine.dtype != theirs.dtype)
     return differs("the dtype",
                    named<quant::DType>(mine.dtype, quant::kNumDTypes, quant::dtype_name),
@@ -111,8 +108,9 @@ std::optional<std::string> describe_difference(const Signature& mine, const Sign
     return differs("the codec's block", fmt::format("{}", mine.block),
                    fmt::format("{}", theirs.block));
   if (mine.schedule != theirs.schedule)
-    return differs("the schedule", schedule_name(mine.schedule),
-                   named<Schedule>(static_cast<uint8_t>(theirs.schedule), 3, schedule_name));
+    return differs(
+        "the schedule", schedule_name(mine.schedule),
+        named<Schedule>(static_cast<uint8_t>(theirs.schedule), kScheduleEnd, schedule_name));
   if (mine.root != theirs.root)
     return differs("the root", fmt::format("ring position {}", mine.root),
                    fmt::format("ring position {}", theirs.root));

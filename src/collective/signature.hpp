@@ -41,17 +41,17 @@ struct Signature {
   uint32_t root = 0;                    // a broadcast's root ring position (0 otherwise)
   uint64_t count = 0;                   // elements in all
   // Each member's share of `count` (an all-gather's contributions, a reduce-scatter's chunks),
-  // hashed (FNV-1a over the counts); 0 where the call has none.
+  // hashed (layout_hash); 0 where the call has none.
   uint64_t layout = 0;
 
   static constexpr size_t kBytes = 32;
   using Encoded = std::array<std::byte, kBytes>;
-  Encoded encode() const;  // little endian, the field order above
+  Encoded encode() const;  // the wire codec's little endian, the field order above
   // Any 32 bytes decode; a field outside its enumeration is simply a different value.
   static Signature decode(std::span<const std::byte, kBytes> bytes);
 };
 
-// FNV-1a of the counts, for Signature::layout.
+// XXH3 of the counts as u64s, for Signature::layout.
 uint64_t layout_hash(const std::vector<size_t>& counts);
 
 // The first field in which `theirs` differs from `mine`, as "<field>: <mine> at <me>, <theirs>

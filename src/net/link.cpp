@@ -214,7 +214,7 @@ void Link::cancel_matching(uint64_t op_id, uint64_t mask, Status why) {
     h.op_id = op_id;
     h.offset = mask;
     std::vector<std::byte> reason;  // only a mismatch travels (frame.hpp, kMaxCancelReason)
-    if (why.code() == LH_ERR_MISMATCH) {
+    if (transport::cancel_reason_travels(why)) {
       const std::string& text = why.message();
       const size_t n = std::min<size_t>(text.size(), kMaxCancelReason);
       reason.resize(n);
@@ -228,7 +228,7 @@ void Link::cancel_matching(uint64_t op_id, uint64_t mask, Status why) {
 }
 
 void Link::cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pending& pending) {
-  remember_cancelled(op_id, mask, why.code() == LH_ERR_MISMATCH ? why : Status::ok());
+  remember_cancelled(op_id, mask, transport::cancel_reason_travels(why) ? why : Status::ok());
   for (auto it = watches_.begin(); it != watches_.end();) {
     if ((it->second.op_id & mask) != (op_id & mask)) {
       ++it;
@@ -259,7 +259,7 @@ void Link::cancel_locked(uint64_t op_id, uint64_t mask, const Status& why, Pendi
   }
 }
 
-uint64_t Link::watch_cancel(uint64_t op_id, uint64_t mask, Completion done) {
+uint64_t Link::watch_cancel(uint64_t op_id, Completion done) {
   Pending pending;
   MutexLock lock(mu_);
   const uint64_t id = ++next_watch_;
@@ -268,7 +268,7 @@ uint64_t Link::watch_cancel(uint64_t op_id, uint64_t mask, Completion done) {
   else if (is_cancelled(op_id))
     pending.add(std::move(done), cancelled_reason(op_id));
   else
-    watches_[id] = {op_id, mask, std::move(done)};
+    watches_[id] = {op_id, std::move(done)};
   return id;
 }
 

@@ -73,7 +73,7 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   // posted later on either side: a layer above that numbers the transfers of one operation under a
   // common prefix ends all of them, present and future, at both ends with one call.
   void cancel_matching(uint64_t op_id, uint64_t mask, Status why) override;
-  uint64_t watch_cancel(uint64_t op_id, uint64_t mask, Completion done) override;
+  uint64_t watch_cancel(uint64_t op_id, Completion done) override;
   void unwatch(uint64_t id) override;
   // Fails every pending op with `why` and closes the connections.
   void close(Status why = closed_error("link closed locally"));
@@ -205,7 +205,6 @@ class Link final : public transport::DataLink, public std::enable_shared_from_th
   std::deque<CancelledPrefix> cancelled_prefixes_ GUARDED_BY(mu_);
   struct CancelWatch {
     uint64_t op_id = 0;
-    uint64_t mask = 0;
     Completion done;
   };
   std::map<uint64_t, CancelWatch> watches_ GUARDED_BY(mu_);  // by id (watch_cancel)

@@ -35,6 +35,12 @@ namespace longhaul::transport {
 using Tag = uint64_t;
 using Completion = std::function<void(Status)>;
 
+// Whether a cancel for `why` carries its reason to the other end (cancel_matching): only a
+// mismatch does; every other cancel arrives as a plain "cancelled" (LH_ERR_ABORTED).
+inline bool cancel_reason_travels(const Status& why) {
+  return why.code() == LH_ERR_MISMATCH;
+}
+
 class DataLink {
  public:
   virtual ~DataLink() = default;
@@ -58,12 +64,12 @@ class DataLink {
   // future, complete with, so every member reports the same words.
   virtual void cancel_matching(Tag tag, Tag mask, Status why) = 0;
 
-  // Calls `done` once, with the reason, when a cancel that matches `tag` on the bits of `mask`
+  // Calls `done` once, with the reason, when a cancel that would end a transfer under `tag`
   // reaches this end (posted at either end), or the link fails; at once when either happened
   // already. For a layer that holds back its transfers for a while (a collective waiting for its
   // members' signatures) and must still learn of a cancel meanwhile. Returns an id (never 0) for
   // unwatch().
-  virtual uint64_t watch_cancel(Tag tag, Tag mask, Completion done) = 0;
+  virtual uint64_t watch_cancel(Tag tag, Completion done) = 0;
   // Forgets a watch: its `done` does not start after this returns (one already running may still
   // be). An id that completed or is unknown is ignored.
   virtual void unwatch(uint64_t id) = 0;

@@ -119,7 +119,7 @@ struct InProcessLink::Channel {
     for (int side = 0; side < 2; ++side) {
       // Only a mismatch's reason travels, as over the network (net/frame.hpp).
       const Status reason =
-          side == local || why.code() == LH_ERR_MISMATCH
+          side == local || cancel_reason_travels(why)
               ? why
               : aborted_error(fmt::format("transfer {} was cancelled by {}", tag, names[local]));
       End& end = ends[side];
@@ -209,7 +209,7 @@ void InProcessLink::cancel_matching(Tag tag, Tag mask, Status why) {
   MutexLock lock(channel_->mu);
   if (!channel_->failure.is_ok()) return;
   channel_->cancelled.push_back(
-      {tag & mask, mask, why.code() == LH_ERR_MISMATCH ? why : Status::ok()});
+      {tag & mask, mask, cancel_reason_travels(why) ? why : Status::ok()});
   channel_->cancel(side_, tag, mask, why, out);
 }
 
@@ -218,7 +218,7 @@ Status InProcessLink::failure() const {
   return channel_->failure;
 }
 
-uint64_t InProcessLink::watch_cancel(Tag tag, Tag /*mask*/, Completion done) {
+uint64_t InProcessLink::watch_cancel(Tag tag, Completion done) {
   // A cancel fires a watch when it matches the watch's tag on the cancel's own mask, as it would
   // a transfer posted under that tag.
   Outcomes out(channel_->executor);

@@ -30,7 +30,7 @@ class InProcessLink final : public DataLink {
   void send(Tag tag, std::span<const std::byte> bytes, Completion done) override;
   void recv(Tag tag, std::span<std::byte> bytes, Completion done) override;
   void cancel_matching(Tag tag, Tag mask, Status why) override;
-  uint64_t watch_cancel(Tag tag, Tag mask, Completion done) override;
+  uint64_t watch_cancel(Tag tag, Completion done) override;
   void unwatch(uint64_t id) override;
   Status failure() const override;
   const std::string& peer() const override { return peer_; }
